@@ -1,0 +1,1 @@
+"""TensorFlow image-classification training (InceptionV3, ResNet-50, AlexNet)."""
