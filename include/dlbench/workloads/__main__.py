@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return COMMANDS[args.command][1](args)
-    except Exception as exc:  # the document already records it; say it plainly on stderr
+    except Exception as exc:  # noqa: BLE001 - the document already records it; say it plainly on stderr
         print(f"dlbench workload {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 

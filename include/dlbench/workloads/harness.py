@@ -13,7 +13,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dlbench.workloads import environment
@@ -114,14 +114,14 @@ def workload(
         for finish in finishers:
             try:
                 finish()
-            except Exception as exc:  # a counter must never hide the workload's result
+            except Exception as exc:  # noqa: BLE001 - a counter must never hide the workload's result
                 doc.labels[f"counter_error_{len(doc.labels)}"] = str(exc)[:300]
         doc.add("elapsed_time", time.time() - process_start_time(), "s", scope="process_start_to_end")
         if versions is not None:
             try:
                 doc.environment.versions.update(versions())
-            except Exception:  # versions are informative, never fatal
+            except Exception:  # noqa: BLE001 - versions are informative, never fatal
                 pass
-        doc.finished_at = datetime.now(timezone.utc)
+        doc.finished_at = datetime.now(UTC)
         if out is not None:
             doc.write(out)

@@ -6,7 +6,7 @@ model that validates them, so a typo in a profile fails at load time with the fi
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 
 
-class ModelName(str, Enum):
+class ModelName(StrEnum):
     """Image-classification models of the core study (names as in tf_cnn_benchmarks)."""
 
     INCEPTION3 = "inception3"
@@ -25,7 +25,7 @@ class ModelName(str, Enum):
     ALEXNET = "alexnet"
 
 
-class DataKind(str, Enum):
+class DataKind(StrEnum):
     SYNTHETIC = "synthetic"
     REAL = "real"
 

@@ -15,8 +15,8 @@ import math
 import os
 import tempfile
 import uuid
-from datetime import datetime, timezone
-from enum import Enum
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ SCHEMA_VERSION = 1
 SCHEMA_ID = "dlbench.result"
 
 
-class Platform(str, Enum):
+class Platform(StrEnum):
     """Hosting option being compared (the four orchestration options of the core study)."""
 
     BARE_METAL = "bare_metal"
@@ -39,7 +39,7 @@ class Platform(str, Enum):
         return self in (Platform.CONTAINER_ON_BARE_METAL, Platform.CONTAINER_ON_VM)
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     OK = "ok"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -122,7 +122,7 @@ class ResultDocument(BaseModel):
     environment: Environment
     status: Status = Status.OK
     error: str | None = None
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     samples: list[Sample] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)

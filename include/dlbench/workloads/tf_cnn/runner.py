@@ -75,7 +75,8 @@ def make_strategy(spec: TrainingSpec) -> tuple[Any, str, int]:
         if len(gpus) == 1:
             # CentralStorageStrategy with one GPU places variables on it; pin them on the CPU.
             return tf.distribute.OneDeviceStrategy("/gpu:0"), "parameter_server_cpu", 1
-        return tf.distribute.experimental.CentralStorageStrategy(parameter_device="/cpu:0"), "parameter_server_cpu", len(gpus)
+        strategy = tf.distribute.experimental.CentralStorageStrategy(parameter_device="/cpu:0")
+        return strategy, "parameter_server_cpu", len(gpus)
     strategy = tf.distribute.MirroredStrategy()
     return strategy, "mirrored", strategy.num_replicas_in_sync
 
@@ -111,7 +112,7 @@ def train(
             logits = model(images, training=True)
             loss = tf.nn.compute_average_loss(loss_fn(labels, logits), global_batch_size=global_batch)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=False))
         return loss
 
     @tf.function

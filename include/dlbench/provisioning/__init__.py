@@ -1,0 +1,1 @@
+"""Provisioning: one driver per platform behind one small interface (see base)."""

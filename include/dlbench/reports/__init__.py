@@ -1,0 +1,1 @@
+"""Reports: comparisons and plots built from the warehouse."""

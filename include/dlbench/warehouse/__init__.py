@@ -1,0 +1,1 @@
+"""Warehouse: SQLAlchemy 2 schema, Alembic migrations, idempotent loads."""
