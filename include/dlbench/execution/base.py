@@ -20,9 +20,11 @@ from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
 @dataclass(frozen=True)
 class Target:
-    """Where a job runs. ``runtime`` is ``host`` (a process) or ``docker`` (the workload image)."""
+    """Where a job runs: a platform on a machine. ``runtime`` is ``host`` (a process) or
+    ``docker`` (the workload image on that machine's Docker engine). Serialisable (XCom)."""
 
     name: str
+    platform: str
     runtime: str = "host"
     address: str | None = None
     data_dir: str | None = None

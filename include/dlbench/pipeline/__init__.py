@@ -1,0 +1,1 @@
+"""Pipeline: the steps the DAGs wire together, callable and testable without Airflow."""
