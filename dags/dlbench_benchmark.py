@@ -1,0 +1,175 @@
+"""dlbench_benchmark: compare deep-learning hosting options on the same workloads.
+
+Weekly (and from the trigger form): validate the request, plan the job matrix, provision
+targets (setup), run every job through dynamic task mapping, release the targets (teardown),
+load all archived results into the warehouse and write the comparison report.
+
+This file only declares and wires: every step is a function of ``dlbench.pipeline.steps``,
+tested without Airflow. Nothing heavy is imported at module level (parse time matters).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
+from dlbench.config import Provider, Suite
+from dlbench.workloads.profiles import DataKind, ModelName, profile_names
+from dlbench.workloads.result import Platform
+
+JOB_POOL = "dlbench_benchmark"
+"""One slot by default: two benchmarks sharing a machine would measure each other."""
+PROVISION_POOL = "dlbench_provision"
+
+
+def _choices(enum: type) -> list[str]:
+    return [member.value for member in enum]
+
+
+PARAMS = {
+    "provider": Param(
+        "local", enum=_choices(Provider), title="Provider",
+        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal.",
+    ),
+    "platforms": Param(
+        [Platform.BARE_METAL.value, Platform.CONTAINER_ON_BARE_METAL.value],
+        type="array", items={"type": "string", "enum": _choices(Platform)}, title="Platforms",
+        description="Hosting options to compare; results are normalized to bare_metal.",
+    ),
+    "suites": Param(
+        [Suite.TF_CNN.value], type="array", items={"type": "string", "enum": _choices(Suite)}, title="Suites",
+        description="tf_cnn: TensorFlow image-classification training (the core study).",
+    ),
+    "models": Param(
+        _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",
+    ),
+    "data": Param(
+        _choices(DataKind), type="array", items={"type": "string", "enum": _choices(DataKind)}, title="Data",
+        description="synthetic: generated on the device; real: ImageNet-format TFRecords from disk.",
+    ),
+    "profile": Param(
+        "auto", enum=["auto", *profile_names()], title="Profile",
+        description="paper: the studies' exact parameters (real hardware). smoke: toy sizes. "
+        "auto: the Airflow Variable dlbench_profile (default smoke).",
+    ),
+    "repetitions": Param(
+        None, type=["null", "integer"], minimum=1, maximum=100, title="Repetitions",
+        description="Repetitions of every cell; empty = the profile's default.",
+    ),
+    "data_dir": Param(
+        None, type=["null", "string"], title="Real-data directory",
+        description="ImageNet TFRecords (train-*) on the targets; empty = a generated demo set.",
+    ),
+}
+
+
+@dag(
+    dag_id="dlbench_benchmark",
+    description="Bare metal vs VM vs containers: TensorFlow training and micro-benchmarks, into the warehouse",
+    schedule="@weekly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    params=PARAMS,
+    tags=["dlbench", "benchmark"],
+    default_args={"retries": 0, "execution_timeout": timedelta(minutes=30), "owner": "dlbench"},
+    doc_md=__doc__,
+)
+def dlbench_benchmark() -> None:
+    @task(retries=0, execution_timeout=timedelta(minutes=2))
+    def validate_request() -> dict:
+        """Fail before anything is provisioned, naming the bad field and the allowed values."""
+        from airflow.sdk import Variable
+        from airflow.sdk.exceptions import AirflowFailException
+        from dlbench.pipeline import steps
+
+        params = dict(get_current_context()["params"])
+        if params.get("profile") in (None, "", "auto"):
+            params["profile"] = Variable.get("dlbench_profile", default="smoke")
+        try:
+            return steps.validate(params)
+        except steps.ConfigError as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    @task(retries=0, execution_timeout=timedelta(minutes=2))
+    def plan(request: dict) -> list[dict]:
+        from dlbench.pipeline import steps
+
+        return steps.plan(request, get_current_context()["run_id"])
+
+    @task(retries=0, execution_timeout=timedelta(minutes=2))
+    def run_tags() -> dict:
+        """Run id, DAG run and expiry written on every resource (the janitor's key)."""
+        from dlbench.pipeline import steps
+
+        ctx = get_current_context()
+        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"]).as_dict()
+
+    @setup
+    @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))
+    def provision(request: dict, tags: dict) -> list[dict]:
+        from dlbench.pipeline import steps
+
+        return steps.provision(request, tags)
+
+    @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
+          map_index_template="{{ task.op_kwargs['job']['platform'] }}/{{ task.op_kwargs['job']['args'] }}")
+    def run_job(job: dict, targets: list[dict], request: dict) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+        from dlbench.pipeline import steps
+
+        try:
+            return steps.run_job(job, targets, request["provider"])
+        except steps.JobSkipped as exc:
+            raise AirflowSkipException(str(exc)) from None
+
+    @teardown
+    @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45))
+    def release(request: dict, tags: dict, targets: list[dict] | None) -> None:
+        from dlbench.pipeline import steps
+
+        steps.release(request, tags, targets)
+
+    @task(trigger_rule="all_done", retries=2, retry_delay=timedelta(seconds=30))
+    def load(request: dict) -> dict:
+        """Load every archived document of this run (failed and skipped ones too)."""
+        from dlbench.pipeline import airflow_support, steps
+
+        ctx = get_current_context()
+        return steps.load_run(ctx["run_id"], request, ctx["dag"].dag_id, airflow_support.warehouse_url())
+
+    @task(trigger_rule="all_done")
+    def report(loaded: dict) -> dict:
+        from dlbench.pipeline import airflow_support, steps
+
+        result = steps.report_run(loaded["run_id"], airflow_support.warehouse_url())
+        print(result["table"])
+        print(f"report: {result['html']}")
+        return {"html": result["html"]}
+
+    @task(trigger_rule="all_done")
+    def check(jobs: list[dict], _report: dict) -> dict:
+        """Make the DAG run fail visibly when a job failed (skips are reported, not failures)."""
+        from dlbench.pipeline import steps
+
+        outcome = steps.outcome(get_current_context()["run_id"], len(jobs))
+        if outcome["failures"] or outcome["counts"]["missing"]:
+            raise RuntimeError(f"benchmark run incomplete: {outcome}")
+        return outcome
+
+    request = validate_request()
+    jobs = plan(request)
+    tags = run_tags()
+    targets = provision(request, tags)
+    results = run_job.partial(targets=targets, request=request).expand(job=jobs)
+    released = release(request, tags, targets)
+    request >> tags
+    results >> released
+    loaded = load(request)
+    results >> loaded
+    released >> loaded
+    check(jobs, report(loaded))
+
+
+dlbench_benchmark()

@@ -1,0 +1,202 @@
+"""The steps of a benchmark run, as plain functions over JSON-able values.
+
+The main DAG calls exactly these, one per task, so everything a DAG does can be tested
+without Airflow, and XCom only ever carries small JSON (no secrets, no documents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from dlbench import paths
+from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
+from dlbench.execution.base import Target
+from dlbench.pipeline.providers import backend
+from dlbench.provisioning.base import Tags
+from dlbench.workloads.profiles import DataKind, get_profile
+from dlbench.workloads.result import ResultDocument, Status
+
+log = logging.getLogger(__name__)
+
+SKIP_REASON = "skip_reason"
+DEFAULT_EXPIRY = timedelta(hours=6)
+
+
+class JobFailed(RuntimeError):
+    """The workload ran and failed; its document (status failed) is archived and will be loaded."""
+
+
+class JobSkipped(RuntimeError):
+    """The job's platform is unavailable here; a skipped document records why."""
+
+
+def safe_run_id(run_id: str) -> str:
+    """Airflow run ids contain ':' and '+'; ours go into file and resource names."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:80] or "run"
+
+
+def validate(params: dict[str, Any]) -> dict[str, Any]:
+    """Validate the trigger form before anything is provisioned (ConfigError names the field)."""
+    request = parse_request(params)
+    return request.model_dump(mode="json")
+
+
+def request_from(data: dict[str, Any]) -> BenchmarkRequest:
+    return BenchmarkRequest.model_validate(data)
+
+
+def plan(request: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+    jobs = plan_jobs(request_from(request), safe_run_id(run_id))
+    shown = ", ".join(j.label for j in jobs[:12]) + (" ..." if len(jobs) > 12 else "")
+    log.info("planned %d jobs: %s", len(jobs), shown)
+    return [job.model_dump(mode="json") for job in jobs]
+
+
+def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timedelta = DEFAULT_EXPIRY) -> Tags:
+    return Tags(run_id=safe_run_id(run_id), dag_id=dag_id, dag_run_id=dag_run_id,
+                expires_at=datetime.now(UTC) + expiry)
+
+
+def tags_from(data: dict[str, Any]) -> Tags:
+    tags = Tags.from_dict(data)
+    if tags is None:
+        raise ValueError("not a dlbench tag set")
+    return tags
+
+
+def ensure_dataset(request: BenchmarkRequest) -> str | None:
+    """The real-data directory: the user's (``data_dir``) or a generated ImageNet-format demo set."""
+    if DataKind.REAL not in request.data:
+        return None
+    if request.data_dir:
+        return request.data_dir
+    profile = get_profile(request.profile)
+    size = max(spec.image_size for spec in profile.tf_cnn.values())
+    classes = min(spec.num_classes for spec in profile.tf_cnn.values())
+    target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"
+    if not (target / ".complete").exists():
+        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
+
+        log.info("generating demo ImageNet-format TFRecords in %s", target)
+        write_imagenet_tfrecords(target, images=128, shards=4, image_size=size, num_classes=classes)
+        (target / ".complete").write_text("ok\n")
+    return str(target)
+
+
+def provision(request: dict[str, Any], tags: dict[str, Any]) -> list[dict[str, Any]]:
+    """Setup: targets for every platform. The backend undoes its own partial work on failure."""
+    req = request_from(request)
+    tag_set = tags_from(tags)
+    data_dir = ensure_dataset(req)
+    workdir = paths.runs_dir() / tag_set.run_id
+    workdir.mkdir(parents=True, exist_ok=True)
+    targets = backend(req.provider.value).acquire(req, tag_set, workdir)
+    for target in targets:
+        if SKIP_REASON in target.extra:
+            log.warning("%s: %s", target.platform, target.extra[SKIP_REASON])
+    return [dataclasses.asdict(dataclasses.replace(t, data_dir=t.data_dir or data_dir)) for t in targets]
+
+
+def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[str, Any]] | None) -> None:
+    """Teardown: release whatever the run holds (finds resources by tag when targets is empty)."""
+    req = request_from(request)
+    tag_set = tags_from(tags)
+    workdir = paths.runs_dir() / tag_set.run_id
+    backend(req.provider.value).release([Target(**t) for t in targets or []], tag_set, workdir)
+
+
+def pick_target(job: Job, targets: list[Target]) -> Target:
+    candidates = [t for t in targets if t.platform == job.platform.value]
+    if not candidates:
+        raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
+    return candidates[int(job.job_id, 16) % len(candidates)]
+
+
+def run_job(job: dict[str, Any], targets: list[dict[str, Any]], provider: str, timeout: float = 3600) -> dict[str, Any]:
+    """Run one job and archive its document. Raises JobFailed / JobSkipped after archiving, so
+    Airflow shows the state while the document still reaches the warehouse."""
+    the_job = Job.model_validate(job)
+    target = pick_target(the_job, [Target(**t) for t in targets])
+    archive = archive_path(the_job.run_id, the_job.job_id)
+    if SKIP_REASON in target.extra:
+        from dlbench.execution.base import failed_document
+
+        doc = failed_document(the_job, target.extra[SKIP_REASON])
+        doc.status = Status.SKIPPED
+        doc.write(archive)
+        raise JobSkipped(target.extra[SKIP_REASON])
+    doc = backend(provider).executor_for(target).execute(the_job, target, archive, timeout)
+    summary = summarize(doc, the_job, archive)
+    log.info("%s on %s: %s", the_job.label, target.name, summary["headline"])
+    if doc.status is not Status.OK:
+        raise JobFailed(f"{the_job.label} failed: {doc.error}")
+    return summary
+
+
+def summarize(doc: ResultDocument, job: Job, archive: Path) -> dict[str, Any]:
+    headline = ""
+    for metric in ("throughput", "elapsed_time"):
+        try:
+            sample = doc.sample(metric)
+            headline += f"{metric}={sample.value:.4g} {sample.unit} "
+        except KeyError:
+            continue
+    return {"job_id": job.job_id, "label": job.label, "status": doc.status.value, "archive": str(archive),
+            "headline": headline.strip() or doc.status.value}
+
+
+def archive_path(run_id: str, job_id: str) -> Path:
+    return paths.results_dir() / run_id / f"{job_id}.json"
+
+
+def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
+    """Count the archived documents of a run by status; used to fail the run visibly."""
+    counts = {s.value: 0 for s in Status}
+    problems = []
+    directory = paths.results_dir() / safe_run_id(run_id)
+    for path in sorted(directory.glob("*.json")) if directory.exists() else []:
+        doc = ResultDocument.read(path)
+        counts[doc.status.value] += 1
+        if doc.status is Status.FAILED:
+            problems.append(f"{doc.labels.get('job_label', doc.job_id)}: {doc.error}")
+    counts["missing"] = max(0, expected_jobs - sum(counts.values()))
+    return {"counts": counts, "failures": problems}
+
+
+__all__ = [
+    "ConfigError", "JobFailed", "JobSkipped", "archive_path", "ensure_dataset", "outcome", "plan",
+    "provision", "release", "run_job", "safe_run_id", "tags_for", "validate",
+]
+
+
+def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None) -> dict[str, Any]:
+    """Load every archived document of the run into the warehouse (idempotent)."""
+    from dlbench.warehouse import db, load
+
+    safe = safe_run_id(run_id)
+    engine = db.engine_for(url)
+    db.upgrade(engine)
+    directory = paths.results_dir() / safe
+    documents = sorted(directory.glob("*.json")) if directory.exists() else []
+    req = request_from(request)
+    info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.value,
+                        scheduled=run_id.startswith("scheduled__"), config=request)
+    summary = load.load_documents(engine, documents, run=info)
+    log.info("loaded %d documents of run %s: %s", len(documents), safe, summary)
+    return {"run_id": safe, "documents": len(documents)}
+
+
+def report_run(run_id: str, url: str | None) -> dict[str, str]:
+    """Regenerate the run's report from the warehouse: HTML path and the text table."""
+    from dlbench.reports import build_report, text_table
+    from dlbench.warehouse import db
+
+    safe = safe_run_id(run_id)
+    engine = db.engine_for(url)
+    html = build_report(engine, safe, paths.reports_dir() / safe)
+    return {"html": str(html), "table": text_table(engine, safe)}
