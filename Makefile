@@ -17,11 +17,13 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(ROOT)/plugins
 export TF_CPP_MIN_LOG_LEVEL := 2
 # System prerequisites that .ci/run installs; fragments append to these.
 CI_PREREQS :=
+# What `make run` needs beyond the venv (fragments append: Docker engine, workload image).
+RUN_PREREQS :=
 APT_PACKAGES := docker.io postgresql debootstrap openssh-server iproute2
 
 -include mk/*.mk
 
-.PHONY: help venv lint test run clean
+.PHONY: help venv lint test run run-prereqs clean prereqs airflow-init airflow-settings airflow-ui report ci-prereqs
 help:
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
@@ -42,3 +44,43 @@ ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, Pos
 
 clean: ## remove local state (venv kept)
 	rm -rf $(AIRFLOW_HOME) $(DLBENCH_HOME) build
+
+prereqs: ## install system packages when root (Debian), otherwise say what is missing
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
+	  else echo "missing system packages (install them, or container rows will be skipped): $$missing"; fi; \
+	fi
+
+$(AIRFLOW_HOME)/.initialised: $(VENV)/.installed airflow_settings.yaml
+	mkdir -p $(AIRFLOW_HOME)
+	$(VENV)/bin/airflow db migrate >$(AIRFLOW_HOME)/db-migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/db-migrate.log; exit 1)
+	$(PY) -m dlbench.airflow_settings airflow_settings.yaml
+	touch $@
+
+airflow-init: $(AIRFLOW_HOME)/.initialised ## migrate Airflow's metadata DB and load airflow_settings.yaml
+
+airflow-settings: venv ## (re)load airflow_settings.yaml into Airflow (pools, variables, connections)
+	$(PY) -m dlbench.airflow_settings airflow_settings.yaml
+
+airflow-ui: airflow-init ## Airflow UI on http://localhost:8080 (airflow standalone with this project)
+	$(VENV)/bin/airflow standalone
+
+# The embedded default: this host as bare metal + a local Docker container, smoke profile,
+# SQLite warehouse, report at the end. RUN_CONF overrides the trigger form (JSON).
+RUN_CONF ?= {"profile": "smoke"}
+run-prereqs: $(RUN_PREREQS)
+
+run: venv prereqs run-prereqs airflow-init ## run the embedded benchmark end to end and print the report
+	mkdir -p $(DLBENCH_HOME)
+	$(VENV)/bin/airflow dags test dlbench_benchmark --conf '$(RUN_CONF)' 2>&1 | tee $(DLBENCH_HOME)/last-run.log | \
+	  grep -E "dlbench|ERROR|Traceback|report:|state=" || true
+	$(VENV)/bin/dlbench report
+
+report: venv ## regenerate the latest run's report from the warehouse
+	$(VENV)/bin/dlbench report
+
+TEST_ARGS ?=
+test: venv ## run the whole test suite (DLBENCH_REQUIRE_ALL=1 turns prerequisite skips into failures)
+	$(PY) -m pytest -ra $(TEST_ARGS)
