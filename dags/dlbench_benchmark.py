@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
+
 from dlbench.config import Provider, Suite
 from dlbench.workloads.profiles import DataKind, ModelName, profile_names
 from dlbench.workloads.result import Platform
@@ -82,6 +83,7 @@ def dlbench_benchmark() -> None:
         """Fail before anything is provisioned, naming the bad field and the allowed values."""
         from airflow.sdk import Variable
         from airflow.sdk.exceptions import AirflowFailException
+
         from dlbench.pipeline import steps
 
         params = dict(get_current_context()["params"])
@@ -117,6 +119,7 @@ def dlbench_benchmark() -> None:
           map_index_template="{{ task.op_kwargs['job']['platform'] }}/{{ task.op_kwargs['job']['args'] }}")
     def run_job(job: dict, targets: list[dict], request: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
+
         from dlbench.pipeline import steps
 
         try:
