@@ -9,7 +9,10 @@ so CI can never go green by skipping.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# Tests never touch the user's Airflow metadata DB or data dir: both live in a session temp dir.
+# Set before anything imports Airflow (its configuration is read at import time).
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="dlbench-tests-"))
+os.environ["AIRFLOW_HOME"] = os.environ.get("DLBENCH_TEST_AIRFLOW_HOME", str(_SESSION_DIR / "airflow"))
+os.environ["DLBENCH_HOME"] = os.environ.get("DLBENCH_TEST_HOME", str(_SESSION_DIR / "dlbench"))
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 if str(ROOT / "include") not in sys.path:
     sys.path.insert(0, str(ROOT / "include"))
 
@@ -39,3 +51,23 @@ def project_root() -> Path:
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "fail" if REQUIRE_ALL else "skip"
     return f"dlbench: missing prerequisites will {mode} (DLBENCH_REQUIRE_ALL={'1' if REQUIRE_ALL else '0'})"
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated Airflow metadata DB with airflow_settings.yaml loaded (pools, variables...)."""
+    home = Path(os.environ["AIRFLOW_HOME"])
+    marker = home / ".dlbench-initialised"
+    if not marker.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        airflow = str(Path(sys.executable).with_name("airflow"))
+        subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, text=True)
+        subprocess.run([sys.executable, "-m", "dlbench.airflow_settings", str(ROOT / "airflow_settings.yaml"),
+                        "--airflow", airflow], check=True, capture_output=True, text=True)
+        marker.write_text("ok")
+    return home
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if "DLBENCH_TEST_AIRFLOW_HOME" not in os.environ and "DLBENCH_TEST_HOME" not in os.environ:
+        shutil.rmtree(_SESSION_DIR, ignore_errors=True)
