@@ -127,7 +127,7 @@ def dlbench_benchmark() -> None:
         except steps.JobSkipped as exc:
             raise AirflowSkipException(str(exc)) from None
 
-    @teardown
+    @teardown(on_failure_fail_dagrun=True)  # a failed release may leak machines: fail the run loudly
     @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45))
     def release(request: dict, tags: dict, targets: list[dict] | None) -> None:
         from dlbench.pipeline import steps
@@ -152,10 +152,13 @@ def dlbench_benchmark() -> None:
         return {"html": result["html"]}
 
     @task(trigger_rule="all_done")
-    def check(jobs: list[dict], _report: dict) -> dict:
-        """Make the DAG run fail visibly when a job failed (skips are reported, not failures)."""
+    def check(jobs: list[dict], report_result: dict | None) -> dict:
+        """Make the DAG run fail visibly when a job, the load or the report failed (skips are
+        reported, not failures): the leaf that decides the run's state."""
         from dlbench.pipeline import steps
 
+        if not report_result:
+            raise RuntimeError("the warehouse load or the report failed; see the load and report tasks")
         outcome = steps.outcome(get_current_context()["run_id"], len(jobs))
         if outcome["failures"] or outcome["counts"]["missing"]:
             raise RuntimeError(f"benchmark run incomplete: {outcome}")
