@@ -106,7 +106,7 @@ def dlbench_benchmark() -> None:
         from dlbench.pipeline import steps
 
         ctx = get_current_context()
-        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"]).as_dict()
+        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"])
 
     @setup
     @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))

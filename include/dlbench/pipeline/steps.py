@@ -57,9 +57,10 @@ def plan(request: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
     return [job.model_dump(mode="json") for job in jobs]
 
 
-def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timedelta = DEFAULT_EXPIRY) -> Tags:
-    return Tags(run_id=safe_run_id(run_id), dag_id=dag_id, dag_run_id=dag_run_id,
-                expires_at=datetime.now(UTC) + expiry)
+def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timedelta = DEFAULT_EXPIRY) -> dict[str, str]:
+    """The tags (as XCom-able JSON) written on every resource of the run."""
+    return Tags(run_id=safe_run_id(run_id), dag_id=dag_id, dag_run_id=dag_run_id or run_id,
+                expires_at=datetime.now(UTC) + expiry).as_dict()
 
 
 def tags_from(data: dict[str, Any]) -> Tags:

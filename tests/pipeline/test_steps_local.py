@@ -1,0 +1,53 @@
+"""The DAG's steps without Airflow, on the local provider's bare-metal target (a real process)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.pipeline import steps
+from dlbench.workloads.result import ResultDocument, Status
+
+
+def test_run_job_archives_a_document_before_returning():
+    request = steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"], "data": ["synthetic"],
+                              "repetitions": 1})
+    tags = steps.tags_for("manual__2026-11-22T10:00:00+00:00", "dlbench_benchmark")
+    jobs = steps.plan(request, "manual__2026-11-22T10:00:00+00:00")
+    targets = steps.provision(request, tags)
+    assert [t["platform"] for t in targets] == ["bare_metal"]
+    summary = steps.run_job(jobs[0], targets, "local")
+    doc = ResultDocument.read(summary["archive"])
+    assert doc.status is Status.OK and doc.run_id == "manual__2026-11-22T10-00-00-00-00"
+    assert doc.sample("launch_to_end_time").value >= doc.sample("elapsed_time").value * 0.5
+    assert steps.outcome("manual__2026-11-22T10:00:00+00:00", 1)["counts"] == {
+        "ok": 1, "failed": 0, "skipped": 0, "missing": 0}
+    steps.release(request, tags, targets)
+
+
+def test_a_crashing_workload_still_leaves_a_failed_document():
+    request = steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"], "data": ["real"],
+                              "repetitions": 1, "data_dir": "/nonexistent/imagenet"})
+    jobs = steps.plan(request, "crash")
+    targets = steps.provision(request, steps.tags_for("crash"))
+    with pytest.raises(steps.JobFailed, match="no TFRecord files"):
+        steps.run_job(jobs[0], targets, "local")
+    outcome = steps.outcome("crash", 1)
+    assert outcome["counts"]["failed"] == 1 and "no TFRecord files" in outcome["failures"][0]
+
+
+def test_unavailable_platform_is_recorded_as_skipped():
+    request = steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"], "data": ["synthetic"],
+                              "repetitions": 1})
+    jobs = steps.plan(request, "skip")
+    target = {"name": "x", "platform": "bare_metal", "runtime": "docker", "address": None, "data_dir": None,
+              "extra": {"skip_reason": "container platform skipped: no Docker engine reachable"}}
+    with pytest.raises(steps.JobSkipped, match="no Docker engine"):
+        steps.run_job(jobs[0], [target], "local")
+    doc = ResultDocument.read(steps.archive_path("skip", jobs[0]["job_id"]))
+    assert doc.status is Status.SKIPPED and "no Docker engine" in doc.error
+
+
+def test_local_provider_refuses_cloud_platforms_before_provisioning():
+    request = steps.validate({"platforms": ["virtual_machine"], "models": ["alexnet"]})
+    with pytest.raises(ValueError, match="'virtual_machine' needs a cloud"):
+        steps.provision(request, steps.tags_for("vm"))
