@@ -116,12 +116,14 @@ def dlbench_benchmark() -> None:
         return steps.provision(request, tags)
 
     @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
-          map_index_template="{{ task.op_kwargs['job']['platform'] }}/{{ task.op_kwargs['job']['args'] }}")
+          map_index_template="{{ job_label }}")
     def run_job(job: dict, targets: list[dict], request: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
+        from dlbench.config import Job
         from dlbench.pipeline import steps
 
+        get_current_context()["job_label"] = Job.model_validate(job).label  # names the mapped index in the UI
         try:
             return steps.run_job(job, targets, request["provider"])
         except steps.JobSkipped as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,8 @@ def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[st
     tag_set = tags_from(tags)
     workdir = paths.runs_dir() / tag_set.run_id
     backend(req.provider.value).release([Target(**t) for t in targets or []], tag_set, workdir)
+    # Everything the run created locally goes too (keys, scratch): results live in the archive.
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def pick_target(job: Job, targets: list[Target]) -> Target:
