@@ -73,10 +73,8 @@ RUN_CONF ?= {"profile": "smoke"}
 run-prereqs: $(RUN_PREREQS)
 
 run: venv prereqs run-prereqs airflow-init ## run the embedded benchmark end to end and print the report
-	mkdir -p $(DLBENCH_HOME)
-	$(VENV)/bin/airflow dags test dlbench_benchmark --conf '$(RUN_CONF)' 2>&1 | tee $(DLBENCH_HOME)/last-run.log | \
-	  grep -E "dlbench|ERROR|Traceback|report:|state=" || true
-	$(VENV)/bin/dlbench report
+	$(PY) -m dlbench.pipeline.embedded --conf '$(RUN_CONF)'; status=$$?; \
+	$(VENV)/bin/dlbench report; exit $$status
 
 report: venv ## regenerate the latest run's report from the warehouse
 	$(VENV)/bin/dlbench report

@@ -1,0 +1,92 @@
+"""``make run``: the main DAG, end to end, in this process with Airflow's ``dag.test()``.
+
+Airflow's own log is verbose; it goes to ``$DLBENCH_HOME/last-run.log`` while this prints one
+line per finished task, then the comparison table and the report path. The run is a real Airflow
+DAG run (metadata DB, XCom, mapping, setup/teardown), visible in the UI afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+from dlbench import paths
+
+_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
+_PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
+_TRAILER = re.compile(r" \[[a-z_.]+\] loc=.*$")
+_INTERESTING = re.compile(r"planned \d+ jobs|container platform skipped|on \S+: throughput=|failed:|report: ")
+
+
+def _follow(log_path: Path, out, stop: threading.Event) -> None:  # noqa: ANN001
+    """Echo the interesting lines of the Airflow log as they are written."""
+    with open(log_path, errors="replace") as handle:
+        while not stop.is_set():
+            line = handle.readline()
+            if not line:
+                time.sleep(0.2)
+                continue
+            if (match := _END.search(line)) is not None:
+                task, index = match.groups()
+                out.write(f"  done: {task}{'' if index == '-1' else f'[{index}]'}\n")
+            elif _INTERESTING.search(line):
+                text = _TRAILER.sub("", _PREFIX.sub("", line.strip()))
+                out.write(f"  {text[:200]}\n")
+            out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conf", default="{}", help="trigger-form values as JSON, e.g. '{\"profile\": \"smoke\"}'")
+    parser.add_argument("--dag-id", default="dlbench_benchmark")
+    args = parser.parse_args(argv)
+    conf = json.loads(args.conf)
+
+    home = paths.home()
+    home.mkdir(parents=True, exist_ok=True)
+    log_path = home / "last-run.log"
+    log_path.write_text("")
+    console = os.fdopen(os.dup(1), "w", buffering=1)
+    console.write(f"dlbench: running DAG {args.dag_id} with {json.dumps(conf)} (Airflow log: {log_path})\n")
+
+    stop = threading.Event()
+    follower = threading.Thread(target=_follow, args=(log_path, console, stop), daemon=True)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    saved = os.dup(1), os.dup(2)
+    started = time.monotonic()
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        follower.start()
+        from airflow.dag_processing.dagbag import DagBag
+
+        bag = DagBag(dag_folder=os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", str(Path.cwd() / "dags")))
+        if args.dag_id not in bag.dags:
+            raise SystemExit(f"DAG {args.dag_id} not found; import errors: {bag.import_errors}")
+        run = bag.dags[args.dag_id].test(run_conf=conf)
+        states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        time.sleep(0.5)
+        stop.set()
+        follower.join(timeout=2)
+    minutes = (time.monotonic() - started) / 60
+    bad = {k: v for k, v in states.items() if v not in ("success", "skipped", "TaskInstanceState.SUCCESS",
+                                                          "TaskInstanceState.SKIPPED")}
+    console.write(f"\nDAG run {run.run_id}: {run.state} in {minutes:.1f} min; "
+                  f"{len(states)} task instances, {len(bad)} not successful {sorted(bad) if bad else ''}\n")
+    console.close()
+    return 0 if str(run.state).endswith("success") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
