@@ -65,7 +65,7 @@ airflow-settings: venv ## (re)load airflow_settings.yaml into Airflow (pools, va
 	$(PY) -m dlbench.airflow_settings airflow_settings.yaml
 
 airflow-ui: airflow-init ## Airflow UI on http://localhost:8080 (airflow standalone with this project)
-	$(VENV)/bin/airflow standalone
+	PATH=$(VENV)/bin:$$PATH $(VENV)/bin/airflow standalone
 
 # The embedded default: this host as bare metal + a local Docker container, smoke profile,
 # SQLite warehouse, report at the end. RUN_CONF overrides the trigger form (JSON).
