@@ -1,0 +1,134 @@
+"""Platform comparisons computed from the warehouse (never from memory).
+
+For every case (suite, benchmark, requested parameters, metric, labels) and platform:
+n, mean, std and coefficient of variation over repetitions; then, against bare metal,
+``diff_pct = (H - D) / H * 100`` (study 001's Diff%, H = bare metal, D = the other platform)
+and ``normalized = D / H`` (the core study's figures: bare metal = 1.0).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
+
+BASELINE = "bare_metal"
+PLATFORM_ORDER = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
+
+HEADLINE = {"tf_cnn": ["throughput", "elapsed_time"]}
+"""Per suite, the metrics the report leads with; other suites lead with all non-diagnostic metrics."""
+
+DIAGNOSTIC = {
+    "step_time", "step_time_mean", "step_time_std", "step_time_p95", "setup_time", "measured_time",
+    "launch_to_end_time", "peak_memory", "minor_page_faults", "major_page_faults",
+    "voluntary_context_switches", "involuntary_context_switches", "cpu_time_user", "cpu_time_system",
+    "block_input_ops", "block_output_ops",
+}
+"""Kept in the warehouse and the detailed table, left out of the headline comparison."""
+
+PER_STEP = {"step_time"}
+"""High-cardinality samples: never aggregated into the report tables."""
+
+LOWER_IS_BETTER_UNITS = {"s", "ms", "us", "ns", "count", "bytes"}
+LOWER_IS_BETTER_WORDS = ("latency", "time", "fault", "switch")
+
+CASE_PARAMETERS = {"tf_cnn": {"data": "{}", "batch_size_per_device": "batch {}", "image_size": "{}px"}}
+"""Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
+
+
+def higher_is_better(metric: str, unit: str) -> bool:
+    """Direction of a metric: one place for every suite. Times, latencies and counts go down."""
+    if unit in LOWER_IS_BETTER_UNITS or any(word in metric for word in LOWER_IS_BETTER_WORDS):
+        return False
+    return True
+
+
+def latest_run_id(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return conn.scalar(select(Run.run_id).order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+
+
+def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
+    """One row per sample of the run's successful executions (per-step samples excluded)."""
+    query = (
+        select(Run.run_id, Execution.job_id, Execution.platform, Execution.repetition, Execution.status,
+               Benchmark.suite, Benchmark.name, Benchmark.parameters, Benchmark.parameters_hash,
+               Sample.metric, Sample.value, Sample.unit, Sample.labels)
+        .join(Execution, Execution.run_pk == Run.id)
+        .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+        .join(Sample, Sample.execution_id == Execution.id)
+        .where(Execution.status == "ok", Sample.metric.not_in(PER_STEP))
+    )
+    if run_id is not None:
+        query = query.where(Run.run_id == run_id)
+    with engine.connect() as conn:
+        frame = pd.DataFrame(conn.execute(query).mappings().all())
+    if frame.empty:
+        return frame
+    frame["labels_key"] = frame["labels"].map(lambda d: json.dumps(d or {}, sort_keys=True))
+    frame["case"] = [case_name(s, n, p, lab) for s, n, p, lab in
+                     zip(frame["suite"], frame["name"], frame["parameters"], frame["labels"], strict=True)]
+    return frame
+
+
+def case_name(suite: str, name: str, parameters: dict[str, Any], labels: dict[str, Any]) -> str:
+    """A readable name for a case: the benchmark, its distinguishing parameters and labels."""
+    formats = CASE_PARAMETERS.get(suite) or {
+        k: f"{k}={{}}" for k, v in sorted(parameters.items()) if isinstance(v, str | int | float) and k != "profile"}
+    parts = [name] + [fmt.format(parameters[k]) for k, fmt in list(formats.items())[:4] if k in parameters]
+    shown = {k: v for k, v in sorted((labels or {}).items())
+             if k not in ("model", "data", "batch_size", "source")
+             and not (k == "scope" and v in ("process", "process_start_to_end"))}
+    parts += [f"{k}={v}" for k, v in shown.items()]
+    return " ".join(str(p) for p in parts)
+
+
+def statistics(frame: pd.DataFrame) -> pd.DataFrame:
+    """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal."""
+    if frame.empty:
+        return pd.DataFrame(columns=["suite", "case", "metric", "unit", "platform", "n", "mean", "std", "cv",
+                                     "diff_pct", "normalized", "higher_is_better"])
+    keys = ["suite", "name", "parameters_hash", "case", "metric", "unit", "labels_key"]
+    stats = (frame.groupby(keys + ["platform"], sort=False)["value"]
+             .agg(n="count", mean="mean", std="std").reset_index())
+    stats["std"] = stats["std"].fillna(0.0)
+    stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
+    base = stats[stats["platform"] == BASELINE][keys + ["mean"]].rename(columns={"mean": "baseline"})
+    stats = stats.merge(base, on=keys, how="left")
+    stats["diff_pct"] = (stats["baseline"] - stats["mean"]) / stats["baseline"].where(stats["baseline"] != 0) * 100
+    stats["normalized"] = stats["mean"] / stats["baseline"].where(stats["baseline"] != 0)
+    stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
+    order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
+    stats["_p"] = stats["platform"].map(lambda p: order.get(p, len(order)))
+    # Headline metrics first, in their declared order, then the rest alphabetically.
+    stats["_m"] = [HEADLINE.get(s, []).index(m) if m in HEADLINE.get(s, []) else len(HEADLINE.get(s, []))
+                   for s, m in zip(stats["suite"], stats["metric"], strict=True)]
+    return stats.sort_values(["suite", "_m", "metric", "case", "_p"]).drop(columns=["_p", "_m", "labels_key"])
+
+
+def headline(stats: pd.DataFrame) -> pd.DataFrame:
+    """The rows a reader looks at first: headline metrics per suite."""
+    if stats.empty:
+        return stats
+    keep = [m in HEADLINE[s] if s in HEADLINE else m not in DIAGNOSTIC
+            for s, m in zip(stats["suite"], stats["metric"], strict=True)]
+    return stats[keep]
+
+
+def problems(engine: Engine, run_id: str | None) -> pd.DataFrame:
+    """Failed and skipped executions, with their reasons."""
+    query = (
+        select(Execution.platform, Benchmark.suite, Benchmark.name, Execution.repetition, Execution.status,
+               Execution.error)
+        .join(Run, Execution.run_pk == Run.id)
+        .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+        .where(Execution.status != "ok")
+    )
+    if run_id is not None:
+        query = query.where(Run.run_id == run_id)
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(query.order_by(Execution.platform, Benchmark.name)).mappings().all())

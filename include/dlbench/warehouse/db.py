@@ -1,0 +1,60 @@
+"""Engines and migrations: SQLite by default, any SQLAlchemy URL (PostgreSQL) in production."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+
+from dlbench import paths
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+URL_ENV = "DLBENCH_WAREHOUSE_URL"
+
+
+def default_url() -> str:
+    return os.environ.get(URL_ENV) or f"sqlite:///{paths.home() / 'warehouse.db'}"
+
+
+def engine_for(url: str | None = None) -> Engine:
+    """An engine for ``url`` (default: $DLBENCH_WAREHOUSE_URL, else the embedded SQLite file)."""
+    url = url or default_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, future=True, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")  # cascades as on PostgreSQL
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+    return engine
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def upgrade(engine: Engine | str | None = None, revision: str = "head") -> Engine:
+    """Migrate the warehouse to ``revision`` (idempotent; safe before every load)."""
+    engine = engine if isinstance(engine, Engine) else engine_for(engine)
+    command.upgrade(alembic_config(engine), revision)
+    return engine
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    command.downgrade(alembic_config(engine), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

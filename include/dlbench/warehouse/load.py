@@ -1,0 +1,182 @@
+"""Idempotent, transactional loads of result documents.
+
+The natural key of a document is its ``job_id``: loading it again updates the execution in
+place and replaces its samples, so a retried task, a re-run ``load`` or a full archive reload
+leaves exactly the same rows. A batch is one transaction: all documents or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
+
+from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
+from dlbench.workloads.result import ResultDocument
+
+
+@dataclass
+class RunInfo:
+    """What the controller knows about a run that the documents do not carry."""
+
+    run_id: str
+    dag_id: str | None = None
+    profile: str | None = None
+    provider: str | None = None
+    scheduled: bool = False
+    started_at: datetime | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoadSummary:
+    documents: int = 0
+    executions_created: int = 0
+    executions_updated: int = 0
+    samples: int = 0
+    runs: set[str] = field(default_factory=set)
+
+    def __str__(self) -> str:
+        return (f"{self.documents} documents ({self.executions_created} new, {self.executions_updated} reloaded), "
+                f"{self.samples} samples, runs {sorted(self.runs)}")
+
+
+def canonical_hash(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _get_or_create_run(session: Session, run_id: str, info: RunInfo | None, doc: ResultDocument) -> Run:
+    run = session.scalar(select(Run).where(Run.run_id == run_id))
+    if run is None:
+        run = Run(run_id=run_id, loaded_at=datetime.now(UTC), config={}, scheduled=False)
+        session.add(run)
+    if info is not None and info.run_id == run_id:
+        run.dag_id, run.profile, run.provider = info.dag_id, info.profile, info.provider
+        run.scheduled, run.config = info.scheduled, info.config
+        run.started_at = info.started_at or run.started_at
+    if run.profile is None:
+        run.profile = str(doc.benchmark.parameters.get("profile")) if "profile" in doc.benchmark.parameters else None
+    first = doc.started_at
+    if run.started_at is None or (first is not None and _aware(first) < _aware(run.started_at)):
+        run.started_at = first
+    run.loaded_at = datetime.now(UTC)
+    return run
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _environment(session: Session, doc: ResultDocument, platform: str) -> Environment:
+    env = doc.environment
+    details = env.model_dump(mode="json")
+    fingerprint = canonical_hash({"platform": platform, **details})
+    found = session.scalar(select(Environment).where(Environment.fingerprint == fingerprint))
+    if found is not None:
+        return found
+    gpus = env.gpus
+    found = Environment(
+        fingerprint=fingerprint, platform=platform, hostname=env.hostname, cpu_model=env.cpu_model,
+        cpu_count=env.cpu_count, memory_bytes=env.memory_bytes,
+        gpu_model=gpus[0].name if gpus else None, gpu_count=len(gpus),
+        gpu_driver=env.versions.get("nvidia_driver"), tensorflow_version=env.versions.get("tensorflow"),
+        cuda_version=env.versions.get("cuda"), in_container=env.container.inside,
+        container_runtime=env.container.runtime, cpu_limit_cores=env.container.cpu_limit_cores,
+        memory_limit_bytes=env.container.memory_limit_bytes, details=details,
+    )
+    session.add(found)
+    session.flush()
+    return found
+
+
+def _benchmark(session: Session, doc: ResultDocument) -> Benchmark:
+    bench = doc.benchmark
+    digest = canonical_hash(bench.parameters)
+    found = session.scalar(select(Benchmark).where(
+        Benchmark.suite == bench.suite, Benchmark.name == bench.name, Benchmark.parameters_hash == digest))
+    if found is None:
+        found = Benchmark(suite=bench.suite, name=bench.name, parameters_hash=digest, parameters=bench.parameters)
+        session.add(found)
+        session.flush()
+    return found
+
+
+def platform_of(doc: ResultDocument) -> str:
+    return doc.environment.platform.value if doc.environment.platform else "unknown"
+
+
+def load_document(session: Session, doc: ResultDocument, *, archive_path: str | None = None,
+                  run: RunInfo | None = None, summary: LoadSummary | None = None) -> Execution:
+    """Upsert one document (by job_id) inside the caller's transaction."""
+    summary = summary if summary is not None else LoadSummary()
+    platform = platform_of(doc)
+    run_row = _get_or_create_run(session, doc.run_id, run, doc)
+    environment = _environment(session, doc, platform)
+    benchmark = _benchmark(session, doc)
+    session.flush()
+    execution = session.scalar(select(Execution).where(Execution.job_id == doc.job_id))
+    if execution is None:
+        execution = Execution(job_id=doc.job_id)
+        summary.executions_created += 1
+    else:
+        session.execute(delete(Sample).where(Sample.execution_id == execution.id))
+        summary.executions_updated += 1
+    execution.run = run_row
+    execution.environment = environment
+    execution.benchmark = benchmark
+    execution.platform = platform
+    execution.repetition = doc.repetition
+    execution.status = doc.status.value
+    execution.error = doc.error
+    execution.started_at = doc.started_at
+    execution.finished_at = doc.finished_at
+    execution.archive_path = archive_path
+    execution.labels = doc.labels
+    session.add(execution)
+    session.flush()
+    session.add_all(
+        Sample(execution_id=execution.id, ordinal=i, metric=s.metric, value=s.value, unit=s.unit, labels=s.labels)
+        for i, s in enumerate(doc.samples)
+    )
+    summary.documents += 1
+    summary.samples += len(doc.samples)
+    summary.runs.add(doc.run_id)
+    return execution
+
+
+def load_documents(engine: Engine, documents: Iterable[ResultDocument | str | os.PathLike[str]],
+                   run: RunInfo | None = None) -> LoadSummary:
+    """Load documents (objects or archived JSON paths) in one transaction."""
+    summary = LoadSummary()
+    with Session(engine) as session, session.begin():
+        for item in documents:
+            if isinstance(item, ResultDocument):
+                doc, path = item, None
+            else:
+                path = str(Path(item).resolve())
+                doc = ResultDocument.read(path)
+            load_document(session, doc, archive_path=path, run=run, summary=summary)
+    return summary
+
+
+def archive_files(path: str | os.PathLike[str]) -> list[Path]:
+    """Every archived document under ``path`` (a file or an archive tree)."""
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.exists():
+        raise FileNotFoundError(f"no result archive at {root}")
+    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
+
+
+def reload_archive(engine: Engine, path: str | os.PathLike[str]) -> LoadSummary:
+    """Rebuild the warehouse rows from the raw archive (e.g. after a schema migration)."""
+    return load_documents(engine, archive_files(path))
