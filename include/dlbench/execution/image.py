@@ -1,0 +1,118 @@
+"""The workload image: is a Docker engine there, and is the image built (build it if not).
+
+Users with a registry build from the official Python image (the Dockerfile's default
+``BASE_IMAGE``). Where no registry is reachable (this project's CI), the base is made locally
+with debootstrap (``docker/build-base.sh``) and the Python wheels come from a wheelhouse
+downloaded on the host by pip, so the build itself needs no network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+WHEELHOUSE = ROOT / "build" / "wheelhouse"
+OFFICIAL_BASE = "python:3.11-slim-bookworm"
+LOCAL_BASE = "dlbench-base:bookworm"
+DEFAULT_TAG = "dlbench-workload:latest"
+
+
+def docker_available(timeout: float = 10) -> tuple[bool, str]:
+    """(True, "") when a Docker engine answers, else (False, why) for a visible skip."""
+    try:
+        import docker
+    except ImportError:
+        return False, "the docker Python SDK is not installed"
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        client.close()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no usable engine", reported as such
+        return False, f"no Docker engine reachable ({type(exc).__name__}: {str(exc)[:200]})"
+    return True, ""
+
+
+def _docker(*args: str, timeout: float = 3600, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
+
+
+def image_exists(tag: str) -> bool:
+    return _docker("image", "inspect", tag, timeout=60, check=False).returncode == 0
+
+
+def choose_base() -> str:
+    """DLBENCH_BASE_IMAGE, else an official or local base already present, else pull, else debootstrap."""
+    if os.environ.get("DLBENCH_BASE_IMAGE"):
+        return os.environ["DLBENCH_BASE_IMAGE"]
+    for candidate in (OFFICIAL_BASE, LOCAL_BASE):
+        if image_exists(candidate):
+            return candidate
+    try:
+        if _docker("pull", OFFICIAL_BASE, timeout=120, check=False).returncode == 0:
+            return OFFICIAL_BASE
+    except subprocess.TimeoutExpired:
+        pass
+    log.info("no registry reachable: building %s with debootstrap", LOCAL_BASE)
+    subprocess.run([str(ROOT / "docker" / "build-base.sh"), LOCAL_BASE], check=True, timeout=3600)
+    return LOCAL_BASE
+
+
+def build_wheelhouse() -> Path:
+    """Download the workload requirements' wheels on the host (pip reaches PyPI; the build may not)."""
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(WHEELHOUSE),
+                    "-r", str(ROOT / "requirements-workload.txt")], check=True, timeout=3600)
+    return WHEELHOUSE
+
+
+def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
+    """Build the workload image; returns the build time in seconds."""
+    base = base or choose_base()
+    if base == LOCAL_BASE or os.environ.get("DLBENCH_OFFLINE_BUILD"):
+        build_wheelhouse()
+    else:
+        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ROOT)],
+        capture_output=True, text=True, timeout=3600, env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"docker build of {tag} from {base} failed: {(proc.stdout + proc.stderr)[-2000:]}")
+    elapsed = time.monotonic() - started
+    log.info("built %s from %s in %.0f s", tag, base, elapsed)
+    return elapsed
+
+
+def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False) -> str:
+    """The tag of a present workload image, building it when missing (or when asked)."""
+    if rebuild or not image_exists(tag):
+        build_image(tag)
+    return tag
+
+
+def main() -> int:
+    """``python -m dlbench.execution.image [--rebuild]``: used by ``make image``."""
+    rebuild = "--rebuild" in sys.argv[1:]
+    ok, reason = docker_available()
+    if not ok:
+        print(f"cannot build the workload image: {reason}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    started = time.monotonic()
+    tag = ensure_image(DEFAULT_TAG, rebuild=rebuild)
+    size = _docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
+    print(f"{tag} ready ({int(size) / 2**20:.0f} MiB) after {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
