@@ -1,0 +1,72 @@
+"""The container platform on a real Docker engine: the real runner in the real workload image."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dlbench.config import Job
+from dlbench.execution.base import Target
+from dlbench.execution.docker import DockerExecutor, labels_for, remove_run_containers, sweep_containers
+from dlbench.workloads.result import Platform, ResultDocument, Status
+
+
+def job(run_id: str, **args) -> Job:
+    return Job(job_id=f"{run_id}-{args.get('model', 'x')}-{args.get('data', 'x')}", run_id=run_id,
+               platform=Platform.CONTAINER_ON_BARE_METAL, suite="tf_cnn", command="tf-cnn",
+               args={"model": "alexnet", "data": "synthetic", **args}, profile="smoke")
+
+
+def our_containers(client, run_id):
+    return client.containers.list(all=True, filters={"label": f"dlbench.run_id={run_id}"})
+
+
+@pytest.mark.parametrize("data", ["synthetic", "real"])
+def test_runner_in_the_image(docker_client, workload_image, tmp_path, data, tfrecords_dir):
+    target = Target(name="local-docker", platform="container_on_bare_metal", runtime="docker",
+                    data_dir=str(tfrecords_dir) if data == "real" else None)
+    doc = DockerExecutor(workload_image).execute(job("ct1", data=data), target, tmp_path / "r.json", timeout=600)
+    assert doc.status is Status.OK, doc.error
+    assert doc.environment.container.inside and doc.environment.container.runtime == "docker"
+    assert doc.environment.platform is Platform.CONTAINER_ON_BARE_METAL
+    assert doc.sample("throughput").value > 0
+    assert doc.sample("launch_to_end_time").value > doc.sample("elapsed_time").value  # container start counted
+    assert ResultDocument.read(tmp_path / "r.json").job_id == doc.job_id
+    assert our_containers(docker_client, "ct1") == []
+
+
+def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, workload_image, tmp_path):
+    target = Target(name="d", platform="container_on_bare_metal", runtime="docker", data_dir=str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    doc = DockerExecutor(workload_image).execute(job("ct2", data="real"), target, tmp_path / "r.json", timeout=600)
+    assert doc.status is Status.FAILED and "no TFRecord files" in doc.error
+    assert our_containers(docker_client, "ct2") == []
+
+
+def test_timeout_kills_and_removes_the_container(docker_client, workload_image, tmp_path):
+    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    slow = job("ct3", model="inception3")
+    doc = DockerExecutor(workload_image).execute(slow, target, tmp_path / "r.json", timeout=3)
+    assert doc.status is Status.FAILED and "timed out after 3 s" in doc.error
+    assert our_containers(docker_client, "ct3") == []
+
+
+def test_teardown_and_janitor_touch_only_our_containers(docker_client, workload_image):
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    ours_expired = docker_client.containers.create(workload_image, ["sleep", "60"],
+                                                   labels=labels_for("ct4", "j1", expires_at=past))
+    ours_live = docker_client.containers.create(workload_image, ["sleep", "60"], labels=labels_for("ct5", "j2"))
+    foreign = docker_client.containers.create(workload_image, ["sleep", "60"], labels={"team": "someone-else"})
+    try:
+        assert sweep_containers(dry_run=True) == [ours_expired.name]
+        assert ours_expired.name in sweep_containers()
+        assert remove_run_containers("ct5") == [ours_live.name]
+        foreign.reload()  # still there: the janitor never touches untagged containers
+        assert our_containers(docker_client, "ct4") == [] and our_containers(docker_client, "ct5") == []
+    finally:
+        for container in (ours_expired, ours_live, foreign):
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001 - already removed by the code under test
+                pass
