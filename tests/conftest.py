@@ -71,3 +71,24 @@ def airflow_db() -> Path:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if "DLBENCH_TEST_AIRFLOW_HOME" not in os.environ and "DLBENCH_TEST_HOME" not in os.environ:
         shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    from dlbench.execution.image import docker_available
+
+    ok, reason = docker_available()
+    require(ok, reason)
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def workload_image(docker_client):
+    """The real workload image, built from docker/Dockerfile when missing (minutes the first time)."""
+    from dlbench.execution.image import DEFAULT_TAG, ensure_image
+
+    return ensure_image(DEFAULT_TAG)

@@ -1,0 +1,46 @@
+"""The main DAG end to end with Airflow's dag.test(): this host as bare metal and a real Docker
+container, the smoke profile, all three models on synthetic and real data, into the warehouse."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from dlbench import paths
+from dlbench.warehouse import db
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def dag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags")).dags["dlbench_benchmark"]
+
+
+def test_embedded_run(dag, workload_image):
+    run = dag.test(run_conf={"profile": "smoke", "repetitions": 1})
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state).endswith("success"), states
+    assert sum(1 for task, _ in states if task == "run_job") == 2 * 3 * 2
+    assert all(state.endswith("success") for state in states.values()), states
+
+    engine = db.engine_for(None)
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT platform, benchmark, parameters, count(*) FROM sample_facts "
+            "WHERE metric = 'throughput' AND status = 'ok' AND run_id = :run GROUP BY platform, benchmark, parameters"),
+            {"run": run.run_id.replace(":", "-").replace("+", "-")}).all()
+    assert {(r[0], r[1]) for r in rows} == {
+        (p, m) for p in ("bare_metal", "container_on_bare_metal") for m in ("inception3", "resnet50", "alexnet")}
+    assert len(rows) == 12  # x synthetic, real
+    reports = list((paths.reports_dir()).glob("*/report.html"))
+    assert reports and "container_on_bare_metal" in reports[0].read_text()
+    assert list(paths.runs_dir().glob("*")) == []  # the teardown removed the run's workdir
+
+
+def test_bad_input_is_refused_before_anything_runs(dag):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="vgg16"):
+        dag.test(run_conf={"models": ["vgg16"]})
