@@ -47,13 +47,81 @@ class TrainingSpec(BaseModel):
     local_parameter_device: Literal["cpu", "gpu"] = "cpu"
 
 
+class CpuSpec(BaseModel):
+    """HPL (via hpcc) problem sizes, capped by memory; HPCG dimension and duration (study 001)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hpl_sizes: list[int] = Field(min_length=1)
+    hpl_block: int = Field(gt=0)
+    hpl_memory_fraction: float = Field(gt=0, le=0.9)
+    hpcg_dimension: int = Field(ge=16)
+    hpcg_seconds: float = Field(gt=0)
+
+
+class DiskSpec(BaseModel):
+    """dd sequential writes, ioping latency/random reads, fio (study 001 + the modern standard)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dd_block: str = "64k"
+    dd_counts: list[int] = Field(min_length=1)
+    ioping_count: int = Field(gt=1)
+    ioping_seconds: int = Field(gt=0)
+    fio_size_mb: int = Field(gt=0)
+    fio_runtime_s: int = Field(gt=0)
+
+
+class NetworkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seconds: int = Field(gt=0)
+    latency_samples: int = Field(gt=0)
+
+
+class GpuSpec(BaseModel):
+    """Sizes of the CUDA programs (study 001); scaled down to the device's memory at run time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bandwidth_mb: int = Field(gt=0)
+    conv_size: int = Field(gt=0)
+    gemm: tuple[int, int, int]
+    histogram_values: int = Field(gt=0)
+    transpose_size: int = Field(gt=0)
+    iterations: int = Field(gt=0)
+
+
+class DeepBenchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shapes: Literal["paper", "smoke"]
+    iterations: int = Field(gt=0)
+
+
+class MicroSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repetitions: int = Field(gt=0)
+    cpu: CpuSpec
+    disk: DiskSpec
+    network: NetworkSpec
+    gpu: GpuSpec
+    deepbench: DeepBenchSpec
+
+
 class Profile(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     description: str
     repetitions: int = Field(gt=0)
     tf_cnn: dict[ModelName, TrainingSpec]
+    micro: MicroSpec
+
+    def repetitions_for(self, suite: str) -> int:
+        """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001)."""
+        return self.repetitions if suite == "tf_cnn" else self.micro.repetitions
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,114 @@
+"""Command line of the workloads: ``python -m dlbench.workloads <command> ...``.
+
+Every benchmark command shares the same options (``--out``, ``--run-id``, ``--job-id``,
+``--repetition``, ``--platform``, ``--profile``) and writes one result document. Exit status:
+0 ok, 1 the workload failed (the document says why), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from dlbench.workloads.profiles import load_profiles
+from dlbench.workloads.result import Platform, json_schema
+
+Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+COMMANDS: dict[str, Command] = {}
+"""Benchmark subcommands: name -> (add arguments, run). Suites register here."""
+
+
+def command(name: str) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable]:
+    def register(add_args: Callable[[argparse.ArgumentParser], None]) -> Callable:
+        def with_run(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+            COMMANDS[name] = (add_args, run)
+            return run
+
+        return with_run
+
+    return register
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON document")
+    parser.add_argument("--run-id", default="adhoc", help="benchmark run this execution belongs to")
+    parser.add_argument("--job-id", default=None, help="unique id of this execution (default: random)")
+    parser.add_argument("--repetition", type=int, default=0)
+    parser.add_argument("--platform", choices=[p.value for p in Platform], default=None)
+    parser.add_argument("--profile", default="smoke", choices=list(load_profiles()))
+
+
+def common_kwargs(args: argparse.Namespace) -> dict:
+    return {
+        "out": args.out,
+        "run_id": args.run_id,
+        "job_id": args.job_id,
+        "repetition": args.repetition,
+        "platform": Platform(args.platform) if args.platform else None,
+    }
+
+
+def _make_tfrecords_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="directory for train-* shards")
+    parser.add_argument("--images", type=int, default=64)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--image-size", type=int, default=96)
+    parser.add_argument("--num-classes", type=int, default=10)
+
+
+SUITE_MODULES = ("dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands")
+"""Modules whose import registers their subcommands (kept light: heavy imports happen in the run)."""
+
+
+def load_commands() -> dict[str, Command]:
+    import importlib
+
+    for module in SUITE_MODULES:
+        importlib.import_module(module)
+    return COMMANDS
+
+
+def main(argv: list[str] | None = None) -> int:
+    load_commands()
+    parser = argparse.ArgumentParser(prog="python -m dlbench.workloads", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (add_args, _) in sorted(COMMANDS.items()):
+        p = sub.add_parser(name, help=f"run the {name} benchmark")
+        add_common(p)
+        add_args(p)
+    _make_tfrecords_args(sub.add_parser("make-tfrecords", help="write a small ImageNet-format TFRecord set"))
+    serve = sub.add_parser("net-serve", help="serve the network benchmark's endpoints (iperf3 + latency echo)")
+    serve.add_argument("--bind", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=5201)
+    serve.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until killed)")
+    sub.add_parser("schema", help="print the result document's JSON Schema")
+    sub.add_parser("profiles", help="print the profiles as JSON")
+    args = parser.parse_args(argv)
+
+    if args.command == "schema":
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    if args.command == "profiles":
+        print(json.dumps({k: v.model_dump(mode="json") for k, v in load_profiles().items()}, indent=2))
+        return 0
+    if args.command == "net-serve":
+        from dlbench.workloads.micro.network import serve
+
+        serve(args.bind, args.port, args.seconds)
+        return 0
+    if args.command == "make-tfrecords":
+        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
+
+        paths = write_imagenet_tfrecords(
+            args.out, images=args.images, shards=args.shards, image_size=args.image_size, num_classes=args.num_classes
+        )
+        print("\n".join(str(p) for p in paths))
+        return 0
+    try:
+        return COMMANDS[args.command][1](args)
+    except Exception as exc:  # noqa: BLE001 - the document already records it; say it plainly on stderr
+        print(f"dlbench workload {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
