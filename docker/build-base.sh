@@ -3,15 +3,15 @@
 # Debian's package mirror but no container registry. Users with a registry build FROM the
 # official image instead (Dockerfile's BASE_IMAGE default) and never need this.
 #
-#   docker/build-base.sh [TAG]     (default TAG: dlbench-base:bookworm)
+#   docker/build-base.sh [TAG]     (default TAG: dlbench-base:bookworm-2; bump the suffix when the package list changes)
 #
 # The benchmark tools are included here so the Dockerfile needs no apt inside the build.
 set -euo pipefail
-tag=${1:-dlbench-base:bookworm}
+tag=${1:-dlbench-base:bookworm-2}
 suite=${DEBIAN_SUITE:-bookworm}
 mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
 mirror=${mirror:-http://deb.debian.org/debian}
-packages=python3,python3-venv,python3-pip,ca-certificates,procps,iproute2,fio,ioping,iperf3,hpcc,openmpi-bin,strace,coreutils
+packages=python3,python3-venv,python3-pip,ca-certificates,procps,iproute2,fio,ioping,iperf3,hpcc,openmpi-bin,strace,coreutils,gcc,libc6-dev
 if docker image inspect "$tag" >/dev/null 2>&1; then
   echo "base image $tag exists"; exit 0
 fi

@@ -25,12 +25,21 @@ class Provider(StrEnum):
 
 
 class Suite(StrEnum):
-    """Benchmark suites; ``tf_cnn`` is the core study's training benchmark."""
+    """Benchmark suites: ``tf_cnn`` is the core study's training benchmark; the others are the
+    micro-benchmarks that explain it (study 001's CPU/GPU/disk, study 003's DeepBench kernels)."""
 
     TF_CNN = "tf_cnn"
+    CPU = "cpu"
+    GPU = "gpu"
+    DEEPBENCH = "deepbench"
+    DISK = "disk"
+    NETWORK = "network"
 
 
-SUITE_COMMANDS: dict[str, str] = {Suite.TF_CNN.value: "tf-cnn"}
+SUITE_COMMANDS: dict[str, str] = {
+    Suite.TF_CNN.value: "tf-cnn", Suite.CPU.value: "cpu", Suite.GPU.value: "gpu",
+    Suite.DEEPBENCH.value: "deepbench", Suite.DISK.value: "disk", Suite.NETWORK.value: "network",
+}
 """Suite -> the workload CLI subcommand that runs it."""
 
 
@@ -65,7 +74,11 @@ class BenchmarkRequest(BaseModel):
 
     @property
     def effective_repetitions(self) -> int:
-        return self.repetitions or get_profile(self.profile).repetitions
+        """Repetitions of the training cells (the request's, else the profile's)."""
+        return self.repetitions_for(Suite.TF_CNN)
+
+    def repetitions_for(self, suite: Suite) -> int:
+        return self.repetitions or get_profile(self.profile).repetitions_for(suite.value)
 
 
 def parse_request(params: dict[str, Any]) -> BenchmarkRequest:
@@ -123,8 +136,8 @@ class Job(BaseModel):
         ]
         for key, value in self.args.items():
             argv += [f"--{key.replace('_', '-')}", str(value)]
-        if data_dir and self.args.get("data") == DataKind.REAL.value:
-            argv += ["--data-dir", data_dir]
+        if data_dir and (self.args.get("data") == DataKind.REAL.value or self.suite == Suite.DISK.value):
+            argv += ["--data-dir", data_dir]  # the disk suite tests the directory real data is read from
         return argv
 
 
@@ -145,9 +158,11 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
     """Expand a request into jobs. Repetitions are the outer loop, so a run cut short still has
     a complete first pass over the matrix rather than many repetitions of its first cell."""
     jobs = []
-    for repetition in range(request.effective_repetitions):
+    for repetition in range(max(request.repetitions_for(suite) for suite in request.suites)):
         for platform in request.platforms:
             for suite in request.suites:
+                if repetition >= request.repetitions_for(suite):
+                    continue
                 for args in suite_cells(request, suite):
                     jobs.append(Job(
                         job_id=job_id_for(run_id, platform.value, suite.value, args, repetition),

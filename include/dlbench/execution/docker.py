@@ -139,3 +139,12 @@ def sweep_containers(now: datetime | None = None, client: Any = None, dry_run: b
                 container.remove(force=True)
             swept.append(container.name)
     return swept
+
+
+def bridge_gateway(client: Any = None, network: str = "bridge") -> str:
+    """The host's address on a Docker network (where a container reaches the host)."""
+    client = client or _client()
+    config = client.networks.get(network).attrs["IPAM"]["Config"]
+    if not config or "Gateway" not in config[0]:
+        raise RuntimeError(f"docker network {network!r} has no gateway address")
+    return config[0]["Gateway"]

@@ -8,6 +8,7 @@ downloaded on the host by pip, so the build itself needs no network.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import subprocess
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
-LOCAL_BASE = "dlbench-base:bookworm"
+LOCAL_BASE = "dlbench-base:bookworm-2"
 DEFAULT_TAG = "dlbench-workload:latest"
 
 
@@ -46,6 +47,28 @@ def _docker(*args: str, timeout: float = 3600, check: bool = True) -> subprocess
 
 def image_exists(tag: str) -> bool:
     return _docker("image", "inspect", tag, timeout=60, check=False).returncode == 0
+
+
+CONTEXT_LABEL = "dlbench.context"
+
+
+def context_digest() -> str:
+    """Hash of everything the image is built from: a stale image (older workload code than the
+    controller's) is rebuilt instead of silently benchmarking old code."""
+    digest = hashlib.sha256()
+    package = ROOT / "include" / "dlbench"
+    workloads = sorted(p for p in (package / "workloads").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = [DOCKERFILE, ROOT / "requirements-workload.txt", package / "__init__.py", *workloads]
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def image_is_current(tag: str) -> bool:
+    proc = _docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}', tag,
+                   timeout=60, check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == context_digest()
 
 
 def choose_base() -> str:
@@ -82,7 +105,8 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     proc = subprocess.run(
-        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ROOT)],
+        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}", "--label",
+         f"{CONTEXT_LABEL}={context_digest()}", "-t", tag, str(ROOT)],
         capture_output=True, text=True, timeout=3600, env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False,
     )
     if proc.returncode != 0:
@@ -93,8 +117,8 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
 
 
 def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False) -> str:
-    """The tag of a present workload image, building it when missing (or when asked)."""
-    if rebuild or not image_exists(tag):
+    """The tag of a current workload image, building it when missing, stale, or when asked."""
+    if rebuild or not image_is_current(tag):
         build_image(tag)
     return tag
 

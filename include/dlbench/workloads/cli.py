@@ -59,8 +59,8 @@ def _make_tfrecords_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=int, default=10)
 
 
-SUITE_MODULES = ("dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands")
-"""Modules whose import registers their subcommands (kept light: heavy imports happen in the run)."""
+SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands")
+"""Modules whose import registers counter hooks and subcommands (light: heavy imports happen in the run)."""
 
 
 def load_commands() -> dict[str, Command]:
