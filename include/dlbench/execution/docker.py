@@ -64,7 +64,9 @@ class DockerExecutor(Executor):
             argv = job.workload_argv(f"{RESULTS_MOUNT}/result.json", DATA_MOUNT if data_dir else None)
             volumes = {tmp: {"bind": RESULTS_MOUNT, "mode": "rw"}}
             if data_dir:
-                volumes[str(Path(data_dir).resolve())] = {"bind": DATA_MOUNT, "mode": "ro"}
+                # Read-only for training data; the disk suite writes (and removes) its scratch files there.
+                mode = "rw" if job.suite == "disk" else "ro"
+                volumes[str(Path(data_dir).resolve())] = {"bind": DATA_MOUNT, "mode": mode}
             options = self._resources(target)
             launched = time.monotonic()
             container = None

@@ -19,9 +19,18 @@ from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 BASELINE = "bare_metal"
 PLATFORM_ORDER = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
 
-HEADLINE = {"tf_cnn": ["throughput", "elapsed_time"]}
-"""Per suite, the metrics the report leads with; other suites lead with all non-diagnostic metrics."""
+HEADLINE = {
+    "tf_cnn": ["throughput", "elapsed_time"],
+    "cpu": ["hpl", "hpcg", "dgemm", "stream_triad"],
+    "disk": ["dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"],
+    "network": ["tcp_throughput", "tcp_latency"],
+    "gpu": ["gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"],
+    "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
+}
+"""Per suite, the metrics the report leads with (in this order); unknown suites lead with all
+non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
 
+DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls")
 DIAGNOSTIC = {
     "step_time", "step_time_mean", "step_time_std", "step_time_p95", "setup_time", "measured_time",
     "launch_to_end_time", "peak_memory", "minor_page_faults", "major_page_faults",
@@ -38,6 +47,10 @@ LOWER_IS_BETTER_WORDS = ("latency", "time", "fault", "switch")
 
 CASE_PARAMETERS = {"tf_cnn": {"data": "{}", "batch_size_per_device": "batch {}", "image_size": "{}px"}}
 """Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
+
+
+def is_diagnostic(metric: str) -> bool:
+    return metric in DIAGNOSTIC or metric.startswith(DIAGNOSTIC_PREFIXES)
 
 
 def higher_is_better(metric: str, unit: str) -> bool:
@@ -77,14 +90,14 @@ def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
 
 def case_name(suite: str, name: str, parameters: dict[str, Any], labels: dict[str, Any]) -> str:
     """A readable name for a case: the benchmark, its distinguishing parameters and labels."""
-    formats = CASE_PARAMETERS.get(suite) or {
-        k: f"{k}={{}}" for k, v in sorted(parameters.items()) if isinstance(v, str | int | float) and k != "profile"}
-    parts = [name] + [fmt.format(parameters[k]) for k, fmt in list(formats.items())[:4] if k in parameters]
+    formats = CASE_PARAMETERS.get(suite, {})
+    parts = [name] if name != suite else []
+    parts += [fmt.format(parameters[k]) for k, fmt in formats.items() if k in parameters]
     shown = {k: v for k, v in sorted((labels or {}).items())
-             if k not in ("model", "data", "batch_size", "source")
+             if k not in ("model", "data", "batch_size", "source", "tool")
              and not (k == "scope" and v in ("process", "process_start_to_end"))}
     parts += [f"{k}={v}" for k, v in shown.items()]
-    return " ".join(str(p) for p in parts)
+    return " ".join(str(p) for p in parts) or name
 
 
 def statistics(frame: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +127,7 @@ def headline(stats: pd.DataFrame) -> pd.DataFrame:
     """The rows a reader looks at first: headline metrics per suite."""
     if stats.empty:
         return stats
-    keep = [m in HEADLINE[s] if s in HEADLINE else m not in DIAGNOSTIC
+    keep = [m in HEADLINE[s] if s in HEADLINE else not is_diagnostic(m)
             for s, m in zip(stats["suite"], stats["metric"], strict=True)]
     return stats[keep]
 
