@@ -39,8 +39,9 @@ PARAMS = {
         description="Hosting options to compare; results are normalized to bare_metal.",
     ),
     "suites": Param(
-        [Suite.TF_CNN.value], type="array", items={"type": "string", "enum": _choices(Suite)}, title="Suites",
-        description="tf_cnn: TensorFlow image-classification training (the core study).",
+        _choices(Suite), type="array", items={"type": "string", "enum": _choices(Suite)}, title="Suites",
+        description="tf_cnn: TensorFlow image-classification training (the core study). cpu (HPL, HPCG), gpu "
+        "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3).",
     ),
     "models": Param(
         _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",

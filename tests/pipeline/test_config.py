@@ -12,10 +12,22 @@ def test_defaults_are_the_embedded_matrix():
     assert [p.value for p in request.platforms] == ["bare_metal", "container_on_bare_metal"]
     assert request.effective_repetitions == 2  # smoke profile default
     jobs = plan_jobs(request, "r1")
-    assert len(jobs) == 2 * 2 * 3 * 2  # repetitions x platforms x models x data kinds
+    # repetitions x platforms x (models x data kinds + five micro suites)
+    assert len(jobs) == 2 * 2 * (3 * 2 + 5)
     assert len({j.job_id for j in jobs}) == len(jobs)
     assert plan_jobs(request, "r1")[5].job_id == jobs[5].job_id  # deterministic: retries overwrite
-    assert [j.repetition for j in jobs[:12]] == [0] * 12  # a full first pass before repeating
+    assert [j.repetition for j in jobs[:22]] == [0] * 22  # a full first pass before repeating
+
+
+def test_repetitions_per_suite_follow_the_profile():
+    paper = parse_request({"profile": "paper", "platforms": ["bare_metal"], "models": ["alexnet"],
+                           "data": ["synthetic"], "suites": ["tf_cnn", "disk"]})
+    jobs = plan_jobs(paper, "p")
+    assert sum(j.suite == "disk" for j in jobs) == 20  # study 001: every result is the mean of 20 runs
+    assert sum(j.suite == "tf_cnn" for j in jobs) == 3
+    disk = next(j for j in jobs if j.suite == "disk")
+    argv = disk.workload_argv("/o", "/data")
+    assert argv[0] == "disk" and argv[argv.index("--data-dir") + 1] == "/data"
 
 
 @pytest.mark.parametrize(("params", "field", "allowed"), [
