@@ -1,0 +1,1 @@
+"""Connections to the clouds dlbench provisions on (OpenStack via openstacksdk)."""

@@ -1,0 +1,29 @@
+"""Provisioning phase timings as result documents: boot and teardown time are capacity-planning
+facts, so they go to the warehouse like any other sample (suite ``provisioning``)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from dlbench.workloads import environment
+from dlbench.workloads.result import Benchmark, Platform, ResultDocument
+
+PHASES = ("allocate", "deploy_to_active", "reachable_over_ssh", "undeploy")
+SUITE = "provisioning"
+
+
+def timings_document(run_id: str, provider: str, node: str, platform: str, timings: dict[str, float],
+                     parameters: dict[str, str] | None = None) -> ResultDocument:
+    """One document per node: a sample ``<phase>_time`` (s) per phase measured."""
+    job_id = hashlib.sha256(f"{run_id}|{SUITE}|{node}".encode()).hexdigest()[:24]
+    doc = ResultDocument(
+        job_id=job_id, run_id=run_id,
+        benchmark=Benchmark(suite=SUITE, name=provider, parameters={"node": node, **(parameters or {})}),
+        environment=environment.collect(Platform(platform)),
+    )
+    doc.environment.hostname = node  # the provisioned node, not the controller that measured it
+    for phase in PHASES:
+        if phase in timings:
+            doc.add(f"{phase}_time", float(timings[phase]), "s", phase=phase)
+    doc.labels["job_label"] = f"{platform}/{SUITE}/{node}"
+    return doc
