@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dlbench.workloads.profiles import DataKind, ModelName, get_profile, profile_names
 from dlbench.workloads.result import Platform
@@ -47,6 +47,63 @@ class ConfigError(ValueError):
     """A request that cannot run, with a message naming the field and the allowed values."""
 
 
+class IronicSettings(BaseModel):
+    """Where and how bare-metal nodes come from when ``provider`` is ``ironic``.
+
+    Checked here without calling the cloud (timeouts, address source); the cloud itself (known
+    cloud, credentials, nodes in the resource class) is checked by the Ironic backend's preflight
+    before anything is provisioned. Holds no secrets: only a cloud name or a connection id.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cloud: str | None = Field(default="devcloud", description="clouds.yaml cloud name")
+    conn_id: str | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
+    clouds_file: str | None = Field(default=None, description="clouds.yaml path (default: standard places)")
+    resource_class: str = Field(default="dlbench-bm", min_length=1)
+    traits: list[str] = Field(default_factory=list)
+    nodes: dict[str, int] = Field(default_factory=dict, description="nodes per platform (default 1 each)")
+    share_nodes: bool = Field(default=False, description="container_on_bare_metal on the bare_metal nodes")
+    runtime: dict[str, Literal["host", "docker"]] = Field(default_factory=dict, description="runtime per platform")
+    image_source: str = "dlbench-bare-metal-image"
+    image_checksum: str | None = None
+    root_gb: int = Field(default=10, ge=1)
+    ssh_user: str = "root"
+    ssh_key_path: str | None = None
+    remote_python: str | None = Field(default=None, description="python on the nodes (default: this venv's)")
+    docker_image: str = "dlbench-workload:latest"
+    address_source: Literal["extra", "port", "inventory"] = "extra"
+    address_extra_key: str = "test_host_address"
+    inventory: dict[str, str] = Field(default_factory=dict, description="node name or uuid -> address")
+    poll_interval: float = Field(default=1.0, gt=0, le=60)
+    allocate_timeout: float = Field(default=120, gt=0)
+    deploy_timeout: float = Field(default=1800, gt=0)
+    ssh_timeout: float = Field(default=300, gt=0)
+    undeploy_timeout: float = Field(default=1800, gt=0)
+    expiry_hours: float = Field(default=6, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IronicSettings:
+        if not self.cloud and not self.conn_id:
+            raise ValueError("set cloud (a clouds.yaml name) or conn_id (an Airflow connection id)")
+        allowed = [Platform.BARE_METAL.value, Platform.CONTAINER_ON_BARE_METAL.value]
+        for key in [*self.nodes, *self.runtime]:
+            if key not in allowed:
+                raise ValueError(f"unknown platform {key!r} in nodes/runtime (allowed: {', '.join(allowed)})")
+        if any(count < 1 for count in self.nodes.values()):
+            raise ValueError("nodes: every count must be >= 1")
+        if self.address_source == "inventory" and not self.inventory:
+            raise ValueError("address_source inventory needs an inventory map (node name or uuid -> address)")
+        return self
+
+    def node_count(self, platform: str) -> int:
+        return self.nodes.get(platform, 1)
+
+    def runtime_for(self, platform: str) -> str:
+        default = "docker" if platform == Platform.CONTAINER_ON_BARE_METAL.value else "host"
+        return self.runtime.get(platform, default)
+
+
 class BenchmarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -54,12 +111,13 @@ class BenchmarkRequest(BaseModel):
     platforms: list[Platform] = Field(
         default_factory=lambda: [Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL], min_length=1
     )
-    suites: list[Suite] = Field(default_factory=lambda: [Suite.TF_CNN], min_length=1)
+    suites: list[Suite] = Field(default_factory=lambda: list(Suite), min_length=1)
     models: list[ModelName] = Field(default_factory=lambda: list(ModelName), min_length=1)
     data: list[DataKind] = Field(default_factory=lambda: [DataKind.SYNTHETIC, DataKind.REAL], min_length=1)
     profile: str = "smoke"
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: str | None = None
+    ironic: IronicSettings | None = None
 
     @field_validator("profile")
     @classmethod
@@ -99,12 +157,14 @@ def explain(exc: ValidationError) -> str:
         "models": [m.value for m in ModelName],
         "data": [d.value for d in DataKind],
         "profile": profile_names(),
+        "ironic.address_source": ["extra", "port", "inventory"],
     }
     lines = []
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else "request"
         where = ".".join(str(p) for p in error["loc"])
-        hint = f" (allowed: {', '.join(allowed[field])})" if field in allowed else ""
+        key = field if field in allowed else ".".join(str(p) for p in error["loc"][:2])
+        hint = f" (allowed: {', '.join(allowed[key])})" if key in allowed else ""
         lines.append(f"{where}: {error['msg']}{hint}")
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
