@@ -12,10 +12,12 @@ import socket
 import socketserver
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from dlbench.workloads.micro.tools import ToolError, ToolOutputError, require_tool, run_tool, tool_version
 from dlbench.workloads.profiles import NetworkSpec
@@ -38,37 +40,43 @@ class _EchoServer(socketserver.ThreadingTCPServer):
 
 @contextmanager
 def servers(bind: str = "127.0.0.1", port: int = DEFAULT_PORT) -> Iterator[tuple[str, int]]:
-    """iperf3 server on ``port`` and the echo server on ``port + 1``, stopped on exit."""
+    """iperf3 server on ``port`` and the echo server on ``port + 1``, stopped on exit.
+
+    Readiness comes from iperf3's own "Server listening" line, not from a probe connection: a
+    connection that closes without iperf3's handshake makes the server reset the next client
+    ("unable to receive control message: Connection reset by peer").
+    """
     require_tool("iperf3")
-    iperf = subprocess.Popen(["iperf3", "-s", "-B", bind, "-p", str(port)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    echo = _EchoServer((bind, port + 1), _Echo)
-    thread = threading.Thread(target=echo.serve_forever, daemon=True)
-    thread.start()
-    try:
-        _wait_for_port(bind, port, iperf)
-        yield bind, port
-    finally:
-        echo.shutdown()
-        echo.server_close()
-        iperf.terminate()
+    with tempfile.NamedTemporaryFile("w+", prefix="dlbench-iperf3-", suffix=".log") as log:
+        iperf = subprocess.Popen(["iperf3", "-s", "-B", bind, "-p", str(port), "--forceflush"], stdout=log,
+                                 stderr=subprocess.STDOUT, text=True)
+        echo = _EchoServer((bind, port + 1), _Echo)
+        thread = threading.Thread(target=echo.serve_forever, daemon=True)
+        thread.start()
         try:
-            iperf.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            iperf.kill()
+            _wait_until_listening(Path(log.name), iperf)
+            yield bind, port
+        finally:
+            echo.shutdown()
+            echo.server_close()
+            iperf.terminate()
+            try:
+                iperf.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                iperf.kill()
+                iperf.wait()
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen, timeout: float = 15) -> None:
+def _wait_until_listening(log: Path, process: subprocess.Popen, timeout: float = 15) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if "Server listening" in text:
+            return
         if process.poll() is not None:
-            raise ToolError(f"iperf3 server exited: {(process.stderr.read() if process.stderr else '')[:300]}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise ToolError(f"iperf3 server on {host}:{port} did not start within {timeout:.0f} s")
+            raise ToolError(f"iperf3 server exited with status {process.returncode}: {text.strip()[-300:]}")
+        time.sleep(0.05)
+    raise ToolError(f"iperf3 server did not report 'Server listening' within {timeout:.0f} s")
 
 
 def parse_iperf3(stdout: str) -> dict[str, float]:
