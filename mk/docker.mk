@@ -1,7 +1,7 @@
 # The local container platform: Docker engine and the workload image (docs/container.md).
 APT_PACKAGES += debootstrap
 RUN_PREREQS += image
-CI_PREREQS += image
+CI_PREREQS += docker-up image
 
 # The default bridge in the benchmarking range (198.18.0.0/15), so host <-> container network
 # benchmarks never use a real network's addresses.

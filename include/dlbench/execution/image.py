@@ -9,6 +9,7 @@ downloaded on the host by pip, so the build itself needs no network.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import subprocess
@@ -24,6 +25,7 @@ WHEELHOUSE = ROOT / "build" / "wheelhouse"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
 LOCAL_BASE = "dlbench-base:bookworm-2"
 DEFAULT_TAG = "dlbench-workload:latest"
+BUILD_RECORD = ROOT / "build" / "image-build.json"
 
 
 def docker_available(timeout: float = 10) -> tuple[bool, str]:
@@ -112,8 +114,31 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
     if proc.returncode != 0:
         raise RuntimeError(f"docker build of {tag} from {base} failed: {(proc.stdout + proc.stderr)[-2000:]}")
     elapsed = time.monotonic() - started
-    log.info("built %s from %s in %.0f s", tag, base, elapsed)
+    # The image this one replaced is now untagged: drop it (only ours, by label) so each workload
+    # code change does not leave another 2 GB behind. Images still used by a container are kept.
+    _docker("image", "prune", "--force", "--filter", f"label={CONTEXT_LABEL}", timeout=300, check=False)
+    _drop_outdated_venv_stages()
+    record = {"tag": tag, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": image_size(tag),
+              "context": context_digest(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
+    BUILD_RECORD.write_text(json.dumps(record, indent=2) + "\n")
+    log.info("built %s from %s in %.0f s (%.0f MiB)", tag, base, elapsed, record["size_bytes"] / 2**20)
     return elapsed
+
+
+def _drop_outdated_venv_stages() -> None:
+    """The legacy builder keeps each build's venv stage (1.5+ GB) as an untagged image. The newest
+    one is the cache that makes a workload-code-only rebuild take seconds: keep it, drop the rest."""
+    listing = _docker("image", "ls", "--filter", "label=dlbench.stage=venv", "--filter", "dangling=true",
+                      "--format", "{{.CreatedAt}}\t{{.ID}}", timeout=60, check=False).stdout.split("\n")
+    stale = [line.split("\t")[1] for line in sorted(filter(None, listing))[:-1]]
+    if stale:
+        _docker("image", "rm", *stale, timeout=300, check=False)
+
+
+def image_size(tag: str) -> int:
+    """Size of the image in bytes (what ``docker images`` shows)."""
+    return int(_docker("image", "inspect", "--format", "{{.Size}}", tag, timeout=60).stdout.strip())
 
 
 def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False) -> str:
@@ -133,8 +158,8 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     started = time.monotonic()
     tag = ensure_image(DEFAULT_TAG, rebuild=rebuild)
-    size = _docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
-    print(f"{tag} ready ({int(size) / 2**20:.0f} MiB) after {time.monotonic() - started:.0f} s")
+    print(f"{tag} ready ({image_size(tag) / 2**20:.0f} MiB) after {time.monotonic() - started:.0f} s"
+          f" (last build recorded in {BUILD_RECORD.relative_to(ROOT)})")
     return 0
 
 
