@@ -14,55 +14,29 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
+from dlbench.reports import metrics
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
 BASELINE = "bare_metal"
 PLATFORM_ORDER = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
 
-HEADLINE = {
-    "tf_cnn": ["throughput", "elapsed_time"],
-    "cpu": ["hpl", "hpcg", "dgemm", "stream_triad"],
-    "disk": ["dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"],
-    "network": ["tcp_throughput", "tcp_latency"],
-    "gpu": ["gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"],
-    "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
-}
-"""Per suite, the metrics the report leads with (in this order); unknown suites lead with all
-non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
-
-DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls")
-DIAGNOSTIC = {
-    "step_time", "step_time_mean", "step_time_std", "step_time_p95", "setup_time", "measured_time",
-    "launch_to_end_time", "peak_memory", "minor_page_faults", "major_page_faults",
-    "voluntary_context_switches", "involuntary_context_switches", "cpu_time_user", "cpu_time_system",
-    "block_input_ops", "block_output_ops",
-}
-"""Kept in the warehouse and the detailed table, left out of the headline comparison."""
-
-PER_STEP = {"step_time"}
-"""High-cardinality samples: never aggregated into the report tables."""
-
-LOWER_IS_BETTER_UNITS = {"s", "ms", "us", "ns", "count", "bytes"}
-LOWER_IS_BETTER_WORDS = ("latency", "time", "fault", "switch")
+PER_STEP = metrics.EXCLUDED
+"""Excluded in SQL already: the bulk of the rows (one per training step)."""
 
 CASE_PARAMETERS = {"tf_cnn": {"data": "{}", "batch_size_per_device": "batch {}", "image_size": "{}px"}}
 """Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
 
 
-def is_diagnostic(metric: str) -> bool:
-    return metric in DIAGNOSTIC or metric.startswith(DIAGNOSTIC_PREFIXES)
-
-
-def higher_is_better(metric: str, unit: str) -> bool:
-    """Direction of a metric: one place for every suite. Times, latencies and counts go down."""
-    if unit in LOWER_IS_BETTER_UNITS or any(word in metric for word in LOWER_IS_BETTER_WORDS):
-        return False
-    return True
+# The metric table lives in dlbench.reports.metrics; these names stay importable from here.
+HEADLINE = metrics.HEADLINE
+DIAGNOSTIC = metrics.DIAGNOSTIC
+is_diagnostic = metrics.is_diagnostic
+higher_is_better = metrics.higher_is_better
 
 
 def latest_run_id(engine: Engine) -> str | None:
     with engine.connect() as conn:
-        return conn.scalar(select(Run.run_id).order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+        return conn.scalar(select(Run.run_id).order_by(Run.started_at.desc().nulls_last(), Run.id.desc()).limit(1))
 
 
 def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
@@ -82,6 +56,10 @@ def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
         frame = pd.DataFrame(conn.execute(query).mappings().all())
     if frame.empty:
         return frame
+    frame = frame[[metrics.is_tabled(m, lab) for m, lab in zip(frame["metric"], frame["labels"], strict=True)]]
+    if frame.empty:
+        return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
     frame["labels_key"] = frame["labels"].map(lambda d: json.dumps(d or {}, sort_keys=True))
     frame["case"] = [case_name(s, n, p, lab) for s, n, p, lab in
                      zip(frame["suite"], frame["name"], frame["parameters"], frame["labels"], strict=True)]
@@ -127,8 +105,7 @@ def headline(stats: pd.DataFrame) -> pd.DataFrame:
     """The rows a reader looks at first: headline metrics per suite."""
     if stats.empty:
         return stats
-    keep = [m in HEADLINE[s] if s in HEADLINE else not is_diagnostic(m)
-            for s, m in zip(stats["suite"], stats["metric"], strict=True)]
+    keep = [metrics.is_headline(s, m) for s, m in zip(stats["suite"], stats["metric"], strict=True)]
     return stats[keep]
 
 

@@ -22,6 +22,11 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def _metric_label(metric: str, unit: str, higher_is_better: bool, width: int = 22) -> str:
+    """``metric unit ↑`` cut to ``width`` with the arrow always visible."""
+    return f"{(metric + ' ' + unit)[:width - 2]} {'↑' if higher_is_better else '↓'}"
+
+
 def _resolve(engine: Engine, run_id: str | None) -> str | None:
     return run_id or compare.latest_run_id(engine)
 
@@ -32,14 +37,16 @@ def text_table(engine: Engine, run_id: str | None = None) -> str:
     if run_id is None:
         return "no run in the warehouse yet"
     stats = compare.headline(compare.statistics(compare.samples_frame(engine, run_id)))
-    lines = [f"Run {run_id}: mean ± std over repetitions; Diff% = (BM - X) / BM x 100; norm = X / BM"]
+    lines = [f"Run {run_id}: mean ± std over repetitions. Diff% = (BM - X) / BM x 100 (study 001), norm = X / BM "
+             "(BM = bare metal).", "For ↓ metrics (times) a negative Diff% / norm > 1 means X is slower."]
     header = f"{'suite':8} {'case':42} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
              f"{'cv%':>6} {'Diff%':>7} {'norm':>6}"
     lines += [header, "-" * len(header)]
     for row in stats.itertuples():
         cv = row.cv * 100 if row.cv == row.cv and row.cv is not None else float("nan")
         lines.append(
-            f"{row.suite[:8]:8} {row.case[:42]:42} {(row.metric + ' ' + row.unit)[:22]:22} {row.platform[:24]:24} "
+            f"{row.suite[:8]:8} {row.case[:42]:42} {_metric_label(row.metric, row.unit, row.higher_is_better):22} "
+            f"{row.platform[:24]:24} "
             f"{row.n:>3} {_fmt(row.mean):>11} {_fmt(row.std, 3):>9} {_fmt(cv, 3):>6} "
             f"{_fmt(row.diff_pct, 3):>7} {_fmt(row.normalized, 3):>6}"
         )

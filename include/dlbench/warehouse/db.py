@@ -32,6 +32,13 @@ def engine_for(url: str | None = None) -> Engine:
             cursor.execute("PRAGMA foreign_keys=ON")  # cascades as on PostgreSQL
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
+            # pysqlite's own transaction handling ignores SAVEPOINTs (a released savepoint would
+            # commit half a batch): let SQLAlchemy emit BEGIN itself, as its docs recommend.
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn) -> None:  # noqa: ANN001 - SQLAlchemy Connection
+            conn.exec_driver_sql("BEGIN")
     return engine
 
 
@@ -58,3 +65,12 @@ def current_revision(engine: Engine) -> str | None:
 
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str:
+    """The newest migration shipped with this build."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert head is not None, "no migrations shipped"
+    return head

@@ -10,17 +10,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import ColumnElement, Engine, delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from dlbench.warehouse.archive import archive_files, archive_root
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 from dlbench.workloads.result import ResultDocument
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,11 +57,44 @@ def canonical_hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+SCHEDULED_PREFIX = "scheduled__"
+"""Airflow names the runs its scheduler creates ``scheduled__<logical date>``."""
+
+
+def is_scheduled_run_id(run_id: str) -> bool:
+    """Whether a run id is a scheduler-created run (the weekly trend), from its name alone.
+
+    Used when a run is first seen without :class:`RunInfo` (e.g. an archive reloaded into an
+    empty warehouse), so the trend survives a rebuild.
+    """
+    return run_id.startswith(SCHEDULED_PREFIX)
+
+
+def _get_or_insert(session: Session, model: type[T], where: ColumnElement[bool], make: Callable[[], T]) -> T:
+    """The row matching ``where``, inserted by ``make`` if absent.
+
+    Another transaction may insert the same natural key at the same time (two loads of one run
+    on PostgreSQL); the unique constraint then fails our insert inside a savepoint, and we read
+    the winner's row instead of failing the whole batch.
+    """
+    found = session.scalar(select(model).where(where))
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            found = make()
+            session.add(found)
+        return found
+    except IntegrityError:
+        found = session.scalar(select(model).where(where))
+        if found is None:
+            raise
+        return found
+
+
 def _get_or_create_run(session: Session, run_id: str, info: RunInfo | None, doc: ResultDocument) -> Run:
-    run = session.scalar(select(Run).where(Run.run_id == run_id))
-    if run is None:
-        run = Run(run_id=run_id, loaded_at=datetime.now(UTC), config={}, scheduled=False)
-        session.add(run)
+    run = _get_or_insert(session, Run, Run.run_id == run_id, lambda: Run(
+        run_id=run_id, loaded_at=datetime.now(UTC), config={}, scheduled=is_scheduled_run_id(run_id)))
     if info is not None and info.run_id == run_id:
         run.dag_id, run.profile, run.provider = info.dag_id, info.profile, info.provider
         run.scheduled, run.config = info.scheduled, info.config
@@ -79,11 +116,8 @@ def _environment(session: Session, doc: ResultDocument, platform: str) -> Enviro
     env = doc.environment
     details = env.model_dump(mode="json")
     fingerprint = canonical_hash({"platform": platform, **details})
-    found = session.scalar(select(Environment).where(Environment.fingerprint == fingerprint))
-    if found is not None:
-        return found
     gpus = env.gpus
-    found = Environment(
+    return _get_or_insert(session, Environment, Environment.fingerprint == fingerprint, lambda: Environment(
         fingerprint=fingerprint, platform=platform, hostname=env.hostname, cpu_model=env.cpu_model,
         cpu_count=env.cpu_count, memory_bytes=env.memory_bytes,
         gpu_model=gpus[0].name if gpus else None, gpu_count=len(gpus),
@@ -91,22 +125,15 @@ def _environment(session: Session, doc: ResultDocument, platform: str) -> Enviro
         cuda_version=env.versions.get("cuda"), in_container=env.container.inside,
         container_runtime=env.container.runtime, cpu_limit_cores=env.container.cpu_limit_cores,
         memory_limit_bytes=env.container.memory_limit_bytes, details=details,
-    )
-    session.add(found)
-    session.flush()
-    return found
+    ))
 
 
 def _benchmark(session: Session, doc: ResultDocument) -> Benchmark:
     bench = doc.benchmark
     digest = canonical_hash(bench.parameters)
-    found = session.scalar(select(Benchmark).where(
-        Benchmark.suite == bench.suite, Benchmark.name == bench.name, Benchmark.parameters_hash == digest))
-    if found is None:
-        found = Benchmark(suite=bench.suite, name=bench.name, parameters_hash=digest, parameters=bench.parameters)
-        session.add(found)
-        session.flush()
-    return found
+    where = (Benchmark.suite == bench.suite) & (Benchmark.name == bench.name) & (Benchmark.parameters_hash == digest)
+    return _get_or_insert(session, Benchmark, where, lambda: Benchmark(
+        suite=bench.suite, name=bench.name, parameters_hash=digest, parameters=bench.parameters))
 
 
 def platform_of(doc: ResultDocument) -> str:
@@ -167,16 +194,10 @@ def load_documents(engine: Engine, documents: Iterable[ResultDocument | str | os
     return summary
 
 
-def archive_files(path: str | os.PathLike[str]) -> list[Path]:
-    """Every archived document under ``path`` (a file or an archive tree)."""
-    root = Path(path)
-    if root.is_file():
-        return [root]
-    if not root.exists():
-        raise FileNotFoundError(f"no result archive at {root}")
-    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
+def reload_archive(engine: Engine, path: str | os.PathLike[str] | None = None) -> LoadSummary:
+    """Rebuild the warehouse rows from the raw archive (default: all of it), in one transaction.
 
-
-def reload_archive(engine: Engine, path: str | os.PathLike[str]) -> LoadSummary:
-    """Rebuild the warehouse rows from the raw archive (e.g. after a schema migration)."""
-    return load_documents(engine, archive_files(path))
+    Run rows keep what an earlier load recorded (DAG id, profile, config); documents only
+    refresh executions and samples. Used after a migration or to fill a new (PostgreSQL) warehouse.
+    """
+    return load_documents(engine, archive_files(path if path is not None else archive_root()))

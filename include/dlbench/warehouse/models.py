@@ -49,6 +49,8 @@ class Base(DeclarativeBase):
 
 class Run(Base):
     __tablename__ = "runs"
+    # The trend query: scheduled runs in time order (migration 0002).
+    __table_args__ = (Index(None, "scheduled", "started_at"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[str] = mapped_column(String(120), unique=True)

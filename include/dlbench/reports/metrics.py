@@ -1,0 +1,103 @@
+"""What each metric means to a reader: its direction, and whether it leads the report.
+
+One table for every suite, so "is more better?" has a single answer everywhere (the text
+table's arrows, the HTML, the charts). Suites added later only need a line here; a metric that
+is not listed still works: it is lower-is-better when its unit is a time (s, ms, us, ns) and
+higher-is-better otherwise, which is right for rates (images/s, GB/s, GFLOPS, IOPS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+
+class Direction(StrEnum):
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
+
+DIRECTION: dict[str, Direction] = {
+    # tf_cnn (the core study's two figures: throughput and elapsed time)
+    "throughput": HIGHER, "elapsed_time": LOWER, "measured_time": LOWER, "setup_time": LOWER,
+    "launch_to_end_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER, "step_time_std": LOWER,
+    "step_time_p95": LOWER,
+    # cpu (hpcc, hpcg)
+    "hpl": HIGHER, "hpcg": HIGHER, "dgemm": HIGHER, "stream_triad": HIGHER, "stream_triad_per_rank": HIGHER,
+    "ptrans": HIGHER, "random_access": HIGHER,
+    # disk
+    "dd_write_bandwidth": HIGHER, "fio_bandwidth": HIGHER, "fio_iops": HIGHER, "fio_latency": LOWER,
+    "ioping_iops": HIGHER, "ioping_latency": LOWER, "ioping_latency_mdev": LOWER,
+    # network
+    "tcp_throughput": HIGHER, "tcp_latency": LOWER, "tcp_retransmits": LOWER,
+    # gpu
+    "gpu_bandwidth": HIGHER, "gpu_convolution": HIGHER, "gpu_gemm": HIGHER, "gpu_histogram": HIGHER,
+    "gpu_transpose": HIGHER,
+    # deepbench
+    "deepbench_tflops": HIGHER, "deepbench_time": LOWER, "deepbench_allreduce_busbw": HIGHER,
+    # counters around every workload: less work, fewer faults and switches is better
+    "peak_memory": LOWER, "minor_page_faults": LOWER, "major_page_faults": LOWER,
+    "voluntary_context_switches": LOWER, "involuntary_context_switches": LOWER, "cpu_time_user": LOWER,
+    "cpu_time_system": LOWER, "block_input_ops": LOWER, "block_output_ops": LOWER, "syscalls": LOWER,
+    "cgroup_cpu_time": LOWER, "cgroup_cpu_time_user": LOWER, "cgroup_cpu_time_system": LOWER,
+    "cgroup_cpu_throttled": LOWER, "cgroup_cpu_throttled_periods": LOWER, "cgroup_page_faults": LOWER,
+    "cgroup_major_page_faults": LOWER, "cgroup_block_read": LOWER, "cgroup_block_written": LOWER,
+    "writeback_dirtied": LOWER, "writeback_written": LOWER,
+}
+"""Known metrics. Anything else: see :func:`direction`."""
+
+TIME_UNITS = frozenset({"s", "ms", "us", "ns"})
+
+HEADLINE: dict[str, list[str]] = {
+    "tf_cnn": ["throughput", "elapsed_time"],
+    "cpu": ["hpl", "hpcg", "dgemm", "stream_triad"],
+    "disk": ["dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"],
+    "network": ["tcp_throughput", "tcp_latency"],
+    "gpu": ["gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"],
+    "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
+}
+"""Per suite, the metrics the report leads with (in this order); unknown suites lead with all
+non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
+
+DIAGNOSTIC = frozenset({
+    "step_time_mean", "step_time_std", "step_time_p95", "setup_time", "measured_time", "launch_to_end_time",
+    "peak_memory", "minor_page_faults", "major_page_faults", "voluntary_context_switches",
+    "involuntary_context_switches", "cpu_time_user", "cpu_time_system", "block_input_ops", "block_output_ops",
+    "hpl_skipped_size", "hpcg_cg_sets", "gpu_devices", "deepbench_allreduce_devices",
+})
+DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls")
+"""Kept in the warehouse and the report's detail table, never among the headline metrics."""
+
+EXCLUDED = frozenset({"step_time"})
+"""Per-step samples: hundreds per execution; aggregated by the runner (step_time_*), never tabled."""
+
+HIGH_CARDINALITY_LABELS = frozenset({"step", "syscall"})
+"""Samples carrying one of these labels are one of many (per step, per system call): not tabled."""
+
+
+def direction(metric: str, unit: str) -> Direction:
+    """Whether a larger value of ``metric`` (in ``unit``) is better."""
+    known = DIRECTION.get(metric)
+    if known is not None:
+        return known
+    return LOWER if unit in TIME_UNITS else HIGHER
+
+
+def higher_is_better(metric: str, unit: str) -> bool:
+    return direction(metric, unit) is HIGHER
+
+
+def is_diagnostic(metric: str) -> bool:
+    return metric in DIAGNOSTIC or metric.startswith(DIAGNOSTIC_PREFIXES)
+
+
+def is_headline(suite: str, metric: str) -> bool:
+    return metric in HEADLINE[suite] if suite in HEADLINE else not is_diagnostic(metric)
+
+
+def is_tabled(metric: str, labels: Mapping[str, Any] | None) -> bool:
+    """False for per-step and other high-cardinality samples, which no report table shows."""
+    return metric not in EXCLUDED and not HIGH_CARDINALITY_LABELS.intersection(labels or {})
