@@ -1,84 +1,136 @@
 """``dlbench``: the controller's command line (warehouse and reports).
 
-    dlbench db upgrade [--url URL]        migrate the warehouse to the latest schema
-    dlbench load FILE...                  load result documents (idempotent)
-    dlbench reload-archive [DIR]          reload the raw archive (default: $DLBENCH_HOME/results)
+    dlbench db upgrade [--url URL]             migrate the warehouse to the latest schema
+    dlbench load FILE...                       load result documents (idempotent)
+    dlbench reload-archive [DIR]               reload the raw archive (default: $DLBENCH_HOME/results)
     dlbench report [--run-id ID] [--out DIR]   regenerate a report from the warehouse
+
+A thin layer over the Python functions (dlbench.warehouse, dlbench.reports). Adding a
+subcommand: write a function that takes the subparsers object, adds its parser and sets
+``handler`` (a function ``Namespace -> exit status``), decorate it with :func:`subcommand`, and
+make sure its module is imported (define it here, or list the module in ``SUBCOMMAND_MODULES``).
+Imports of heavy libraries belong inside handlers so ``dlbench --help`` stays instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dlbench import paths
 
 Handler = Callable[[argparse.Namespace], int]
+Registrar = Callable[[Any], None]  # receives argparse's subparsers object
+
+REGISTRARS: list[Registrar] = []
+SUBCOMMAND_MODULES: tuple[str, ...] = ()
+"""Other modules whose import registers more subcommands with :func:`subcommand`."""
 
 
-def _engine(args: argparse.Namespace):  # noqa: ANN202 - sqlalchemy Engine, imported lazily
+def subcommand(register: Registrar) -> Registrar:
+    REGISTRARS.append(register)
+    return register
+
+
+def warehouse_engine(args: argparse.Namespace):  # noqa: ANN201 - sqlalchemy Engine, imported lazily
+    """The migrated warehouse named by ``--url`` (default: $DLBENCH_WAREHOUSE_URL, else SQLite)."""
     from dlbench.warehouse import db
 
     return db.upgrade(db.engine_for(args.url))
 
 
-def _db(args: argparse.Namespace) -> int:
-    from dlbench.warehouse import db
+@subcommand
+def _db(sub: Any) -> None:
+    parser = sub.add_parser("db", help="warehouse schema")
+    parser.add_argument("action", choices=["upgrade"], help="upgrade: migrate to the latest revision")
 
-    engine = _engine(args)
-    print(f"warehouse {engine.url.render_as_string(hide_password=True)} at revision {db.current_revision(engine)}")
-    return 0
+    def run(args: argparse.Namespace) -> int:
+        from dlbench.warehouse import db
 
+        engine = warehouse_engine(args)
+        print(f"warehouse {engine.url.render_as_string(hide_password=True)} at revision "
+              f"{db.current_revision(engine)}")
+        return 0
 
-def _load(args: argparse.Namespace) -> int:
-    from dlbench.warehouse.load import load_documents
-
-    print(load_documents(_engine(args), args.files))
-    return 0
-
-
-def _reload(args: argparse.Namespace) -> int:
-    from dlbench.warehouse.load import reload_archive
-
-    print(reload_archive(_engine(args), args.dir or paths.results_dir()))
-    return 0
+    parser.set_defaults(handler=run)
 
 
-def _report(args: argparse.Namespace) -> int:
-    from dlbench.reports import build_report, text_table
-    from dlbench.reports.compare import latest_run_id
+@subcommand
+def _load(sub: Any) -> None:
+    parser = sub.add_parser("load", help="load result documents (idempotent: upsert by job_id)")
+    parser.add_argument("files", nargs="+", type=Path)
 
-    engine = _engine(args)
-    run_id = args.run_id or latest_run_id(engine)
-    if run_id is None:
-        print("the warehouse holds no run yet: run `make run` or trigger dlbench_benchmark", file=sys.stderr)
-        return 1
-    page = build_report(engine, run_id, args.out or paths.reports_dir() / run_id)
-    print(text_table(engine, run_id))
-    print(f"\nreport: {page}")
-    return 0
+    def run(args: argparse.Namespace) -> int:
+        from dlbench.warehouse.load import load_documents
+
+        missing = [str(f) for f in args.files if not f.is_file()]
+        if missing:
+            print(f"dlbench load: no such file: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        print(load_documents(warehouse_engine(args), args.files))
+        return 0
+
+    parser.set_defaults(handler=run)
+
+
+@subcommand
+def _reload_archive(sub: Any) -> None:
+    parser = sub.add_parser("reload-archive", help="reload the raw result archive (idempotent)")
+    parser.add_argument("dir", nargs="?", type=Path, help="default: the whole archive, $DLBENCH_HOME/results")
+
+    def run(args: argparse.Namespace) -> int:
+        from dlbench.warehouse.load import reload_archive
+
+        try:
+            print(reload_archive(warehouse_engine(args), args.dir))
+        except FileNotFoundError as exc:
+            print(f"dlbench reload-archive: {exc}", file=sys.stderr)
+            return 2
+        return 0
+
+    parser.set_defaults(handler=run)
+
+
+@subcommand
+def _report(sub: Any) -> None:
+    parser = sub.add_parser("report", help="regenerate a report from the warehouse")
+    parser.add_argument("--run-id", default=None, help="default: the latest run")
+    parser.add_argument("--out", type=Path, default=None, help="default: $DLBENCH_HOME/reports/<run_id>")
+
+    def run(args: argparse.Namespace) -> int:
+        from dlbench.reports import build_report, text_table
+        from dlbench.reports.compare import latest_run_id
+
+        engine = warehouse_engine(args)
+        run_id = args.run_id or latest_run_id(engine)
+        if run_id is None:
+            print("the warehouse holds no run yet: run `make run` or trigger dlbench_benchmark", file=sys.stderr)
+            return 1
+        try:
+            page = build_report(engine, run_id, args.out or paths.reports_dir() / run_id)
+        except LookupError as exc:
+            print(f"dlbench report: {exc}", file=sys.stderr)
+            return 1
+        print(text_table(engine, run_id))
+        print(f"\nreport: {page}")
+        return 0
+
+    parser.set_defaults(handler=run)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module)
     parser = argparse.ArgumentParser(prog="dlbench", description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=None, help="warehouse SQLAlchemy URL (default: $DLBENCH_WAREHOUSE_URL "
                                                     "or the SQLite file in $DLBENCH_HOME)")
     sub = parser.add_subparsers(dest="command", required=True)
-    db = sub.add_parser("db", help="warehouse schema")
-    db.add_argument("action", choices=["upgrade"])
-    db.set_defaults(handler=_db)
-    load = sub.add_parser("load", help="load result documents")
-    load.add_argument("files", nargs="+", type=Path)
-    load.set_defaults(handler=_load)
-    reload = sub.add_parser("reload-archive", help="reload the raw result archive")
-    reload.add_argument("dir", nargs="?", type=Path)
-    reload.set_defaults(handler=_reload)
-    report = sub.add_parser("report", help="regenerate a report from the warehouse")
-    report.add_argument("--run-id", default=None, help="default: the latest run")
-    report.add_argument("--out", type=Path, default=None)
-    report.set_defaults(handler=_report)
+    for register in REGISTRARS:
+        register(sub)
     return parser
 
 

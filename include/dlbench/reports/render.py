@@ -28,7 +28,14 @@ def _metric_label(metric: str, unit: str, higher_is_better: bool, width: int = 2
 
 
 def _resolve(engine: Engine, run_id: str | None) -> str | None:
-    return run_id or compare.latest_run_id(engine)
+    """``run_id`` if the warehouse has it (LookupError naming it otherwise); None: the latest run."""
+    if run_id is None:
+        return compare.latest_run_id(engine)
+    with engine.connect() as conn:
+        if conn.scalar(select(Run.id).where(Run.run_id == run_id)) is None:
+            known = conn.scalars(select(Run.run_id).order_by(Run.started_at.desc().nulls_last()).limit(5)).all()
+            raise LookupError(f"run_id {run_id!r} is not in the warehouse; latest runs: {', '.join(known) or 'none'}")
+    return run_id
 
 
 def text_table(engine: Engine, run_id: str | None = None) -> str:
@@ -163,7 +170,10 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         suite_head = head[head["suite"] == suite]
         parts.append(f"<h2>{html.escape(suite)}</h2>")
         for metric in list(dict.fromkeys(suite_head["metric"]))[:6]:
-            png = _chart(suite_head, metric, f"{suite}: {metric} normalized to bare metal")
+            rows = suite_head[suite_head["metric"] == metric]
+            better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
+            png = _chart(suite_head, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
+                                             "normalized to bare metal")
             if png:
                 parts.append(f"<img alt='{html.escape(metric)}' src='data:image/png;base64,{png}'>")
         parts.append(_table_html(suite_head))

@@ -1,0 +1,201 @@
+"""Reports computed from the warehouse, checked against numbers computed here independently."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics as st
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dlbench.reports import build_report, metrics, text_table
+from dlbench.reports.compare import latest_run_id, samples_frame, statistics
+from dlbench.warehouse.load import load_documents
+from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument, Status
+from tests.warehouse.realdocs import RUN_ID, raw_samples
+
+DLBENCH = Path(sys.executable).with_name("dlbench")
+
+
+def tf_doc(platform: str, rep: int, throughput: float, elapsed: float, *, run_id: str = "r1", model: str = "resnet50",
+           status: Status = Status.OK, error: str | None = None) -> ResultDocument:
+    d = ResultDocument(
+        run_id=run_id, repetition=rep, status=status, error=error,
+        benchmark=Benchmark(suite="tf_cnn", name=model, parameters={
+            "data": "synthetic", "profile": "smoke", "batch_size_per_device": 4, "image_size": 32}),
+        environment=Environment(hostname="h", platform=Platform(platform)),
+    )
+    if status is Status.OK:
+        d.add("throughput", throughput, "images/s", model=model, data="synthetic", batch_size=4)
+        d.add("elapsed_time", elapsed, "s", scope="process_start_to_end")
+        for step in range(5):  # per-step samples: in the warehouse, never in a table
+            d.add("step_time", 0.1 + step, "s", step=step, warmup=step < 1)
+        d.add("syscalls", 1000 + rep, "count", scope="process", source="strace")
+        d.add("syscalls", 7, "count", scope="process", source="strace", syscall="futex")
+    return d
+
+
+def disk_doc(platform: str, rep: int, bandwidth: float, latency_us: float, run_id: str = "r1") -> ResultDocument:
+    d = ResultDocument(run_id=run_id, repetition=rep, benchmark=Benchmark(suite="disk", name="disk"),
+                       environment=Environment(hostname="h", platform=Platform(platform)))
+    d.add("dd_write_bandwidth", bandwidth, "MB/s", size_mb=64)
+    d.add("ioping_latency", latency_us, "us", variant="random", statistic="avg")
+    return d
+
+
+def test_metric_directions_come_from_one_table():
+    assert metrics.direction("throughput", "images/s") is metrics.HIGHER
+    assert metrics.direction("elapsed_time", "s") is metrics.LOWER
+    assert metrics.direction("fio_latency", "us") is metrics.LOWER
+    assert metrics.direction("tcp_retransmits", "count") is metrics.LOWER  # in the table, despite its unit
+    # Not in the table: a time unit means lower is better, anything else higher.
+    for unit in ("s", "ms", "us", "ns"):
+        assert metrics.direction("new_metric", unit) is metrics.LOWER
+    for unit in ("GB/s", "count", "ops"):
+        assert metrics.direction("new_metric", unit) is metrics.HIGHER
+    assert not metrics.is_tabled("step_time", {"step": 3})
+    assert not metrics.is_tabled("syscalls", {"syscall": "futex"})
+    assert metrics.is_tabled("syscalls", {"scope": "process"})
+    assert metrics.is_headline("tf_cnn", "throughput") and not metrics.is_headline("tf_cnn", "setup_time")
+    assert metrics.is_headline("some_new_suite", "widgets") and not metrics.is_headline("some_new_suite", "cgroup_x")
+
+
+def test_statistics_diff_and_normalization(engine):
+    bm = [(100.0, 10.0), (110.0, 12.0), (90.0, 11.0)]
+    ct = [(80.0, 15.0), (90.0, 14.0), (85.0, 16.0)]
+    docs = [tf_doc("bare_metal", i, t, e) for i, (t, e) in enumerate(bm)]
+    docs += [tf_doc("container_on_bare_metal", i, t, e) for i, (t, e) in enumerate(ct)]
+    docs.append(tf_doc("container_on_bare_metal", 3, 0, 0, status=Status.SKIPPED, error="no Docker engine"))
+    load_documents(engine, docs)
+    frame = samples_frame(engine, "r1")
+    assert "step_time" not in set(frame["metric"])
+    assert not any("syscall" in labels for labels in frame["labels"])
+    stats = statistics(frame).set_index(["metric", "platform"])
+    row = stats.loc[("throughput", "container_on_bare_metal")]
+    h, d = st.mean(t for t, _ in bm), st.mean(t for t, _ in ct)
+    assert row["n"] == 3  # the skipped execution has no samples
+    assert row["mean"] == pytest.approx(85.0)
+    assert row["std"] == pytest.approx(st.stdev([80.0, 90.0, 85.0]))  # sample std over repetitions
+    assert row["cv"] == pytest.approx(5.0 / 85.0)
+    assert row["diff_pct"] == pytest.approx((h - d) / h * 100) == pytest.approx(15.0)
+    assert row["normalized"] == pytest.approx(0.85)
+    base = stats.loc[("throughput", "bare_metal")]
+    assert (base["normalized"], base["diff_pct"]) == (pytest.approx(1.0), pytest.approx(0.0))
+    elapsed = stats.loc[("elapsed_time", "container_on_bare_metal")]
+    assert elapsed["normalized"] == pytest.approx(15.0 / 11.0)
+    assert elapsed["diff_pct"] == pytest.approx((11.0 - 15.0) / 11.0 * 100)
+    assert not bool(elapsed["higher_is_better"]) and bool(row["higher_is_better"])
+
+
+def test_real_runner_documents_against_an_independent_computation(engine, real_documents, tmp_path):
+    """Load what the real TF runner wrote; recompute every headline number from the raw JSON."""
+    load_documents(engine, sorted(real_documents.glob("*.json")))
+    page = build_report(engine, RUN_ID, tmp_path / "report")
+    with (tmp_path / "report" / "comparison.csv").open() as handle:
+        table = {(r["metric"], r["platform"]): r for r in csv.DictReader(handle)}
+    stats = statistics(samples_frame(engine, RUN_ID)).set_index(["metric", "platform"])
+    text = text_table(engine, RUN_ID)
+    for metric in ("throughput", "elapsed_time"):
+        raw = raw_samples(real_documents, metric)
+        h, d = st.mean(raw["bare_metal"]), st.mean(raw["container_on_bare_metal"])
+        expected = {"n": len(raw["container_on_bare_metal"]), "mean": d,
+                    "std": st.stdev(raw["container_on_bare_metal"]),
+                    "cv": st.stdev(raw["container_on_bare_metal"]) / d,
+                    "diff_pct": (h - d) / h * 100, "normalized": d / h}
+        row = stats.loc[(metric, "container_on_bare_metal")]
+        written = table[(metric, "container_on_bare_metal")]
+        for key, value in expected.items():
+            assert row[key] == pytest.approx(value, rel=1e-9), (metric, key)
+            assert float(written[key]) == pytest.approx(value, rel=1e-9), (metric, key)
+        assert f"{d / h:.3g}" in text  # the printed normalized value
+    assert ("step_time", "bare_metal") not in table
+    html = page.read_text()
+    assert html.count("data:image/png;base64,") == 2  # throughput and elapsed, normalized
+    assert "Diff% = (H − D) / H × 100" in html and "normalized = D / H" in html
+
+
+def test_report_sections_problems_and_latest_run(engine, tmp_path):
+    with pytest.raises(LookupError, match="no run"):
+        build_report(engine, None, tmp_path / "empty")
+    old = [tf_doc("bare_metal", 0, 50.0, 20.0, run_id="old")]
+    old[0].started_at = datetime(2026, 1, 1, tzinfo=UTC)
+    load_documents(engine, old)
+    docs = [tf_doc(p, r, t + r, e + r) for p, t, e in (("bare_metal", 100.0, 10.0), ("container_on_bare_metal", 90.0,
+                                                                                       12.0)) for r in (0, 1)]
+    docs += [disk_doc(p, r, b + r, lat) for p, b, lat in (("bare_metal", 200.0, 50.0),
+                                                          ("container_on_bare_metal", 150.0, 80.0)) for r in (0, 1)]
+    docs.append(tf_doc("container_on_vm", 0, 0, 0, status=Status.SKIPPED,
+                       error="container platform skipped: no Docker engine reachable"))
+    docs.append(tf_doc("virtual_machine", 0, 0, 0, status=Status.FAILED, error="RuntimeError: out of memory"))
+    load_documents(engine, docs)
+    assert latest_run_id(engine) == "r1"
+    page = build_report(engine, None, tmp_path / "r")  # None: the latest run
+    html = page.read_text()
+    assert "<h1>Benchmark report: r1</h1>" in html
+    assert "<h2>tf_cnn</h2>" in html and "<h2>disk</h2>" in html
+    problems = html.split("Failed or skipped")[1].split("<h2>")[0]
+    assert "container platform skipped: no Docker engine reachable" in problems
+    assert "RuntimeError: out of memory" in problems and "skipped" in problems and "failed" in problems
+    assert html.count("data:image/png;base64,") == 4  # tf_cnn: 2 metrics; disk: 2 metrics
+    table = text_table(engine, "r1")
+    assert "SKIPPED: container_on_vm tf_cnn/resnet50 r0: container platform skipped" in table
+    assert "FAILED: virtual_machine" in table
+    # ioping latency is lower-is-better (unit us), bandwidth higher; both normalized to bare metal.
+    latency = next(line for line in table.splitlines() if "ioping_latency" in line and "container" in line)
+    assert "↓" in latency and f"{80.0 / 50.0:.3g}" in latency
+    bandwidth = next(line for line in table.splitlines() if "dd_write_bandwidth" in line and "container" in line)
+    assert "↑" in bandwidth and f"{150.5 / 200.5:.3g}" in bandwidth
+    with pytest.raises(LookupError, match="'nope' is not in the warehouse"):
+        build_report(engine, "nope", tmp_path / "x")
+
+
+def test_cli_upgrade_load_reload_and_report(warehouse_url, real_documents, tmp_path):
+    env = {**os.environ, "DLBENCH_WAREHOUSE_URL": warehouse_url, "DLBENCH_HOME": str(tmp_path / "home")}
+
+    def dlbench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(DLBENCH), *args], capture_output=True, text=True, env=env, check=False)
+
+    try:
+        upgraded = dlbench("db", "upgrade")
+        assert upgraded.returncode == 0 and "at revision 0002" in upgraded.stdout, upgraded.stderr
+        first = sorted(real_documents.glob("*.json"))[:1]
+        loaded = dlbench("load", *map(str, first))
+        assert loaded.returncode == 0 and "1 documents (1 new, 0 reloaded)" in loaded.stdout, loaded.stderr
+        reloaded = dlbench("reload-archive", str(real_documents))
+        assert reloaded.returncode == 0 and "(3 new, 1 reloaded)" in reloaded.stdout, reloaded.stderr
+        report = dlbench("report", "--out", str(tmp_path / "r"))
+        assert report.returncode == 0, report.stderr
+        assert f"Run {RUN_ID}" in report.stdout and "throughput images/s" in report.stdout
+        assert f"report: {tmp_path / 'r' / 'report.html'}" in report.stdout
+        assert (tmp_path / "r" / "report.html").exists()
+        default_out = dlbench("report", "--run-id", RUN_ID)
+        assert default_out.returncode == 0
+        assert (tmp_path / "home" / "reports" / RUN_ID / "report.html").exists()
+        unknown = dlbench("report", "--run-id", "nope")
+        assert unknown.returncode == 1 and "'nope' is not in the warehouse" in unknown.stderr
+        assert dlbench("load", str(tmp_path / "missing.json")).returncode == 2
+    finally:
+        from dlbench.warehouse import db
+
+        engine = db.engine_for(warehouse_url)
+        db.downgrade(engine, "base")
+        engine.dispose()
+
+
+def test_a_report_reads_the_warehouse_not_the_files(engine, real_documents, tmp_path):
+    """After loading, the archive can vanish: the report is computed from the warehouse alone."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in real_documents.glob("*.json"):
+        (copy / path.name).write_text(path.read_text())
+    load_documents(engine, sorted(copy.glob("*.json")))
+    for path in copy.glob("*.json"):
+        path.unlink()
+    page = build_report(engine, RUN_ID, tmp_path / "r")
+    assert json.dumps(RUN_ID)[1:-1] in page.read_text()
+    assert "container_on_bare_metal" in text_table(engine, RUN_ID)
