@@ -51,7 +51,8 @@ def test_repetitions_bounds_and_unknown_fields():
 
 
 def test_argv_passes_real_data_dir_only_for_real_data():
-    request = parse_request({"models": ["alexnet"], "platforms": ["bare_metal"], "repetitions": 1})
+    request = parse_request({"models": ["alexnet"], "platforms": ["bare_metal"], "repetitions": 1,
+                             "suites": ["tf_cnn"]})
     synthetic, real = plan_jobs(request, "r")
     assert "--data-dir" not in synthetic.workload_argv("/o", "/d")
     argv = real.workload_argv("/o", "/d")
