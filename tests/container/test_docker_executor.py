@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -29,11 +33,41 @@ def test_runner_in_the_image(docker_client, workload_image, tmp_path, data, tfre
     doc = DockerExecutor(workload_image).execute(job("ct1", data=data), target, tmp_path / "r.json", timeout=600)
     assert doc.status is Status.OK, doc.error
     assert doc.environment.container.inside and doc.environment.container.runtime == "docker"
+    # This host itself carries /.dockerenv, so "inside" alone cannot tell: the hostname can. Docker
+    # names a container's host after the first 12 hex digits of its id.
+    assert doc.environment.hostname != socket.gethostname()
+    assert re.fullmatch(r"[0-9a-f]{12}", doc.environment.hostname), doc.environment.hostname
     assert doc.environment.platform is Platform.CONTAINER_ON_BARE_METAL
     assert doc.sample("throughput").value > 0
     assert doc.sample("launch_to_end_time").value > doc.sample("elapsed_time").value  # container start counted
     assert ResultDocument.read(tmp_path / "r.json").job_id == doc.job_id
     assert our_containers(docker_client, "ct1") == []
+
+
+def test_runs_as_an_unprivileged_user(docker_client, workload_image, tmp_path, tfrecords_dir):
+    """On a user's machine the executor runs the container as that user (not root): the workload
+    must read the read-only data mount and write its document without any root privilege."""
+    data = tmp_path / "data"  # as on a user's machine: the data belongs to the user running dlbench
+    shutil.copytree(tfrecords_dir, data)
+    user = None  # not root: the executor's default (our uid) is already unprivileged
+    if os.getuid() == 0:
+        user = "4242:4242"
+        for path in [data, *data.iterdir()]:
+            os.chown(path, 4242, 4242)
+    target = Target(name="d", platform="container_on_bare_metal", runtime="docker", data_dir=str(data))
+    doc = DockerExecutor(workload_image, user=user).execute(job("ct6", data="real"), target,
+                                                            tmp_path / "r.json", timeout=600)
+    assert doc.status is Status.OK, doc.error
+    assert our_containers(docker_client, "ct6") == []
+
+
+def test_bad_arguments_are_a_failed_document_with_the_error(docker_client, workload_image, tmp_path):
+    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    doc = DockerExecutor(workload_image).execute(job("ct7", model="vgg16"), target, tmp_path / "r.json", timeout=600)
+    assert doc.status is Status.FAILED
+    assert "exited with status 2" in doc.error and "vgg16" in doc.error, doc.error
+    assert ResultDocument.read(tmp_path / "r.json").status is Status.FAILED  # archived like any other row
+    assert our_containers(docker_client, "ct7") == []
 
 
 def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, workload_image, tmp_path):

@@ -48,9 +48,12 @@ class DockerExecutor(Executor):
     count) and ``network`` (e.g. "host" for network benchmarks).
     """
 
-    def __init__(self, image: str, client: Any = None) -> None:
+    def __init__(self, image: str, client: Any = None, user: str | None = None) -> None:
         self.image = image
         self.client = client
+        # The controller's uid:gid by default, so the bind-mounted results are never root-owned
+        # on a user's machine (and the workload is known to run without root in the image).
+        self.user = user or f"{os.getuid()}:{os.getgid()}"
 
     def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
         import docker
@@ -75,7 +78,7 @@ class DockerExecutor(Executor):
                 container = client.containers.run(
                     self.image, ["python", "-m", "dlbench.workloads", *argv], name=container_name(job),
                     labels=labels_for(job.run_id, job.job_id), volumes=volumes, detach=True,
-                    user=f"{os.getuid()}:{os.getgid()}", environment={"TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp"},
+                    user=self.user, environment={"TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp"},
                     **options,
                 )
                 try:

@@ -1,0 +1,97 @@
+"""What does the container cost? The same smoke TF job on the host and in the workload image.
+
+Both sides go through the real executors the pipeline uses (``LocalProcessExecutor`` for bare
+metal, ``DockerExecutor`` for the container), so the numbers include what a benchmark row
+includes: interpreter start and TF import, plus container create/start/remove on the Docker side.
+Rounds are interleaved and alternate their order (this 2-core machine is noisy: compare side by
+side, never against a number measured another day). Prints medians and container/host ratios;
+the goal is in-workload throughput ratio ~1.0 (a container adds no compute overhead) and a
+launch-to-end overhead of a few seconds at most.
+
+    .venv/bin/python bench/container_vs_host.py --model alexnet --data synthetic --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# metric -> (label printed, higher is better)
+METRICS = {
+    "launch_to_end_time": ("launch to end (s)", False),
+    "elapsed_time": ("in-workload elapsed (s)", False),
+    "setup_time": ("model setup (s)", False),
+    "throughput": ("throughput (images/s)", True),
+    "step_time_mean": ("measured step mean (s)", False),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="alexnet", choices=["inception3", "resnet50", "alexnet"])
+    parser.add_argument("--data", default="synthetic", choices=["synthetic", "real"])
+    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    from dlbench.config import Job
+    from dlbench.execution.base import Target
+    from dlbench.execution.docker import DockerExecutor
+    from dlbench.execution.image import DEFAULT_TAG, docker_available, ensure_image
+    from dlbench.execution.local import LocalProcessExecutor
+    from dlbench.workloads.result import Platform, Status
+
+    ok, reason = docker_available()
+    if not ok:
+        print(f"cannot compare: {reason}")
+        return 2
+    image = ensure_image(DEFAULT_TAG)
+    work = Path(tempfile.mkdtemp(prefix="dlbench-bench-ct-"))
+    data_dir = None
+    if args.data == "real":
+        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
+
+        data_dir = str(work / "tfrecords")
+        write_imagenet_tfrecords(Path(data_dir), images=64, shards=2, image_size=80)
+
+    sides = {
+        "host": (LocalProcessExecutor(), Platform.BARE_METAL, Target("host", "bare_metal", data_dir=data_dir)),
+        "container": (DockerExecutor(image), Platform.CONTAINER_ON_BARE_METAL,
+                      Target("docker", "container_on_bare_metal", runtime="docker", data_dir=data_dir)),
+    }
+    values: dict[str, dict[str, list[float]]] = {side: {m: [] for m in METRICS} for side in sides}
+    for round_ in range(args.rounds):
+        order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+        for side in order:
+            executor, platform, target = sides[side]
+            job = Job(job_id=f"bench-{side}-{round_}", run_id="bench-ct", platform=platform, suite="tf_cnn",
+                      command="tf-cnn", args={"model": args.model, "data": args.data}, profile=args.profile)
+            doc = executor.execute(job, target, work / f"{side}-{round_}.json", timeout=900)
+            if doc.status is not Status.OK:
+                print(f"round {round_ + 1} {side}: FAILED {doc.error}")
+                return 1
+            for metric in METRICS:
+                values[side][metric].append(doc.sample(metric).value)
+            print(f"round {round_ + 1} {side:9s} launch-to-end {doc.sample('launch_to_end_time').value:6.2f} s  "
+                  f"throughput {doc.sample('throughput').value:8.2f} images/s", flush=True)
+
+    print(f"\n{args.model} / {args.data} data / {args.profile} profile, {args.rounds} interleaved rounds, "
+          f"image {image} (medians)")
+    print(f"{'metric':26s} {'host':>10s} {'container':>10s} {'ratio c/h':>10s}")
+    for metric, (label, _higher) in METRICS.items():
+        host, container = (statistics.median(values[s][metric]) for s in ("host", "container"))
+        ratio = container / host if host else float("nan")
+        print(f"{label:26s} {host:10.3f} {container:10.3f} {ratio:10.3f}")
+    overhead = statistics.median(values["container"]["launch_to_end_time"]) - statistics.median(
+        values["host"]["launch_to_end_time"])
+    print(f"container launch-to-end overhead: {overhead:+.2f} s per job")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
