@@ -86,7 +86,7 @@ class GpuSpec(BaseModel):
 
     bandwidth_mb: int = Field(gt=0)
     conv_size: int = Field(gt=0)
-    gemm: tuple[int, int, int]
+    gemm: tuple[int, int, int] = Field(description="(m, k, n): A is m x k, B is k x n")
     histogram_values: int = Field(gt=0)
     transpose_size: int = Field(gt=0)
     iterations: int = Field(gt=0)

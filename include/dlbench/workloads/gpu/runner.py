@@ -73,9 +73,9 @@ def fit(spec: GpuSpec, free_bytes: int) -> dict[str, object]:
     conv = spec.conv_size
     while 2 * 4 * conv * conv > budget and conv > 256:
         conv //= 2
-    m, n, k = spec.gemm
+    m, k, n = spec.gemm  # A is m x k, B is k x n (the study's 23040x17280 x 17280x11520)
     while 4 * (m * k + k * n + m * n) > budget and min(m, n, k) > 256:
-        m, n, k = m // 2, n // 2, k // 2
+        m, k, n = m // 2, k // 2, n // 2
     values = spec.histogram_values
     while values > budget and values > 1 << 20:
         values //= 2
@@ -83,7 +83,7 @@ def fit(spec: GpuSpec, free_bytes: int) -> dict[str, object]:
     while 2 * 4 * transpose * transpose > budget and transpose > 256:
         transpose //= 2
     bandwidth = min(spec.bandwidth_mb, max(1, int(budget / 2 / 2**20)))
-    return {"conv": conv, "gemm": (m, n, k), "histogram": values, "transpose": transpose, "bandwidth_mb": bandwidth}
+    return {"conv": conv, "gemm": (m, k, n), "histogram": values, "transpose": transpose, "bandwidth_mb": bandwidth}
 
 
 def run(doc: ResultDocument, spec: GpuSpec) -> None:
@@ -101,7 +101,7 @@ def run(doc: ResultDocument, spec: GpuSpec) -> None:
     free = int(devices[0][3]["free_bytes"])
     sizes = fit(spec, free)
     doc.labels["gemm_implementation"] = implementation
-    m, n, k = sizes["gemm"]
+    m, k, n = sizes["gemm"]
     commands = [
         ["bandwidth", str(sizes["bandwidth_mb"]), str(spec.iterations)],
         ["conv", str(sizes["conv"]), str(spec.iterations)],
