@@ -3,7 +3,9 @@
 Why our own loop: openstacksdk's ``wait_for_*`` poll every 2 s and retry nothing, which both
 dominates test time and turns a 30-second API restart into a failed run. Here every wait has a
 deadline, the interval is configurable, and transient API errors (5xx, connection refused or
-reset) are retried with exponential backoff until the deadline; client errors (4xx) are not.
+reset) are retried with exponential backoff until the deadline; client errors (4xx) are not. A plain 500
+is retried only a few times: Ironic also answers 500 for conductor-side refusals (e.g. "image
+href is not a UUID") that no retry can fix, and a two-minute retry would only hide the message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+MAX_INTERNAL_ERROR_RETRIES = 2
 
 
 class WaitTimeout(TimeoutError):
@@ -58,7 +63,7 @@ def retry_call(fn: Callable[[], T], deadline: Deadline, *, first_delay: float = 
                what: str = "") -> T:
     """``fn()``, retrying transient errors with exponential backoff until ``deadline``."""
     delay = first_delay
-    attempt = 0
+    attempt = internal_errors = 0
     while True:
         attempt += 1
         try:
@@ -66,6 +71,10 @@ def retry_call(fn: Callable[[], T], deadline: Deadline, *, first_delay: float = 
         except Exception as exc:
             if not is_transient(exc) or deadline.expired():
                 raise
+            if getattr(exc, "status_code", None) == 500:
+                internal_errors += 1
+                if internal_errors > MAX_INTERNAL_ERROR_RETRIES:
+                    raise
             log.warning("transient API error%s (attempt %d, retrying in %.1fs): %s", f" during {what}" if what else "",
                         attempt, delay, _short(exc))
             time.sleep(min(delay, deadline.remaining()))

@@ -1,0 +1,89 @@
+"""Fixtures for the Ironic tier: the real devcloud (``make devcloud-up``), never a fake API.
+
+``DLBENCH_IRONIC_TEST_CLOUD`` / ``DLBENCH_IRONIC_TEST_CLOUDS_FILE`` /
+``DLBENCH_IRONIC_TEST_RESOURCE_CLASS`` point the tier at another Ironic (default: cloud
+``devcloud`` from ``.devcloud/clouds.yaml``, resource class ``dlbench-bm``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, require
+
+CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
+CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
+RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", "dlbench-bm")
+POLL = 0.2
+
+
+def settings(**overrides: Any) -> Any:
+    """IronicSettings for the test cloud with fast polling."""
+    from dlbench.config import IronicSettings
+
+    base: dict[str, Any] = dict(cloud=CLOUD, clouds_file=CLOUDS_FILE, resource_class=RESOURCE_CLASS,
+                                poll_interval=POLL, allocate_timeout=60, deploy_timeout=120, ssh_timeout=60,
+                                undeploy_timeout=120, expiry_hours=1)
+    base.update(overrides)
+    return IronicSettings(**base)
+
+
+@pytest.fixture(scope="session")
+def cloud_conn() -> Any:
+    """An openstacksdk connection to the devcloud; skips (fails under CI) when it is not up."""
+    from dlbench.hooks.openstack import CloudConfigError, connect
+
+    require(Path(CLOUDS_FILE).exists(), f"no devcloud: {CLOUDS_FILE} missing (run `make devcloud-up`)")
+    try:
+        conn = connect(CLOUD, config_file=CLOUDS_FILE)
+        nodes = list(conn.baremetal.nodes(resource_class=RESOURCE_CLASS))
+    except (CloudConfigError, Exception) as exc:  # noqa: BLE001 - any failure = devcloud not usable
+        require(False, f"devcloud not reachable ({type(exc).__name__}: {exc}); run `make devcloud-up`")
+        raise
+    require(len(nodes) >= 2, f"devcloud has {len(nodes)} node(s) in {RESOURCE_CLASS}; the tier needs 2")
+    return conn
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def clean_cloud(cloud_conn: Any) -> Any:
+    """Asserts before and after the test that nothing of ours is left on the devcloud."""
+    wait_clean(cloud_conn, timeout=120)
+    yield cloud_conn
+    wait_clean(cloud_conn, timeout=5)
+    assert_no_leaks(cloud_conn)
+
+
+def leaks(conn: Any) -> list[str]:
+    """Everything that shows a run still holds the devcloud: allocations, tags, non-available nodes."""
+    found = [f"allocation {a.name or a.id} (node {a.node_id}, state {a.state})" for a in conn.baremetal.allocations()]
+    for node in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS):
+        if node.provision_state != "available":
+            found.append(f"node {node.name} in {node.provision_state}")
+        if node.allocation_id or node.instance_id:
+            found.append(f"node {node.name} allocation={node.allocation_id} instance={node.instance_id}")
+        ours = sorted(k for k in (node.extra or {}) if k.startswith("dlbench"))
+        if ours:
+            found.append(f"node {node.name} still tagged {ours}")
+    return found
+
+
+def wait_clean(conn: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while leaks(conn) and time.monotonic() < deadline:
+        time.sleep(POLL)
+
+
+def assert_no_leaks(conn: Any) -> None:
+    left = leaks(conn)
+    assert not left, f"leaked: {left}"
