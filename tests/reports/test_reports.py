@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from dlbench.reports import build_report, metrics, text_table
 from dlbench.reports.compare import latest_run_id, samples_frame, statistics
@@ -150,6 +151,9 @@ def test_report_sections_problems_and_latest_run(engine, tmp_path):
     assert "↓" in latency and f"{80.0 / 50.0:.3g}" in latency
     bandwidth = next(line for line in table.splitlines() if "dd_write_bandwidth" in line and "container" in line)
     assert "↑" in bandwidth and f"{150.5 / 200.5:.3g}" in bandwidth
+    # One repetition: no spread to report ("-"), not a zero.
+    single = next(line for line in text_table(engine, "old").splitlines() if "throughput" in line)
+    assert single.split()[-5:] == ["50", "-", "-", "0", "1"]
     with pytest.raises(LookupError, match="'nope' is not in the warehouse"):
         build_report(engine, "nope", tmp_path / "x")
 
@@ -199,3 +203,29 @@ def test_a_report_reads_the_warehouse_not_the_files(engine, real_documents, tmp_
     page = build_report(engine, RUN_ID, tmp_path / "r")
     assert json.dumps(RUN_ID)[1:-1] in page.read_text()
     assert "container_on_bare_metal" in text_table(engine, RUN_ID)
+
+
+def test_the_dag_steps_load_and_report_an_archived_run(monkeypatch, tmp_path, real_documents):
+    """The contract with the DAG: its load and report steps over documents in the archive layout."""
+    from dlbench.pipeline import steps
+    from dlbench.warehouse import archive, db
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(db.URL_ENV, raising=False)
+    airflow_run_id = "scheduled__2026-11-23T00:00:00+00:00"
+    safe = steps.safe_run_id(airflow_run_id)
+    for path in sorted(real_documents.glob("*.json")):
+        document = ResultDocument.read(path)
+        document.run_id = safe
+        document.write(archive.archive_path(safe, document.job_id))
+    request = steps.validate({"profile": "smoke"})
+    assert steps.load_run(airflow_run_id, request, "dlbench_benchmark", None)["documents"] == 4
+    result = steps.report_run(airflow_run_id, None)
+    assert Path(result["html"]) == tmp_path / "home" / "reports" / safe / "report.html"
+    assert "container_on_bare_metal" in result["table"] and "throughput images/s" in result["table"]
+    engine = db.engine_for(None)
+    assert engine.url.database == str(tmp_path / "home" / "warehouse.db")
+    with engine.connect() as conn:
+        run = conn.execute(text("SELECT dag_id, profile, provider, scheduled FROM runs")).one()
+    engine.dispose()
+    assert tuple(run) == ("dlbench_benchmark", "smoke", "local", True)

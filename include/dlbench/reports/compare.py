@@ -86,7 +86,7 @@ def statistics(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["suite", "name", "parameters_hash", "case", "metric", "unit", "labels_key"]
     stats = (frame.groupby(keys + ["platform"], sort=False)["value"]
              .agg(n="count", mean="mean", std="std").reset_index())
-    stats["std"] = stats["std"].fillna(0.0)
+    # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
     stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
     base = stats[stats["platform"] == BASELINE][keys + ["mean"]].rename(columns={"mean": "baseline"})
     stats = stats.merge(base, on=keys, how="left")

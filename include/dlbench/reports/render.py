@@ -84,7 +84,7 @@ def _chart(stats: pd.DataFrame, metric: str, title: str) -> str | None:
         rows = data[data["platform"] == platform].set_index("case")
         xs = [c + i * width for c in range(len(cases))]
         heights = [rows["normalized"].get(case, float("nan")) for case in cases]
-        errors = [(rows["std"] / rows["baseline"]).get(case, 0.0) for case in cases]
+        errors = [(rows["std"] / rows["baseline"]).fillna(0.0).get(case, 0.0) for case in cases]
         ax.bar(xs, heights, width, yerr=errors, capsize=3, label=platform)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks([c + width * (len(platforms) - 1) / 2 for c in range(len(cases))])
