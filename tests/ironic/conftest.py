@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -21,13 +22,18 @@ CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
 CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
 RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", "dlbench-bm")
 POLL = 0.2
+IMAGE = Path(tempfile.gettempdir()) / "dlbench-ironic-test-image.raw"
+"""A tiny image file: Ironic (on this machine) validates that a file:// image_source exists."""
 
 
 def settings(**overrides: Any) -> Any:
     """IronicSettings for the test cloud with fast polling."""
     from dlbench.config import IronicSettings
 
-    base: dict[str, Any] = dict(cloud=CLOUD, clouds_file=CLOUDS_FILE, resource_class=RESOURCE_CLASS,
+    if not IMAGE.exists():
+        IMAGE.write_bytes(b"\0" * 4096)
+    base: dict[str, Any] = dict(image_source=f"file://{IMAGE}", cloud=CLOUD, clouds_file=CLOUDS_FILE,
+                                resource_class=RESOURCE_CLASS,
                                 poll_interval=POLL, allocate_timeout=60, deploy_timeout=120, ssh_timeout=60,
                                 undeploy_timeout=120, expiry_hours=1)
     base.update(overrides)

@@ -15,6 +15,7 @@ and :meth:`IronicProvisioner.wait` release everything they were given before the
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ NO_CAPACITY = ("no available nodes", "no nodes", "not found any")
 
 class ProvisioningError(RuntimeError):
     """Ironic refused or failed; the message carries Ironic's own ``last_error``."""
+
+
+class NoCapacity(ProvisioningError):
+    """No free node matches right now (others hold them); worth retrying until the deadline."""
 
 
 @dataclass
@@ -106,13 +111,34 @@ class IronicProvisioner(Provisioner):
     # -- create / wait -------------------------------------------------------------------------
     def create(self, count: int, tags: Tags, **spec: object) -> list[Instance]:
         """Allocate ``count`` nodes and start their deployment (config drive from ``spec``:
-        ``public_key``, ``user_data``, ``role``, ``platform``). Releases its partial work on error."""
+        ``public_key``, ``user_data``, ``role``, ``platform``). Releases its partial work on error.
+
+        All or nothing: when the resource class runs out of free nodes half-way, the allocations
+        made so far are given back and the whole set is retried (jittered backoff) until
+        ``allocate_timeout``, so two runs that each hold half of what they need cannot deadlock."""
         role = str(spec.get("role", "bm"))
         platform = str(spec.get("platform", "bare_metal"))
+        deadline = Deadline(self.spec.allocate_timeout, f"allocating {count} node(s) for run {tags.run_id}")
         instances: list[Instance] = []
         try:
-            for index in range(count):
-                instances.append(self._allocate(resource_name(tags.run_id, role, index), tags, platform))
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    for index in range(count):
+                        instances.append(self._allocate(resource_name(tags.run_id, role, index), tags, platform,
+                                                        deadline))
+                    break
+                except NoCapacity as exc:
+                    self.delete(instances, timeout=max(60.0, self.spec.allocate_timeout))
+                    instances = []
+                    pause = min(self.spec.poll_interval * 2 ** min(attempt, 5), 10.0) * random.uniform(0.5, 1.5)
+                    if deadline.remaining() <= pause:
+                        raise ProvisioningError(f"{deadline.what}: not enough free nodes in resource class "
+                                                f"{self.spec.resource_class!r} within {deadline.seconds:.0f} s "
+                                                f"(other runs hold them): {exc}") from None
+                    log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
+                    time.sleep(pause)
             for instance in instances:
                 self._deploy(instance, tags, str(spec.get("public_key", "")), str(spec.get("user_data", "")))
         except BaseException as exc:
@@ -121,27 +147,27 @@ class IronicProvisioner(Provisioner):
             raise
         return instances
 
-    def _allocate(self, name: str, tags: Tags, platform: str) -> Instance:
-        deadline = Deadline(self.spec.allocate_timeout, f"allocation {name}")
+    def _allocate(self, name: str, tags: Tags, platform: str, deadline: Deadline) -> Instance:
         started = time.monotonic()
-        while True:
-            alloc = self._call("create allocation", self.bm.create_allocation, name=name,
-                               resource_class=self.spec.resource_class, traits=list(self.spec.traits) or None,
-                               extra=tags.as_dict())
-            alloc = poll(lambda a=alloc: self.bm.get_allocation(a.id), lambda a: a.state != "allocating",
+        alloc = self._call("create allocation", self.bm.create_allocation, name=name,
+                           resource_class=self.spec.resource_class, traits=list(self.spec.traits) or None,
+                           extra=tags.as_dict())
+        try:
+            alloc = poll(lambda: self.bm.get_allocation(alloc.id), lambda a: a.state != "allocating",
                          deadline, self.spec.poll_interval, lambda a: f"state {a.state}")
-            if alloc.state == "active":
-                log.info("allocation %s -> node %s", name, alloc.node_id)
-                return Instance(id=alloc.node_id, name=name, platform=platform, provider=PROVIDER, tags=tags,
-                                details={"allocation_id": alloc.id, "node_id": alloc.node_id,
-                                         "timings": {"allocate": time.monotonic() - started}})
-            error = alloc.last_error or f"allocation ended in state {alloc.state}"
+        except BaseException:
             self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
-            if any(word in error.lower() for word in NO_CAPACITY) and deadline.remaining() > self.spec.poll_interval:
-                log.info("no free node for %s yet (%s); retrying until the allocation deadline", name, error)
-                time.sleep(self.spec.poll_interval)
-                continue
-            raise ProvisioningError(f"allocation {name} failed: {error}")
+            raise
+        if alloc.state == "active":
+            log.info("allocation %s -> node %s", name, alloc.node_id)
+            return Instance(id=alloc.node_id, name=name, platform=platform, provider=PROVIDER, tags=tags,
+                            details={"allocation_id": alloc.id, "node_id": alloc.node_id,
+                                     "timings": {"allocate": time.monotonic() - started}})
+        error = alloc.last_error or f"allocation ended in state {alloc.state}"
+        self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
+        if any(word in error.lower() for word in NO_CAPACITY):
+            raise NoCapacity(error)
+        raise ProvisioningError(f"allocation {name} failed: {error}")
 
     def _deploy(self, instance: Instance, tags: Tags, public_key: str, user_data: str) -> None:
         node_id = instance.id

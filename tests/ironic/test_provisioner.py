@@ -1,0 +1,214 @@
+"""The Ironic driver against the real devcloud API: lifecycle, faults, competing runs, bad input.
+
+Every test runs under ``clean_cloud``, which asserts that no allocation, tag or non-available
+node is left afterwards (the leak check is the point of each fault test).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dlbench.provisioning.base import Tags
+from dlbench.provisioning.ironic import IronicProvisioner, IronicSpec, ProvisioningError
+from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
+
+
+def provisioner(conn: Any, **overrides: Any) -> IronicProvisioner:
+    return IronicProvisioner(conn, IronicSpec.from_settings(settings(**overrides)))
+
+
+def tags_for(run_id: str, hours: float = 1.0) -> Tags:
+    return Tags(run_id=run_id, dag_id="dlbench_test", dag_run_id=f"manual__{run_id}",
+                expires_at=datetime.now(UTC) + timedelta(hours=hours))
+
+
+def test_two_nodes_deploy_tagged_then_release_leaves_nothing(clean_cloud, run_id):
+    conn = clean_cloud
+    prov = provisioner(conn)
+    tags = tags_for(run_id)
+    instances = prov.wait(prov.create(2, tags, public_key="ssh-ed25519 AAAAC3Nz test", role="bm"), timeout=120)
+    assert len({i.id for i in instances}) == 2
+    for inst in instances:
+        node = conn.baremetal.get_node(inst.id)
+        assert node.provision_state == "active"
+        assert node.allocation_id == inst.details["allocation_id"]
+        assert Tags.from_dict(node.extra).run_id == run_id                      # node extra
+        assert node.instance_info["dlbench_run_id"] == run_id                    # instance_info
+        assert conn.baremetal.get_allocation(node.allocation_id).name == inst.name == f"dlbench-{run_id}-bm-" \
+            f"{instances.index(inst)}"                                            # allocation name
+        assert inst.address and inst.address == prov.address(inst)
+        assert set(inst.details["timings"]) == {"allocate", "deploy_to_active"}
+        assert all(v > 0 for v in inst.details["timings"].values())
+    assert set(prov.owned()) == {run_id}
+    prov.delete(instances, timeout=120)
+    assert set(prov.last_undeploy) == {i.id for i in instances}
+    assert_no_leaks(conn)
+    prov.delete(instances, timeout=60)  # idempotent
+    assert_no_leaks(conn)
+
+
+def test_deploy_refused_on_one_node_of_two_releases_both(clean_cloud, run_id):
+    """A real refusal by Ironic: the second node is put in maintenance (by another actor) right
+    after it is allocated to us, so its deploy is refused with a 400; create() must release both
+    allocations and the first node's deployment before raising (no teardown will run)."""
+    conn = clean_cloud
+    prov = provisioner(conn)
+    second = f"dlbench-{run_id}-bm-1"
+    stop = threading.Event()
+    touched: list[str] = []
+
+    def saboteur() -> None:
+        while not stop.is_set():
+            for alloc in conn.baremetal.allocations():
+                if alloc.name == second and alloc.node_id and not touched:
+                    conn.baremetal.set_node_maintenance(alloc.node_id, reason="fault injection")
+                    touched.append(alloc.node_id)
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=saboteur, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(Exception, match="maintenance"):
+            prov.wait(prov.create(2, tags_for(run_id), role="bm"), timeout=120)
+    finally:
+        stop.set()
+        thread.join()
+        for node_id in touched:
+            conn.baremetal.unset_node_maintenance(node_id)
+    assert touched, "the fault was never injected"
+    assert_no_leaks(conn)
+
+
+def test_competing_runs_never_share_nodes(clean_cloud):
+    """Two runs each wanting more than half of the nodes: the second waits (all-or-nothing
+    allocation, no deadlock) until the first releases, and they never hold the same node."""
+    conn = clean_cloud
+    total = len([n for n in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS)
+                 if not n.is_maintenance])
+    want = total // 2 + 1
+    held: dict[str, set[str]] = {}
+    errors: list[BaseException] = []
+    first_done = threading.Event()
+
+    def run(name: str, hold: float) -> None:
+        prov = provisioner(conn, allocate_timeout=90)
+        try:
+            instances = prov.wait(prov.create(want, tags_for(name), role="bm"), timeout=120)
+            held[name] = {i.id for i in instances}
+            time.sleep(hold)
+            prov.delete(instances, timeout=120)
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            first_done.set()
+
+    a = threading.Thread(target=run, args=("competeA", 2.0))
+    b = threading.Thread(target=run, args=("competeB", 0.0))
+    a.start()
+    time.sleep(0.3)
+    b.start()
+    a.join(240)
+    b.join(240)
+    assert not errors, errors
+    assert set(held) == {"competeA", "competeB"} and all(len(v) == want for v in held.values())
+    assert_no_leaks(conn)
+
+
+def test_too_few_nodes_fails_cleanly_after_allocate_timeout(clean_cloud, run_id):
+    conn = clean_cloud
+    holder = provisioner(conn)
+    total = len(holder.matching_nodes())
+    held = holder.create(total, tags_for(f"{run_id}h"), role="bm")  # every node taken by another run
+    try:
+        prov = provisioner(conn, allocate_timeout=3)
+        started = time.monotonic()
+        with pytest.raises(ProvisioningError, match="not enough free nodes"):
+            prov.create(1, tags_for(run_id), role="bm")
+        assert time.monotonic() - started < 30
+        assert run_id not in prov.owned()
+        assert {i.id for i in held} == {n.id for n in holder.matching_nodes() if n.allocation_id}
+    finally:
+        holder.wait(held, timeout=120)
+        holder.delete(held, timeout=120)
+    assert_no_leaks(conn)
+
+
+def test_killed_midway_leaves_tagged_nodes_that_release_run_finds(clean_cloud, run_id):
+    """The provisioning task dies after create (no wait, no release, e.g. SIGKILL): everything
+    is still found by tag alone and released (what the teardown and the janitor do)."""
+    conn = clean_cloud
+    prov = provisioner(conn)
+    prov.create(2, tags_for(run_id), role="bm")  # deployment in flight, then the process "dies"
+    fresh = provisioner(conn)                    # a new process knows only the run id
+    assert len(fresh.owned(run_id)[run_id]) == 2
+    released = fresh.release_run(run_id, timeout=120)
+    assert len(released) == 2
+    assert_no_leaks(conn)
+
+
+def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run_id):
+    conn = clean_cloud
+    prov = provisioner(conn)
+    nodes = prov.matching_nodes()
+    untagged = nodes[0]
+    # An allocation and a deployed node without our tag: someone else's, never touched.
+    foreign = conn.baremetal.create_allocation(name=f"foreign-{run_id}", resource_class=RESOURCE_CLASS,
+                                               extra={"owner": "someone-else"})
+    try:
+        deadline = time.monotonic() + 30
+        while conn.baremetal.get_allocation(foreign.id).state == "allocating" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        foreign = conn.baremetal.get_allocation(foreign.id)
+        assert foreign.state == "active", foreign.last_error
+        expired = prov.wait(prov.create(1, tags_for(f"{run_id}x", hours=-1), role="bm"), timeout=120)
+        live = prov.wait(prov.create(1, tags_for(f"{run_id}l", hours=1), role="bm"), timeout=120)
+
+        dry = prov.sweep(lambda tags: True, dry_run=True)
+        assert [a.name for a in dry] == [expired[0].name] and not dry[0].released
+        assert conn.baremetal.get_node(expired[0].id).provision_state == "active"
+
+        actions = prov.sweep(lambda tags: tags.run_id != f"{run_id}l")  # the live run is "no longer running"
+        reasons = {a.name: a.reason for a in actions}
+        assert reasons[expired[0].name].startswith("expired")
+        assert "no longer running" in reasons[live[0].name]
+        assert all(a.released and not a.error for a in actions)
+        assert conn.baremetal.get_allocation(foreign.id).node_id == foreign.node_id  # untouched
+        assert untagged.id in {n.id for n in conn.baremetal.nodes()}
+    finally:
+        conn.baremetal.delete_allocation(foreign.id, ignore_missing=True)
+    assert_no_leaks(conn)
+
+
+def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id):
+    from dlbench.config import ConfigError, parse_request
+    from dlbench.hooks.openstack import CloudConfigError
+    from dlbench.pipeline.ironic_backend import IronicBackend
+
+    conn = clean_cloud
+    with pytest.raises(ConfigError, match=r"ironic.deploy_timeout: Input should be greater than 0"):
+        parse_request({"provider": "ironic", "ironic": {"deploy_timeout": 0}})
+    with pytest.raises(ConfigError, match=r"ironic.poll_interval"):
+        parse_request({"provider": "ironic", "ironic": {"poll_interval": 0}})
+
+    def acquire(**ironic: Any) -> None:
+        base = {"cloud": CLOUD, "clouds_file": CLOUDS_FILE, "resource_class": RESOURCE_CLASS}
+        request = parse_request({"provider": "ironic", "platforms": ["bare_metal"], "suites": ["cpu"],
+                                 "ironic": {**base, **ironic}})
+        IronicBackend().acquire(request, tags_for(run_id), __import__("pathlib").Path("/tmp") / f"dlbench-{run_id}")
+
+    with pytest.raises(CloudConfigError, match=rf"unknown cloud 'no-such-cloud'.*allowed: .*{CLOUD}"):
+        acquire(cloud="no-such-cloud")
+    with pytest.raises(ProvisioningError, match="no nodes in resource class 'no-such-class'"):
+        acquire(resource_class="no-such-class")
+    with pytest.raises(ProvisioningError, match="needs 999 nodes"):
+        acquire(nodes={"bare_metal": 999})
+    with pytest.raises(ValueError, match="not offered by the ironic provider"):
+        IronicBackend().acquire(parse_request({"provider": "ironic", "platforms": ["virtual_machine"]}),
+                                tags_for(run_id), __import__("pathlib").Path("/tmp"))
+    assert run_id not in provisioner(conn).owned()
+    assert_no_leaks(conn)
