@@ -93,3 +93,67 @@ def wait_clean(conn: Any, timeout: float) -> None:
 def assert_no_leaks(conn: Any) -> None:
     left = leaks(conn)
     assert not left, f"leaked: {left}"
+
+
+def api_pids(endpoint_port: int) -> list[int]:
+    """The Ironic processes behind the API port: the listener, its ironic parent and children."""
+    import subprocess
+
+    out = subprocess.run(["ss", "-Htlnp", f"sport = :{endpoint_port}"], capture_output=True, text=True).stdout
+    listeners = {int(p) for p in __import__("re").findall(r"pid=(\d+)", out)}
+
+    def cmd(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return ""
+
+    def parent(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    roots = set(listeners)
+    for pid in listeners:
+        ppid = parent(pid)
+        if ppid > 1 and "ironic" in cmd(ppid):
+            roots.add(ppid)
+    every = set(roots)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and parent(int(entry.name)) in roots and "ironic" in cmd(int(entry.name)):
+            every.add(int(entry.name))
+    return sorted(every)
+
+
+class frozen_api:  # noqa: N801 - used as a context manager, reads like one
+    """Freeze the Ironic API and conductor (SIGSTOP) for the duration: requests hang and time
+    out, exactly like an API host that stopped answering; SIGCONT brings it back."""
+
+    def __init__(self, port: int) -> None:
+        self.pids = api_pids(port)
+
+    def __enter__(self) -> frozen_api:
+        import signal
+
+        require(bool(self.pids), "cannot find the Ironic API process to freeze")
+        for pid in self.pids:
+            os.kill(pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def api_port() -> int:
+    from urllib.parse import urlparse
+
+    from dlbench.hooks.openstack import resolve
+
+    return urlparse(resolve(CLOUD, config_file=CLOUDS_FILE).endpoint or "http://127.0.0.1:6385").port or 6385

@@ -37,6 +37,7 @@ class CloudSpec:
     interface: str | None = None
     verify: bool | str = True
     endpoint: str | None = None  # auth_type none: the Ironic endpoint
+    api_timeout: float = 30.0  # per request: a hung API must not hang a task forever
 
     def __repr__(self) -> str:
         shown = {k: ("***" if k in SECRET_KEYS else v) for k, v in self.auth.items()}
@@ -71,10 +72,10 @@ class CloudSpec:
         if self.auth_type == "none":
             return openstack.connection.Connection(
                 auth_type="none", baremetal_endpoint_override=self.endpoint, verify=self.verify,
-                baremetal_api_version="1", region_name=self.region_name,
+                baremetal_api_version="1", region_name=self.region_name, api_timeout=self.api_timeout,
             )
         kwargs: dict[str, Any] = {"auth_type": self.auth_type, "auth": dict(self.auth), "verify": self.verify,
-                                  "region_name": self.region_name}
+                                  "region_name": self.region_name, "api_timeout": self.api_timeout}
         if self.interface:
             kwargs["interface"] = self.interface
         return openstack.connection.Connection(**kwargs)
