@@ -12,7 +12,7 @@ import pytest
 
 from dlbench.config import Job
 from dlbench.execution.base import Target
-from dlbench.execution.docker import DockerExecutor, labels_for, remove_run_containers, sweep_containers
+from dlbench.execution.docker import DockerExecutor, container_name, labels_for, remove_run_containers, sweep_containers
 from dlbench.workloads.result import Platform, ResultDocument, Status
 
 
@@ -68,6 +68,17 @@ def test_bad_arguments_are_a_failed_document_with_the_error(docker_client, workl
     assert "exited with status 2" in doc.error and "vgg16" in doc.error, doc.error
     assert ResultDocument.read(tmp_path / "r.json").status is Status.FAILED  # archived like any other row
     assert our_containers(docker_client, "ct7") == []
+
+
+def test_a_retry_replaces_the_container_left_by_a_dead_attempt(docker_client, workload_image, tmp_path):
+    retried = job("ct8")
+    leftover = docker_client.containers.create(workload_image, ["sleep", "60"], name=container_name(retried),
+                                               labels=labels_for(retried.run_id, retried.job_id))
+    leftover.start()
+    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    doc = DockerExecutor(workload_image).execute(retried, target, tmp_path / "r.json", timeout=600)
+    assert doc.status is Status.OK, doc.error
+    assert our_containers(docker_client, "ct8") == []
 
 
 def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, workload_image, tmp_path):

@@ -71,6 +71,7 @@ class DockerExecutor(Executor):
                 mode = "rw" if job.suite == "disk" else "ro"
                 volumes[str(Path(data_dir).resolve())] = {"bind": DATA_MOUNT, "mode": mode}
             options = self._resources(target)
+            _remove_leftover(client, job)
             launched = time.monotonic()
             container = None
             output, error = "", ""
@@ -117,6 +118,20 @@ class DockerExecutor(Executor):
             count = -1 if extra["gpus"] == "all" else int(extra["gpus"])
             options["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
         return options
+
+
+def _remove_leftover(client: Any, job: Job) -> None:
+    """A retry of a job whose worker died mid-run finds that attempt's container still holding the
+    name: remove it (it is ours, same run and job, per its labels) instead of failing on a name
+    conflict. A foreign container with that name is left alone, and the run then fails visibly."""
+    import docker
+
+    try:
+        stale = client.containers.get(container_name(job))
+    except docker.errors.NotFound:
+        return
+    if stale.labels.get("dlbench.run_id") == job.run_id and stale.labels.get("dlbench.job_id") == job.job_id:
+        stale.remove(force=True)
 
 
 def remove_run_containers(run_id: str, client: Any = None) -> list[str]:
