@@ -186,14 +186,19 @@ def summarize(doc: ResultDocument, job: Job, archive: Path) -> dict[str, Any]:
 
 
 def archive_path(run_id: str, job_id: str) -> Path:
-    return paths.results_dir() / run_id / f"{job_id}.json"
+    """Where a job's raw document is archived (the layout is the warehouse archive's)."""
+    from dlbench.warehouse import archive
+
+    return archive.archive_path(run_id, job_id)
 
 
 def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     """Count the archived documents of a run by status; used to fail the run visibly."""
     counts = {s.value: 0 for s in Status}
     problems = []
-    directory = paths.results_dir() / safe_run_id(run_id)
+    from dlbench.warehouse import archive
+
+    directory = archive.archive_dir(safe_run_id(run_id))
     for path in sorted(directory.glob("*.json")) if directory.exists() else []:
         doc = ResultDocument.read(path)
         counts[doc.status.value] += 1
@@ -211,16 +216,16 @@ __all__ = [
 
 def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None) -> dict[str, Any]:
     """Load every archived document of the run into the warehouse (idempotent)."""
-    from dlbench.warehouse import db, load
+    from dlbench.warehouse import archive, db, load
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
     db.upgrade(engine)
-    directory = paths.results_dir() / safe
+    directory = archive.archive_dir(safe)
     documents = sorted(directory.glob("*.json")) if directory.exists() else []
     req = request_from(request)
     info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.value,
-                        scheduled=run_id.startswith("scheduled__"), config=request)
+                        scheduled=load.is_scheduled_run_id(run_id), config=request)
     summary = load.load_documents(engine, documents, run=info)
     log.info("loaded %d documents of run %s: %s", len(documents), safe, summary)
     return {"run_id": safe, "documents": len(documents)}
