@@ -4,9 +4,9 @@ For every wrapped tool (dd, ioping, fio, iperf3, hpcc's HPL/DGEMM/STREAM, our HP
 same command line runs directly (output read with a few independent lines of parsing here, not
 with the suite's parsers) and through the suite code inside ``harness.workload`` (counter hooks,
 environment capture and the suite's parsers included), interleaved round by round because this
-machine is shared and noisy. Prints per metric the median of each side, the ratio
-wrapped / direct (goal 0.97-1.03) and the direct side's own spread, so a ratio can be read
-against the noise. Then times the whole smoke micro-suite end to end through the CLI.
+machine is shared and noisy. Prints per metric the median of each side, the median of the
+per-round ratios wrapped / direct (goal 0.97-1.03) with their range, and the direct side's own
+CV, so a ratio can be read against the noise. Then times the whole smoke micro-suite end to end through the CLI.
 
     .venv/bin/python bench/micro_fidelity.py --rounds 3
     .venv/bin/python bench/micro_fidelity.py --rounds 5 --suites disk,network --dir /data/imagenet
@@ -181,18 +181,20 @@ def main() -> int:
                 target = direct if fn is direct_fn else ours
                 for key, value in fn(args.dir).items():
                     target[key].append(value)
-        print(f"\n{suite}: median of {args.rounds} interleaved rounds")
-        print(f"  {'metric':40} {'direct':>12} {'wrapped':>12} {'ratio':>7} {'direct CV%':>10}")
+        print(f"\n{suite}: {args.rounds} interleaved rounds; ratio = median of the per-round wrapped/direct ratios")
+        print(f"  {'metric':36} {'direct':>10} {'wrapped':>10} {'ratio':>7} {'ratio range':>13} {'direct CV%':>10}")
         for key in sorted(direct):
-            if key not in ours:
-                print(f"  {key:40} {statistics.median(direct[key]):12.4g} {'missing':>12}")
+            if key not in ours or len(ours[key]) != len(direct[key]):
+                print(f"  {key:36} {statistics.median(direct[key]):10.4g} {'missing':>10}")
                 continue
             d, w = statistics.median(direct[key]), statistics.median(ours[key])
             cv = 100 * statistics.pstdev(direct[key]) / statistics.fmean(direct[key]) if len(direct[key]) > 1 else 0
-            ratio = w / d if d else float("nan")
+            pairs = [b / a for a, b in zip(direct[key], ours[key], strict=True) if a]
+            ratio = statistics.median(pairs) if pairs else float("nan")
             worst = max(worst, abs(ratio - 1))
             flag = "" if 0.97 <= ratio <= 1.03 else "  <- outside 0.97-1.03"
-            print(f"  {key:40} {d:12.4g} {w:12.4g} {ratio:7.3f} {cv:10.1f}{flag}")
+            spread = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
+            print(f"  {key:36} {d:10.4g} {w:10.4g} {ratio:7.3f} {spread:>13} {cv:10.1f}{flag}")
     print(f"\nlargest |ratio - 1|: {worst:.3f}")
     if not args.no_smoke:
         times = smoke_suite_seconds()

@@ -76,14 +76,55 @@ def test_gpu_sizes_scale_to_device_memory():
     assert 4 * (m * k + k * n + m * n) <= 0.7 * 2**30
 
 
-def test_micro_suite_in_the_workload_image(workload_image, tmp_path):
+def test_a_tool_failure_fails_the_document_with_the_tool_named(tmp_path):
+    """Real iperf3 against a port nobody serves: exit 1, the document says failed and why."""
+    import socket
+
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "dlbench.workloads", "network", "--profile", "smoke", "--out",
+                           str(out), "--server", "127.0.0.1", "--port", str(port)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 1
+    assert "iperf3" in proc.stderr
+    doc = ResultDocument.read(out)
+    assert doc.status is Status.FAILED and "iperf3" in doc.error and doc.labels["network_peer"] == "127.0.0.1"
+
+
+CONTAINER_CHECKS = {
+    "cpu": ("hpl", "hpcg"),
+    "disk": ("dd_write_bandwidth", "fio_iops"),
+    "network": ("tcp_throughput", "tcp_latency"),
+}
+
+
+@pytest.mark.parametrize("suite", sorted(CONTAINER_CHECKS))
+def test_micro_suite_in_the_workload_image(suite, workload_image, tmp_path):
+    import os
+
+    os.chmod(tmp_path, 0o777)
+    extra = ["--data-dir", "/results"] if suite == "disk" else []
+    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{tmp_path}:/results", workload_image, "python", "-m",
+                           "dlbench.workloads", suite, "--profile", "smoke", "--out", "/results/r.json", "--platform",
+                           "container_on_bare_metal", *extra], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = ResultDocument.read(tmp_path / "r.json")
+    assert doc.status is Status.OK and doc.environment.container.inside
+    for metric in CONTAINER_CHECKS[suite]:
+        assert doc.sample(metric).value > 0
+    assert doc.sample("cgroup_cpu_time").value > 0  # the container's own cgroup
+
+
+def test_gpu_suite_in_the_workload_image_without_a_gpu(workload_image, tmp_path):
     import os
 
     os.chmod(tmp_path, 0o777)
     proc = subprocess.run(["docker", "run", "--rm", "-v", f"{tmp_path}:/results", workload_image, "python", "-m",
-                           "dlbench.workloads", "cpu", "--profile", "smoke", "--out", "/results/r.json", "--platform",
-                           "container_on_bare_metal"], capture_output=True, text=True, timeout=600, check=False)
+                           "dlbench.workloads", "gpu", "--profile", "smoke", "--out", "/results/r.json"],
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = ResultDocument.read(tmp_path / "r.json")
-    assert doc.status is Status.OK and doc.environment.container.inside
-    assert doc.sample("hpcg").value > 0 and doc.sample("hpl").value > 0
+    assert doc.status is Status.SKIPPED and "not available" in doc.error
