@@ -22,6 +22,8 @@ CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
 CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
 RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", "dlbench-bm")
 POLL = 0.2
+SSH_KEY = os.environ.get("DLBENCH_IRONIC_TEST_SSH_KEY") or None
+"""Only for an Ironic whose hosts do not install the config drive's key (the devcloud does)."""
 IMAGE = Path(tempfile.gettempdir()) / "dlbench-ironic-test-image.raw"
 """A tiny image file: Ironic (on this machine) validates that a file:// image_source exists."""
 
@@ -35,7 +37,7 @@ def settings(**overrides: Any) -> Any:
     base: dict[str, Any] = dict(image_source=f"file://{IMAGE}", cloud=CLOUD, clouds_file=CLOUDS_FILE,
                                 resource_class=RESOURCE_CLASS,
                                 poll_interval=POLL, allocate_timeout=60, deploy_timeout=120, ssh_timeout=60,
-                                undeploy_timeout=120, expiry_hours=1)
+                                undeploy_timeout=120, expiry_hours=1, ssh_key_path=SSH_KEY)
     base.update(overrides)
     return IronicSettings(**base)
 
