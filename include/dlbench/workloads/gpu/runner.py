@@ -27,8 +27,11 @@ def find_nvcc() -> str | None:
 
 
 def cublas_available(nvcc: str) -> bool:
+    """cuBLAS headers where nvcc looks by default (nvcc may be a wrapper script outside the toolkit)."""
     cuda = Path(nvcc).resolve().parents[1]
-    return any(Path(d, "cublas_v2.h").exists() for d in (cuda / "include", "/usr/include"))
+    candidates = [cuda / "include", *map(Path, glob.glob("/usr/local/cuda*/include")),
+                  *map(Path, glob.glob("/usr/local/cuda*/targets/*/include")), Path("/usr/include")]
+    return any((d / "cublas_v2.h").exists() for d in candidates)
 
 
 def build(cache: Path | None = None) -> tuple[Path, str]:
