@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 
@@ -99,10 +99,17 @@ class DeepBenchSpec(BaseModel):
     iterations: int = Field(gt=0)
 
 
+MicroSuite = Literal["cpu", "gpu", "deepbench", "disk", "network"]
+
+
 class MicroSpec(BaseModel):
+    """The micro-benchmark suites' parameters; ``repetitions`` for all of them unless a suite has its own."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     repetitions: int = Field(gt=0)
+    suite_repetitions: dict[MicroSuite, PositiveInt] = Field(
+        default_factory=dict, description="per-suite repetitions overriding `repetitions` (e.g. a long HPCG)")
     cpu: CpuSpec
     disk: DiskSpec
     network: NetworkSpec
@@ -121,7 +128,9 @@ class Profile(BaseModel):
 
     def repetitions_for(self, suite: str) -> int:
         """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001)."""
-        return self.repetitions if suite == "tf_cnn" else self.micro.repetitions
+        if suite == "tf_cnn":
+            return self.repetitions
+        return self.micro.suite_repetitions.get(suite, self.micro.repetitions)  # type: ignore[call-overload]
 
     @model_validator(mode="before")
     @classmethod
