@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -37,14 +38,10 @@ def main() -> int:
     parser.add_argument("--data", default="synthetic", choices=["synthetic", "real"])
     parser.add_argument("--profile", default="smoke")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the result documents (path printed)")
     args = parser.parse_args()
 
-    from dlbench.config import Job
-    from dlbench.execution.base import Target
-    from dlbench.execution.docker import DockerExecutor
     from dlbench.execution.image import DEFAULT_TAG, docker_available, ensure_image
-    from dlbench.execution.local import LocalProcessExecutor
-    from dlbench.workloads.result import Platform, Status
 
     ok, reason = docker_available()
     if not ok:
@@ -52,6 +49,23 @@ def main() -> int:
         return 2
     image = ensure_image(DEFAULT_TAG)
     work = Path(tempfile.mkdtemp(prefix="dlbench-bench-ct-"))
+    try:
+        return compare(args, image, work)
+    finally:
+        if args.keep:
+            print(f"result documents kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(args: argparse.Namespace, image: str, work: Path) -> int:
+    """The interleaved rounds and the side-by-side table."""
+    from dlbench.config import Job
+    from dlbench.execution.base import Target
+    from dlbench.execution.docker import DockerExecutor
+    from dlbench.execution.local import LocalProcessExecutor
+    from dlbench.workloads.result import Platform, Status
+
     data_dir = None
     if args.data == "real":
         from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
