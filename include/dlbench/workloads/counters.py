@@ -107,8 +107,24 @@ def vmstat_snapshot() -> dict[str, float]:
     return {k: stats[k] for k in ("nr_dirtied", "nr_written", "pgfault", "pgmajfault") if k in stats}
 
 
+def cgroup_path() -> str:
+    """This process's cgroup ("/" is the root: its counters then cover the whole machine)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" or "memory" in controllers.split(","):
+            return path
+    return "unknown"
+
+
 @register_counter_hook
 def cgroup_counters(doc: ResultDocument) -> Callable[[], None]:
+    path = cgroup_path()
+    # Readers must know whose counters these are: a container's own, or a shared/root cgroup.
+    doc.labels["cgroup"] = path if path not in ("/", "") else "/ (root: counters include the whole machine)"
     before, vm_before = cgroup_snapshot(), vmstat_snapshot()
 
     def finish() -> None:
