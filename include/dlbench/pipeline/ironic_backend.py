@@ -196,7 +196,7 @@ def archive_timings(targets: list[Target], run_id: str, undeploy: dict[str, floa
         timings = {k.removeprefix("timing_"): float(v) for k, v in target.extra.items() if k.startswith("timing_")}
         if node in undeploy:
             timings["undeploy"] = undeploy[node]
-        doc = timings_document(run_id, "ironic", target.name, target.platform, timings)
+        doc = timings_document(run_id, "ironic", target.name, target.platform, timings, index=len(seen) - 1)
         written.append(doc.write(paths.results_dir() / run_id / f"{doc.job_id}.json"))
     if written:
         log.info("provisioning timings archived: %s", json.dumps([str(p) for p in written]))

@@ -13,12 +13,14 @@ SUITE = "provisioning"
 
 
 def timings_document(run_id: str, provider: str, node: str, platform: str, timings: dict[str, float],
-                     parameters: dict[str, str] | None = None) -> ResultDocument:
-    """One document per node: a sample ``<phase>_time`` (s) per phase measured."""
+                     index: int = 0, parameters: dict[str, str] | None = None) -> ResultDocument:
+    """One document per node: a sample ``<phase>_time`` (s) per phase measured. Nodes of a run
+    are repetitions of the same case (``index``), so the report shows mean/std over nodes; the
+    node itself is a document label."""
     job_id = hashlib.sha256(f"{run_id}|{SUITE}|{node}".encode()).hexdigest()[:24]
     doc = ResultDocument(
-        job_id=job_id, run_id=run_id,
-        benchmark=Benchmark(suite=SUITE, name=provider, parameters={"node": node, **(parameters or {})}),
+        job_id=job_id, run_id=run_id, repetition=index,
+        benchmark=Benchmark(suite=SUITE, name=provider, parameters=dict(parameters or {})),
         environment=environment.collect(Platform(platform)),
     )
     doc.environment.hostname = node  # the provisioned node, not the controller that measured it
@@ -26,4 +28,5 @@ def timings_document(run_id: str, provider: str, node: str, platform: str, timin
         if phase in timings:
             doc.add(f"{phase}_time", float(timings[phase]), "s", phase=phase)
     doc.labels["job_label"] = f"{platform}/{SUITE}/{node}"
+    doc.labels["node"] = node
     return doc
