@@ -68,6 +68,8 @@ def clean_cloud(cloud_conn: Any) -> Any:
     """Asserts before and after the test that nothing of ours is left on the devcloud."""
     wait_clean(cloud_conn, timeout=120)
     yield cloud_conn
+    if FAULT_SCRIPT.exists():
+        fault("reset")  # a failed test must not leave a knob turned for the next one
     wait_clean(cloud_conn, timeout=5)
     assert_no_leaks(cloud_conn)
 
@@ -76,6 +78,8 @@ def leaks(conn: Any) -> list[str]:
     """Everything that shows a run still holds the devcloud: allocations, tags, non-available nodes."""
     found = [f"allocation {a.name or a.id} (node {a.node_id}, state {a.state})" for a in conn.baremetal.allocations()]
     for node in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS):
+        if node.is_maintenance:
+            found.append(f"node {node.name} left in maintenance")
         if node.provision_state != "available":
             found.append(f"node {node.name} in {node.provision_state}")
         if node.allocation_id or node.instance_id:
@@ -97,65 +101,19 @@ def assert_no_leaks(conn: Any) -> None:
     assert not left, f"leaked: {left}"
 
 
-def api_pids(endpoint_port: int) -> list[int]:
-    """The Ironic processes behind the API port: the listener, its ironic parent and children."""
+FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
+
+
+def fault(knob: str, *args: object) -> None:
+    """A devcloud fault knob (docs/devcloud.md): api-stop/api-start, api-freeze/api-thaw,
+    deploy-fail/deploy-ok <i>, ssh-down/ssh-up <i>, link-down/link-up <i>, reset."""
     import subprocess
 
-    out = subprocess.run(["ss", "-Htlnp", f"sport = :{endpoint_port}"], capture_output=True, text=True).stdout
-    listeners = {int(p) for p in __import__("re").findall(r"pid=(\d+)", out)}
-
-    def cmd(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return ""
-
-    def parent(pid: int) -> int:
-        try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return 0
-
-    roots = set(listeners)
-    for pid in listeners:
-        ppid = parent(pid)
-        if ppid > 1 and "ironic" in cmd(ppid):
-            roots.add(ppid)
-    every = set(roots)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and parent(int(entry.name)) in roots and "ironic" in cmd(int(entry.name)):
-            every.add(int(entry.name))
-    return sorted(every)
+    require(FAULT_SCRIPT.exists(), f"devcloud fault knobs missing ({FAULT_SCRIPT}); run `make devcloud-up`")
+    subprocess.run([str(FAULT_SCRIPT), knob, *(str(a) for a in args)], check=True, capture_output=True,
+                   text=True, timeout=120)
 
 
-class frozen_api:  # noqa: N801 - used as a context manager, reads like one
-    """Freeze the Ironic API and conductor (SIGSTOP) for the duration: requests hang and time
-    out, exactly like an API host that stopped answering; SIGCONT brings it back."""
-
-    def __init__(self, port: int) -> None:
-        self.pids = api_pids(port)
-
-    def __enter__(self) -> frozen_api:
-        import signal
-
-        require(bool(self.pids), "cannot find the Ironic API process to freeze")
-        for pid in self.pids:
-            os.kill(pid, signal.SIGSTOP)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for pid in self.pids:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-
-
-def api_port() -> int:
-    from urllib.parse import urlparse
-
-    from dlbench.hooks.openstack import resolve
-
-    return urlparse(resolve(CLOUD, config_file=CLOUDS_FILE).endpoint or "http://127.0.0.1:6385").port or 6385
+def node_index(node: Any) -> int:
+    """``devcloud-node-<i>`` -> i (the knobs take the index)."""
+    return int(str(node.name).rsplit("-", 1)[1])

@@ -18,7 +18,7 @@ from dlbench.execution.base import ExecutionError, Target
 from dlbench.pipeline.ironic_backend import IronicBackend, generate_keypair
 from dlbench.provisioning.base import Tags
 from dlbench.workloads.result import ResultDocument, Status
-from tests.ironic.conftest import SSH_KEY, assert_no_leaks, settings
+from tests.ironic.conftest import RESOURCE_CLASS, SSH_KEY, assert_no_leaks, settings
 
 
 def request(nodes: int = 2, **ironic: Any) -> Any:
@@ -78,6 +78,20 @@ def test_ssh_unreachable_releases_everything(clean_cloud, run_id):
                   inventory={name: "198.18.255.254" for name in nodes})
     with pytest.raises(ExecutionError, match="not reachable over SSH within 3 s"):
         IronicBackend().acquire(req, tags_for(run_id), paths.runs_dir() / run_id)
+    assert_no_leaks(clean_cloud)
+
+
+def test_sshd_down_on_the_nodes_releases_everything(clean_cloud, run_id):
+    """The real test hosts refuse SSH (knob ssh-down on every node): deployed, never reachable."""
+    from tests.ironic.conftest import fault, node_index
+
+    for node in clean_cloud.baremetal.nodes(resource_class=RESOURCE_CLASS):
+        fault("ssh-down", node_index(node))
+    try:
+        with pytest.raises(ExecutionError, match="not reachable over SSH within 3 s"):
+            IronicBackend().acquire(request(nodes=1, ssh_timeout=3), tags_for(run_id), paths.runs_dir() / run_id)
+    finally:
+        fault("reset")
     assert_no_leaks(clean_cloud)
 
 

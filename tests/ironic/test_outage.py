@@ -8,23 +8,32 @@ import logging
 import threading
 import time
 
+import pytest
+
 from dlbench.hooks.openstack import resolve
 from dlbench.provisioning.base import Tags
 from dlbench.provisioning.ironic import IronicProvisioner, IronicSpec
-from tests.ironic.conftest import CLOUD, CLOUDS_FILE, api_port, assert_no_leaks, frozen_api, settings
+from tests.ironic.conftest import CLOUD, CLOUDS_FILE, assert_no_leaks, fault, settings
 
 
-def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog):
+@pytest.mark.parametrize(("down", "up"), [("api-stop", "api-start"), ("api-freeze", "api-thaw")],
+                         ids=["refused", "hung"])
+def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up):
+    """``api-stop``: the ironic process is killed (connection refused) and restarted on the same
+    DB; ``api-freeze``: it stops answering (requests time out). Either way the wait rides it out."""
     caplog.set_level(logging.WARNING, logger="dlbench.provisioning.polling")
+    fault("reset")
     spec = dataclasses.replace(resolve(CLOUD, config_file=CLOUDS_FILE), api_timeout=2)
     prov = IronicProvisioner(spec.connect(), IronicSpec.from_settings(settings()))
     instances = prov.create(2, Tags(run_id), role="bm")
-    outage = frozen_api(api_port())
     down_for = 6.0
 
     def outage_window() -> None:
-        with outage:
+        fault(down)
+        try:
             time.sleep(down_for)
+        finally:
+            fault(up)
 
     thread = threading.Thread(target=outage_window)
     started = time.monotonic()

@@ -212,3 +212,36 @@ def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id):
                                 tags_for(run_id), __import__("pathlib").Path("/tmp"))
     assert run_id not in provisioner(conn).owned()
     assert_no_leaks(conn)
+
+
+def test_deploy_failed_on_one_node_of_two_surfaces_last_error_and_releases_both(clean_cloud, run_id):
+    """Ironic itself fails one deployment (``deploy failed``, knob deploy-fail): wait() raises
+    with Ironic's last_error and releases both nodes. The other nodes are parked in maintenance
+    so the allocation must take the failing one."""
+    from tests.ironic.conftest import fault, node_index
+
+    conn = clean_cloud
+    nodes = sorted(provisioner(conn).matching_nodes(), key=node_index)
+    failing, healthy, parked = nodes[0], nodes[1], nodes[2:]
+    fault("deploy-fail", node_index(failing))
+    for node in parked:
+        conn.baremetal.set_node_maintenance(node.id, reason="test: keep out of the allocation")
+    try:
+        prov = provisioner(conn)
+        instances = prov.create(2, tags_for(run_id), role="bm")
+        assert {i.id for i in instances} == {failing.id, healthy.id}
+        with pytest.raises(ProvisioningError, match=r"deploy failed: .*(callback|Timeout)"):
+            prov.wait(instances, timeout=120)
+        assert_no_leaks(conn)
+    finally:
+        for node in parked:
+            conn.baremetal.unset_node_maintenance(node.id)
+        wait_available(conn, failing.id)
+        fault("deploy-ok", node_index(failing))
+    assert_no_leaks(conn)
+
+
+def wait_available(conn: Any, node_id: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while conn.baremetal.get_node(node_id).provision_state != "available" and time.monotonic() < deadline:
+        time.sleep(0.2)
