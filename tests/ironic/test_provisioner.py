@@ -184,10 +184,10 @@ def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run
     assert_no_leaks(conn)
 
 
-def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id):
+def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id, monkeypatch):
     from dlbench.config import ConfigError, parse_request
     from dlbench.hooks.openstack import CloudConfigError
-    from dlbench.pipeline.ironic_backend import IronicBackend
+    from dlbench.pipeline.ironic_backend import IronicBackend, preflight
 
     conn = clean_cloud
     with pytest.raises(ConfigError, match=r"ironic.deploy_timeout: Input should be greater than 0"):
@@ -203,6 +203,12 @@ def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id):
 
     with pytest.raises(CloudConfigError, match=rf"unknown cloud 'no-such-cloud'.*allowed: .*{CLOUD}"):
         acquire(cloud="no-such-cloud")
+    with pytest.raises(CloudConfigError, match="unknown cloud 'no-such-cloud'"):
+        preflight(parse_request({"provider": "ironic", "ironic": {"cloud": "no-such-cloud"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_OS_NO_PASSWORD", '{"conn_type": "openstack", "host": "http://127.0.0.1:5000/v3", '
+                       '"login": "bench", "extra": {"project_name": "dl"}}')
+    with pytest.raises(CloudConfigError, match="missing credentials: password"):
+        acquire(conn_id="os_no_password")
     with pytest.raises(ProvisioningError, match="no nodes in resource class 'no-such-class'"):
         acquire(resource_class="no-such-class")
     with pytest.raises(ProvisioningError, match="needs 999 nodes"):

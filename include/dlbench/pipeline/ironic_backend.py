@@ -82,6 +82,14 @@ def node_plan(request: BenchmarkRequest, settings: IronicSettings) -> list[tuple
     return plan
 
 
+def preflight(request: BenchmarkRequest) -> None:
+    """Everything that can be checked without provisioning: platforms, cloud name, credentials,
+    enough nodes in the resource class. For the DAG's validate task (acquire repeats it)."""
+    settings = request.ironic or IronicSettings()
+    plan = node_plan(request, settings)
+    provisioner_for(settings).preflight(sum(count for _, count in plan))
+
+
 @register
 class IronicBackend(ProviderBackend):
     name = "ironic"
