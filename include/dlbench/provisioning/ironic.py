@@ -268,7 +268,7 @@ class IronicProvisioner(Provisioner):
         node = self._get_node(node_id, deadline) if node_id else None
         if node is not None and self._ours(node, run_id, allocation_id):
             started = time.monotonic()
-            if node.provision_state not in STABLE_STATES:  # e.g. still deploying: let it settle
+            if node.provision_state not in STABLE_STATES | UNDEPLOYABLE:  # e.g. deploying: let it settle
                 node = poll(lambda: self.bm.get_node(node_id), lambda n: n.provision_state in STABLE_STATES,
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
             if node.provision_state in UNDEPLOYABLE:
