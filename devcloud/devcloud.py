@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""The devcloud: a real Ironic (standalone, fake hardware) with SSH-able test hosts on this machine.
+
+``python3 devcloud/devcloud.py up|down|status|fault <knob> [i]`` (the make targets in
+mk/devcloud.mk call it). The contract it implements (endpoint, names, addresses, keys, knobs)
+is docs/devcloud.md; change both together.
+
+Standard library only, so ``down`` and ``status`` work even when the devcloud venv is broken.
+Everything it makes lives under ``.devcloud/`` or is named ``devcloud-node-<i>`` / ``dc<i>h`` /
+``dc<i>n`` (namespaces, veths), so ``down`` removes exactly what ``up`` made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STATE = Path(os.environ.get("DEVCLOUD_STATE", ROOT / ".devcloud"))
+VENV = STATE / "venv"
+LOGS = STATE / "logs"
+RUN = STATE / "run"
+PG_DIR = STATE / "pg"
+PG_PORT = 54385
+API_PORT = 6385
+API = f"http://127.0.0.1:{API_PORT}"
+CLOUD = "devcloud"
+NODE_PREFIX = "devcloud-node-"
+RESOURCE_CLASS = "dlbench-bm"
+BASE_TRAIT = "CUSTOM_DLBENCH_TEST"
+GPU_TRAIT = "CUSTOM_GPU_FAKE"
+MAX_NODES = 50
+DEPLOY_CALLBACK_TIMEOUT = 8
+"""Seconds a ``deploy-fail`` node waits for its (absent) agent before Ironic fails the deploy."""
+SHAPE_RATE = "1gbit"
+"""The study's testbed link speed; both ends of every veth are shaped to it."""
+
+
+def log(msg: str) -> None:
+    print(f"devcloud: {msg}", flush=True)
+
+
+def sh(cmd: list[str], check: bool = True, quiet: bool = False, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run a command; on failure show what it said (the cause is nearly always in stderr)."""
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and res.returncode != 0:
+        raise SystemExit(f"devcloud: command failed ({res.returncode}): {' '.join(cmd)}\n{res.stdout}{res.stderr}")
+    if not quiet and res.returncode != 0:
+        log(f"(ignored) {' '.join(cmd)}: {res.stderr.strip()}")
+    return res
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"devcloud: timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+def pid_alive(name: str, marker: str) -> int | None:
+    """The pid recorded in run/<name>.pid if that process still runs and its command line
+    contains ``marker`` (so a recycled pid is never mistaken for ours)."""
+    try:
+        pid = int((RUN / f"{name}.pid").read_text().split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if marker in cmdline else None
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (the ironic master forks its service worker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """SIGCONT (it may be frozen by a fault knob), SIGTERM, then SIGKILL after ``timeout``."""
+    group = [pid, *children(pid)]
+    for p in group:
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    while any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in group:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def spawn(name: str, cmd: list[str]) -> int:
+    """Start a long-running process detached from this one (own session, output in logs/)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    RUN.mkdir(parents=True, exist_ok=True)
+    with open(LOGS / f"{name}.out", "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=STATE)
+    (RUN / f"{name}.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+def pg_bin() -> Path:
+    """The newest /usr/lib/postgresql/<v>/bin (Debian's layout); DEVCLOUD_PG_BIN overrides."""
+    if os.environ.get("DEVCLOUD_PG_BIN"):
+        return Path(os.environ["DEVCLOUD_PG_BIN"])
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    if not versions:
+        raise SystemExit("devcloud: no PostgreSQL server binaries in /usr/lib/postgresql (apt-get install postgresql)")
+    return versions[-1].parent
+
+
+def as_postgres(cmd: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the ``postgres`` user when we are root."""
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def psql(sql: str, db: str = "postgres", check: bool = True) -> str:
+    res = sh(as_postgres([str(pg_bin() / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres",
+                          "-d", db, "-tAXc", sql]), check=check, quiet=True)
+    return res.stdout.strip()
+
+
+def pg_running() -> bool:
+    return sh(as_postgres([str(pg_bin() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(PG_PORT)]),
+              check=False, quiet=True).returncode == 0
+
+
+def pg_up() -> bool:
+    """Own cluster on 127.0.0.1:PG_PORT with an ``ironic`` DB; returns True if the DB is new."""
+    data = PG_DIR / "data"
+    if not (data / "PG_VERSION").exists():
+        PG_DIR.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(PG_DIR, "postgres", "postgres")
+        sh(as_postgres([str(pg_bin() / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
+                        "--no-sync", "-E", "UTF8"]))
+    if not pg_running():
+        sockets = PG_DIR / "sockets"
+        sockets.mkdir(exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(sockets, "postgres", "postgres")
+        # Throwaway data: no fsync; loopback only.
+        opts = (f"-p {PG_PORT} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        sh(as_postgres([str(pg_bin() / "pg_ctl"), "-D", str(data), "-l", str(PG_DIR / "postgres.log"),
+                        "-w", "-t", "30", "-o", opts, "start"]))
+    if psql("SELECT 1 FROM pg_database WHERE datname = 'ironic'") == "1":
+        return False
+    psql("CREATE DATABASE ironic")
+    return True
+
+
+def pg_down(purge: bool) -> None:
+    data = PG_DIR / "data"
+    if (data / "PG_VERSION").exists() and pg_running():
+        psql("DROP DATABASE IF EXISTS ironic WITH (FORCE)", check=False)
+        sh(as_postgres([str(pg_bin() / "pg_ctl"), "-D", str(data), "-w", "-m", "fast", "stop"]), check=False)
+    if purge:
+        shutil.rmtree(PG_DIR, ignore_errors=True)
+
+
+# --- Ironic ----------------------------------------------------------------------------------
+
+def api(method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
+    """One call to the Ironic API (latest microversion); returns the decoded JSON or None."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(API + path, data=data, method=method, headers={
+        "X-OpenStack-Ironic-API-Version": "latest", "Content-Type": "application/json",
+        "Accept": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        raw = resp.read()
+    return json.loads(raw) if raw else None
+
+
+def api_ready() -> bool:
+    """The API answers and the conductor has registered fake-hardware (nodes can be enrolled)."""
+    try:
+        drivers = api("GET", "/v1/drivers", timeout=2)
+    except (OSError, ValueError):
+        return False
+    return any(d.get("name") == "fake-hardware" for d in (drivers or {}).get("drivers", []))
+
+
+def render_conf() -> Path:
+    conf = STATE / "ironic.conf"
+    for d in (LOGS, STATE / "tmp", STATE / "locks"):
+        d.mkdir(parents=True, exist_ok=True)
+    text = (ROOT / "devcloud" / "ironic.conf.tmpl").read_text().format(
+        logs=LOGS, state=STATE, api_port=API_PORT, pg_port=PG_PORT,
+        deploy_callback_timeout=DEPLOY_CALLBACK_TIMEOUT)
+    conf.write_text(text)
+    return conf
+
+
+def ironic_up(new_db: bool) -> None:
+    conf = render_conf()
+    if new_db:
+        sh([str(VENV / "bin" / "ironic-dbsync"), "--config-file", str(conf), "create_schema"])
+    if not pid_alive("ironic", "ironic"):
+        if api_ready():
+            raise SystemExit(f"devcloud: something else already serves {API}; stop it first")
+        spawn("ironic", [str(VENV / "bin" / "ironic"), "--config-file", str(conf)])
+    wait_for(f"the Ironic API on {API} (see {LOGS}/ironic.log)", api_ready, timeout=60, interval=0.2)
+
+
+def ironic_down() -> None:
+    pid = pid_alive("ironic", "ironic")
+    if pid:
+        stop_pid(pid)
+    (RUN / "ironic.pid").unlink(missing_ok=True)
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+def node_name(i: int) -> str:
+    return f"{NODE_PREFIX}{i}"
+
+
+def host_address(i: int) -> str:
+    return f"198.18.{i}.2"
+
+
+def get_node(name: str) -> dict[str, Any] | None:
+    try:
+        return api("GET", f"/v1/nodes/{name}")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def create_node(i: int) -> None:
+    """Enroll node i with its port, traits and the test-host address in ``extra``."""
+    name = node_name(i)
+    node = api("POST", "/v1/nodes", {
+        "name": name, "driver": "fake-hardware", "resource_class": RESOURCE_CLASS,
+        "boot_interface": "fake", "deploy_interface": "fake", "power_interface": "fake",
+        "management_interface": "fake", "network_interface": "noop", "inspect_interface": "fake",
+        "properties": {"cpus": 2, "memory_mb": 4096, "local_gb": 20, "cpu_arch": "x86_64"},
+        "extra": {"test_host_address": host_address(i), "devcloud_netns": name},
+    })
+    traits = [BASE_TRAIT] + ([GPU_TRAIT] if i == 1 else [])
+    api("PUT", f"/v1/nodes/{name}/traits", {"traits": traits})
+    api("POST", "/v1/ports", {"node_uuid": node["uuid"], "address": f"52:54:00:c6:12:{i:02x}"})
+
+
+def set_states(names: Iterable[str], kind: str, target: str, until: Callable[[dict[str, Any]], bool],
+               timeout: float = 60) -> None:
+    """Ask every node for ``target`` at once, then wait for all: parallel fake delays, fast up."""
+    names = list(names)
+    for name in names:
+        api("PUT", f"/v1/nodes/{name}/states/{kind}", {"target": target})
+
+    def done() -> bool:
+        nodes = [api("GET", f"/v1/nodes/{n}") for n in names]
+        failed = [n for n in nodes if n.get("last_error") and n.get("provision_state") in ("enroll", "manageable")
+                  and kind == "provision"]
+        if failed:
+            raise SystemExit(f"devcloud: {target} failed: {[(n['name'], n['last_error']) for n in failed]}")
+        return all(until(n) and not n.get("target_provision_state") and not n.get("target_power_state")
+                   for n in nodes)
+
+    wait_for(f"{kind} {target} on {names}", done, timeout=timeout, interval=0.2)
+
+
+def nodes_up(count: int) -> None:
+    new = []
+    for i in range(1, count + 1):
+        if get_node(node_name(i)) is None:
+            create_node(i)
+            new.append(node_name(i))
+    if not new:
+        return
+    set_states(new, "provision", "manage", lambda n: n["provision_state"] == "manageable")
+    # Known fact: allocations skip a node whose power state is unknown.
+    set_states(new, "power", "power off", lambda n: n["power_state"] == "power off")
+    set_states(new, "provision", "provide", lambda n: n["provision_state"] == "available")
+    log(f"enrolled {len(new)} node(s): {', '.join(new)}")
+
+
+# --- test hosts ------------------------------------------------------------------------------
+
+def netns_list() -> list[str]:
+    out = sh(["ip", "netns", "list"], quiet=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def link_exists(dev: str, ns: str | None = None) -> bool:
+    cmd = ["ip"] + (["-n", ns] if ns else []) + ["link", "show", dev]
+    return sh(cmd, check=False, quiet=True).returncode == 0
+
+
+def sshd_config(i: int) -> Path:
+    node_dir = STATE / "nodes" / str(i)
+    conf = node_dir / "sshd_config"
+    conf.write_text(f"""# devcloud test host {i} (generated by devcloud/devcloud.py)
+Port 22
+ListenAddress {host_address(i)}
+HostKey {STATE / 'ssh' / 'host_key'}
+PidFile {RUN / f'sshd-{i}.pid'}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile {node_dir / 'authorized_keys'}
+StrictModes no
+UsePAM no
+PrintMotd no
+MaxStartups 50:30:100
+MaxSessions 32
+AcceptEnv LANG LC_*
+Subsystem sftp internal-sftp
+""")
+    return conf
+
+
+def host_up(i: int) -> None:
+    """Namespace + shaped veth + sshd for node i; each step skipped when already in place."""
+    ns, host_dev, ns_dev = node_name(i), f"dc{i}h", f"dc{i}n"
+    if ns not in netns_list():
+        sh(["ip", "netns", "add", ns])
+    if not link_exists(host_dev):
+        if link_exists(ns_dev, ns):  # half-made: start over
+            sh(["ip", "-n", ns, "link", "del", ns_dev], check=False)
+        sh(["ip", "link", "add", host_dev, "type", "veth", "peer", "name", ns_dev])
+        sh(["ip", "link", "set", ns_dev, "netns", ns])
+        sh(["ip", "addr", "add", f"198.18.{i}.1/24", "dev", host_dev])
+        sh(["ip", "-n", ns, "addr", "add", f"{host_address(i)}/24", "dev", ns_dev])
+    sh(["ip", "link", "set", host_dev, "up"])
+    sh(["ip", "-n", ns, "link", "set", ns_dev, "up"])
+    sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+    # Replies to the host side need no route; a default route lets a node reach other nodes'
+    # subnets through this machine (the distributed scenario).
+    sh(["ip", "-n", ns, "route", "replace", "default", "via", f"198.18.{i}.1"])
+    if not link_exists(ns_dev, ns) or sh(["ip", "-n", ns, "-br", "addr", "show", ns_dev], quiet=True).stdout.find(
+            host_address(i)) < 0:
+        raise SystemExit(f"devcloud: {ns_dev} in {ns} has no {host_address(i)}")
+    tbf = ["root", "tbf", "rate", SHAPE_RATE, "burst", "256kb", "latency", "50ms"]
+    sh(["tc", "qdisc", "replace", "dev", host_dev, *tbf])
+    sh(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", ns_dev, *tbf])
+    node_dir = STATE / "nodes" / str(i)
+    node_dir.mkdir(parents=True, exist_ok=True)
+    keys = node_dir / "authorized_keys"
+    if not keys.exists():
+        keys.write_text("")
+    keys.chmod(0o600)
+    sshd_up(i)
+
+
+def sshd_up(i: int) -> None:
+    if pid_alive(f"sshd-{i}", "sshd"):
+        return
+    conf = sshd_config(i)
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+    sh(["ip", "netns", "exec", node_name(i), "/usr/sbin/sshd", "-f", str(conf), "-E", str(LOGS / f"sshd-{i}.log")])
+    wait_for(f"sshd of node {i}", lambda: pid_alive(f"sshd-{i}", "sshd") is not None, timeout=10)
+
+
+def sshd_down(i: int) -> None:
+    pid = pid_alive(f"sshd-{i}", "sshd")
+    if pid:
+        stop_pid(pid, timeout=3)
+    (RUN / f"sshd-{i}.pid").unlink(missing_ok=True)
+
+
+def host_indexes() -> list[int]:
+    """Indexes of every test host that exists (namespaces named devcloud-node-<i>)."""
+    return sorted(int(ns[len(NODE_PREFIX):]) for ns in netns_list()
+                  if ns.startswith(NODE_PREFIX) and ns[len(NODE_PREFIX):].isdigit())
+
+
+def host_down(i: int) -> None:
+    sshd_down(i)
+    if link_exists(f"dc{i}h"):
+        sh(["ip", "link", "del", f"dc{i}h"], check=False)
+    if node_name(i) in netns_list():
+        sh(["ip", "netns", "del", node_name(i)], check=False)
+
+
+def host_key() -> None:
+    key = STATE / "ssh" / "host_key"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "devcloud-host", "-f", str(key)])
+
+
+# --- key agent, clouds.yaml ------------------------------------------------------------------
+
+def keyagent_up() -> None:
+    if pid_alive("keyagent", "keyagent.py"):
+        return
+    spawn("keyagent", [str(VENV / "bin" / "python"), str(ROOT / "devcloud" / "keyagent.py"),
+                       "--state", str(STATE), "--pg-port", str(PG_PORT)])
+    wait_for("the key agent", lambda: (RUN / "keyagent.ready").exists(), timeout=20)
+
+
+def keyagent_down() -> None:
+    pid = pid_alive("keyagent", "keyagent.py")
+    if pid:
+        stop_pid(pid, timeout=3)
+    for name in ("keyagent.pid", "keyagent.ready"):
+        (RUN / name).unlink(missing_ok=True)
+
+
+def write_clouds_yaml() -> Path:
+    path = STATE / "clouds.yaml"
+    path.write_text(f"""# Written by devcloud/devcloud.py up (docs/devcloud.md).
+clouds:
+  {CLOUD}:
+    auth_type: none
+    baremetal_endpoint_override: {API}
+""")
+    return path
+
+
+# --- commands --------------------------------------------------------------------------------
+
+def node_count() -> int:
+    raw = os.environ.get("DEVCLOUD_NODES", "3")
+    try:
+        count = int(raw)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_NODES:
+        raise SystemExit(f"devcloud: DEVCLOUD_NODES must be an integer from 1 to {MAX_NODES}, got {raw!r}")
+    return count
+
+
+def cmd_up(_: argparse.Namespace) -> None:
+    count = node_count()
+    if os.geteuid() != 0:
+        raise SystemExit("devcloud: needs root (network namespaces, veths, tc)")
+    if not (VENV / "bin" / "ironic").exists():
+        raise SystemExit(f"devcloud: {VENV} has no ironic; run `make devcloud-install` first")
+    started = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    new_db = pg_up()
+    ironic_up(new_db)
+    host_key()
+    for i in range(1, count + 1):
+        host_up(i)
+    keyagent_up()
+    nodes_up(count)
+    clouds = write_clouds_yaml()
+    log(f"up in {time.monotonic() - started:.1f} s: {count} node(s), API {API}, cloud '{CLOUD}'")
+    print(f"export OS_CLIENT_CONFIG_FILE={clouds}")
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    keyagent_down()
+    ironic_down()
+    for i in host_indexes():
+        host_down(i)
+    for pidfile in RUN.glob("sshd-*.pid") if RUN.exists() else []:  # sshd whose namespace is already gone
+        sshd_down(int(pidfile.stem.split("-", 1)[1]))
+    pg_down(purge=args.purge)
+    (STATE / "clouds.yaml").unlink(missing_ok=True)
+    shutil.rmtree(STATE / "nodes", ignore_errors=True)
+    if args.purge:
+        for d in ("logs", "run", "tmp", "locks", "ssh"):
+            shutil.rmtree(STATE / d, ignore_errors=True)
+    log("down" + (" (purged)" if args.purge else ""))
+
+
+def cmd_status(_: argparse.Namespace) -> None:
+    procs = {"postgres": pg_running(), "ironic": bool(pid_alive("ironic", "ironic")),
+             "keyagent": bool(pid_alive("keyagent", "keyagent.py"))}
+    print("processes: " + ", ".join(f"{k}={'up' if v else 'DOWN'}" for k, v in procs.items()))
+    try:
+        nodes = api("GET", "/v1/nodes/detail", timeout=5)["nodes"]
+    except (OSError, ValueError) as exc:
+        print(f"API {API}: not answering ({exc})")
+        return
+    print(f"{'node':<18} {'provision':<14} {'power':<10} {'deploy_if':<13} {'address':<13} "
+          f"{'sshd':<5} {'keys':<4} allocation / last_error")
+    for n in sorted(nodes, key=lambda n: n["name"] or ""):
+        i = n["name"][len(NODE_PREFIX):] if (n["name"] or "").startswith(NODE_PREFIX) else "?"
+        keys_file = STATE / "nodes" / i / "authorized_keys"
+        keys = len(keys_file.read_text().split("\n")) - 1 if keys_file.exists() else 0
+        sshd = "up" if i.isdigit() and pid_alive(f"sshd-{i}", "sshd") else "DOWN"
+        note = n.get("allocation_uuid") or ""
+        if n.get("last_error"):
+            note += f" {n['last_error'][:80]}"
+        print(f"{n['name']:<18} {n['provision_state']:<14} {str(n['power_state']):<10} "
+              f"{n['deploy_interface']:<13} {(n.get('extra') or {}).get('test_host_address', '-'):<13} "
+              f"{sshd:<5} {keys:<4} {note}")
+
+
+def fault(args: argparse.Namespace) -> None:
+    """The knobs fault-injection tests turn (docs/devcloud.md, "Fault knobs")."""
+    knob, i = args.knob, args.node
+    needs_node = {"deploy-fail", "deploy-ok", "ssh-down", "ssh-up", "link-down", "link-up"}
+    if knob in needs_node and i is None:
+        raise SystemExit(f"devcloud: fault {knob} needs a node index (1..N)")
+    if knob == "api-stop":
+        ironic_down()
+    elif knob == "api-start":
+        ironic_up(new_db=False)
+    elif knob in ("api-freeze", "api-thaw"):
+        pid = pid_alive("ironic", "ironic")
+        if not pid:
+            raise SystemExit("devcloud: ironic is not running")
+        for p in [pid, *children(pid)]:
+            os.kill(p, signal.SIGSTOP if knob == "api-freeze" else signal.SIGCONT)
+    elif knob in ("deploy-fail", "deploy-ok"):
+        iface = "custom-agent" if knob == "deploy-fail" else "fake"
+        api("PATCH", f"/v1/nodes/{node_name(i)}", [{"op": "replace", "path": "/deploy_interface", "value": iface}])
+    elif knob == "ssh-down":
+        sshd_down(i)
+    elif knob == "ssh-up":
+        sshd_up(i)
+    elif knob in ("link-down", "link-up"):
+        sh(["ip", "link", "set", f"dc{i}h", "down" if knob == "link-down" else "up"])
+    elif knob == "reset":
+        if pid_alive("ironic", "ironic"):
+            fault(argparse.Namespace(knob="api-thaw", node=None))
+        else:
+            ironic_up(new_db=False)
+        for j in host_indexes():
+            sh(["ip", "link", "set", f"dc{j}h", "up"])
+            sshd_up(j)
+            node = get_node(node_name(j))
+            if node and node["deploy_interface"] != "fake":
+                fault(argparse.Namespace(knob="deploy-ok", node=j))
+    log(f"fault {knob}{'' if i is None else f' node {i}'}: done")
+
+
+KNOBS = ["api-stop", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok", "ssh-down", "ssh-up",
+         "link-down", "link-up", "reset"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="devcloud", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="bring the devcloud up (idempotent); DEVCLOUD_NODES=N").set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="remove everything up made")
+    down.add_argument("--purge", action="store_true", default=os.environ.get("DEVCLOUD_PURGE") == "1",
+                      help="also delete the PostgreSQL cluster, logs and host key")
+    down.set_defaults(func=cmd_down)
+    sub.add_parser("status", help="processes and nodes").set_defaults(func=cmd_status)
+    knob = sub.add_parser("fault", help="fault-injection knobs (docs/devcloud.md)")
+    knob.add_argument("knob", choices=KNOBS)
+    knob.add_argument("node", nargs="?", type=int, help="node index for per-node knobs")
+    knob.set_defaults(func=fault)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+# The devcloud: a real Ironic API + SSH-able test hosts on this machine (docs/devcloud.md).
+DEVCLOUD_STATE := $(ROOT)/.devcloud
+DEVCLOUD_VENV := $(DEVCLOUD_STATE)/venv
+DEVCLOUD := python3 $(ROOT)/devcloud/devcloud.py
+APT_PACKAGES += genisoimage
+CI_PREREQS += devcloud-install devcloud-up
+
+.PHONY: devcloud-install devcloud-up devcloud-down devcloud-status devcloud-api-stop devcloud-api-start devcloud-test
+
+$(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt
+	@missing=$$(for p in postgresql openssh-server iproute2 genisoimage; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
+	  else echo "devcloud: missing system packages: $$missing"; exit 1; fi; \
+	fi
+	test -x $(DEVCLOUD_VENV)/bin/python || python3 -m venv $(DEVCLOUD_VENV)
+	$(DEVCLOUD_VENV)/bin/pip install -q --upgrade pip
+	$(DEVCLOUD_VENV)/bin/pip install -q -r devcloud/requirements.txt -c devcloud/constraints.txt
+	$(DEVCLOUD_VENV)/bin/pip check
+	touch $@
+
+devcloud-install: $(DEVCLOUD_VENV)/.installed ## install the devcloud (Ironic venv in .devcloud/venv, Debian packages)
+
+devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385, DEVCLOUD_NODES (3) nodes + SSH test hosts
+	@$(DEVCLOUD) up
+
+devcloud-down: ## stop the devcloud and remove its namespaces (DEVCLOUD_PURGE=1 also deletes its PostgreSQL data)
+	@$(DEVCLOUD) down
+
+devcloud-status: ## devcloud processes and nodes
+	@$(DEVCLOUD) status
+
+devcloud-api-stop: ## fault knob: stop the Ironic process (API + conductor)
+	@$(DEVCLOUD) fault api-stop
+
+devcloud-api-start: ## fault knob: start the Ironic process again
+	@$(DEVCLOUD) fault api-start
+
+devcloud-test: venv devcloud-install ## devcloud infrastructure tests (bring it up themselves if needed)
+	$(PY) -m pytest tests/devcloud_infra -q
