@@ -1,0 +1,113 @@
+"""Fixtures for the devcloud's own tests: the real Ironic API through raw openstacksdk.
+
+The session fixture uses a running devcloud (CI runs ``make devcloud-up`` first); when none
+runs and this machine can host one (root, ``make devcloud-install`` done) it brings one up with
+the same script and takes it down again at the end, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, require
+
+STATE = ROOT / ".devcloud"
+CLOUDS_FILE = STATE / "clouds.yaml"
+SCRIPT = ROOT / "devcloud" / "devcloud.py"
+ENDPOINT = "http://127.0.0.1:6385"
+RESOURCE_CLASS = "dlbench-bm"
+POLL = 0.2
+
+
+def api_answers() -> bool:
+    try:
+        with urllib.request.urlopen(f"{ENDPOINT}/v1", timeout=3) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def devcloud(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``devcloud/devcloud.py`` (up, down, fault ...) and fail with its output if it fails."""
+    res = subprocess.run(["python3", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, f"devcloud {' '.join(args)} failed:\n{res.stdout}{res.stderr}"
+    return res
+
+
+@pytest.fixture(scope="session")
+def conn() -> Iterator[Any]:
+    """An openstacksdk connection to cloud ``devcloud``; brings the devcloud up if needed."""
+    started_here = False
+    if not (api_answers() and CLOUDS_FILE.exists()):
+        require(os.geteuid() == 0, "the devcloud needs root (namespaces, veths, tc); run `make devcloud-up`")
+        require((STATE / "venv" / "bin" / "ironic").exists(), "devcloud not installed: run `make devcloud-install`")
+        devcloud("up")
+        started_here = True
+    import openstack
+
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS_FILE)
+    connection = openstack.connect(cloud="devcloud")
+    nodes = list(connection.baremetal.nodes(resource_class=RESOURCE_CLASS))
+    require(len(nodes) >= 2, f"the devcloud has {len(nodes)} node(s); these tests need 2 (DEVCLOUD_NODES)")
+    yield connection
+    if started_here:
+        devcloud("down")
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    """Our own short polling (openstacksdk's waits poll every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(POLL)
+
+
+def node_index(node: Any) -> int:
+    return int(node.name.rsplit("-", 1)[1])
+
+
+def wait_state(conn: Any, node_id: str, states: set[str], timeout: float = 60) -> Any:
+    return wait_until(f"node {node_id} in {states}",
+                      lambda: (n := conn.baremetal.get_node(node_id)).provision_state in states and n, timeout)
+
+
+def release(conn: Any, node_id: str | None, allocation: Any = None) -> None:
+    """Undeploy (if deployed) and free: the devcloud is left as the tests found it."""
+    if node_id:
+        node = conn.baremetal.get_node(node_id)
+        if node.provision_state in ("active", "deploy failed", "wait call-back", "deploying"):
+            if node.provision_state == "deploying":
+                node = wait_state(conn, node_id, {"active", "deploy failed", "wait call-back"})
+            conn.baremetal.set_node_provision_state(node_id, "deleted")
+        wait_state(conn, node_id, {"available"})
+    if allocation is not None:
+        conn.baremetal.delete_allocation(allocation, ignore_missing=True)
+
+
+def ssh(address: str, key: Path, command: str = "hostname", timeout: float = 5) -> subprocess.CompletedProcess[str]:
+    """The plain OpenSSH client as a user would run it, key auth only."""
+    return subprocess.run(
+        ["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", f"ConnectTimeout={int(timeout)}",
+         f"root@{address}", command], capture_output=True, text=True, timeout=timeout + 10)
+
+
+@pytest.fixture
+def keypair(tmp_path: Path) -> Callable[[str], Path]:
+    """Fresh ed25519 keys: ``keypair(name)`` -> private key path (public key next to it)."""
+    def make(name: str) -> Path:
+        path = tmp_path / name
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True)
+        return path
+    return make

@@ -1,0 +1,178 @@
+"""The devcloud keeps its contract (docs/devcloud.md), checked with raw openstacksdk and ssh:
+nodes as enrolled, allocations, deploy -> the config drive's key opens the test host and no
+other key does, undeploy closes it again, 1 Gbit/s links, and every fault knob really bites."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.devcloud_infra.conftest import (
+    ENDPOINT,
+    RESOURCE_CLASS,
+    STATE,
+    api_answers,
+    devcloud,
+    node_index,
+    release,
+    ssh,
+    wait_state,
+    wait_until,
+)
+
+IMAGE = STATE / "tmp" / "devcloud-test-image.raw"
+
+
+def image() -> str:
+    """Ironic checks that a file:// image exists on this machine; the content does not matter."""
+    if not IMAGE.exists():
+        IMAGE.write_bytes(b"\0" * 4096)
+    return f"file://{IMAGE}"
+
+
+def allocate(conn: Any, name: str, traits: list[str] | None = None) -> Any:
+    alloc = conn.baremetal.create_allocation(name=name, resource_class=RESOURCE_CLASS, traits=traits or [])
+    return wait_until(f"allocation {name}",
+                      lambda: (a := conn.baremetal.get_allocation(alloc.id)).state in ("active", "error") and a, 30)
+
+
+def deploy(conn: Any, node_id: str, config_drive: Any) -> Any:
+    conn.baremetal.update_node(node_id, instance_info={"image_source": image(), "root_gb": 10})
+    conn.baremetal.set_node_provision_state(node_id, "active", config_drive=config_drive)
+    return wait_state(conn, node_id, {"active", "deploy failed"}, timeout=60)
+
+
+def test_nodes_are_enrolled_as_the_contract_says(conn):
+    nodes = sorted(conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS), key=node_index)
+    for node in nodes:
+        i = node_index(node)
+        assert node.name == f"devcloud-node-{i}"
+        assert (node.driver, node.deploy_interface, node.boot_interface, node.power_interface) == \
+            ("fake-hardware", "fake", "fake", "fake")
+        assert node.provision_state == "available" and node.power_state == "power off", node.name
+        assert not node.is_maintenance and not node.allocation_id and not node.instance_id
+        assert node.extra["test_host_address"] == f"198.18.{i}.2"
+        assert node.extra["devcloud_netns"] == node.name
+        assert {"cpus", "memory_mb", "local_gb"} <= set(node.properties)
+        assert "CUSTOM_DLBENCH_TEST" in node.traits
+        assert ("CUSTOM_GPU_FAKE" in node.traits) == (i == 1)
+        ports = list(conn.baremetal.ports(node_id=node.id))
+        assert [p.address for p in ports] == [f"52:54:00:c6:12:{i:02x}"]
+        assert (STATE / "nodes" / str(i) / "authorized_keys").read_text() == ""
+
+
+def test_allocation_picks_an_available_node_and_honours_traits(conn):
+    available = {n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS, provision_state="available")}
+    plain = allocate(conn, "devcloud-infra-plain", ["CUSTOM_DLBENCH_TEST"])
+    gpu = None
+    try:
+        assert plain.state == "active", plain.last_error
+        assert plain.node_id in available
+        if conn.baremetal.get_node(plain.node_id).name != "devcloud-node-1":
+            gpu = allocate(conn, "devcloud-infra-gpu", ["CUSTOM_GPU_FAKE"])
+            assert gpu.state == "active", gpu.last_error
+            assert conn.baremetal.get_node(gpu.node_id).name == "devcloud-node-1"
+    finally:
+        for alloc in (plain, gpu):
+            if alloc is not None:
+                conn.baremetal.delete_allocation(alloc)
+
+
+@pytest.mark.parametrize("drive_format", ["dict", "iso"])
+def test_config_drive_key_opens_the_host_and_no_other_key_does(conn, keypair, drive_format):
+    good, wrong = keypair("good"), keypair("wrong")
+    public = Path(f"{good}.pub").read_text().strip()
+    user_data = f"#cloud-config\n# devcloud infra test ({drive_format})\n"
+    alloc = allocate(conn, f"devcloud-infra-{drive_format}")
+    node_id = alloc.node_id
+    try:
+        node = conn.baremetal.get_node(node_id)
+        i, address = node_index(node), node.extra["test_host_address"]
+        keys_file = STATE / "nodes" / str(i) / "authorized_keys"
+        assert ssh(address, good).returncode != 0, "a key works before any deploy"
+        if drive_format == "dict":
+            drive: Any = {"meta_data": {"public_keys": {"run": public}}, "user_data": user_data}
+        else:
+            from openstack.baremetal import configdrive
+
+            drive = configdrive.build({"uuid": node_id, "public_keys": {"run": public}}, user_data=user_data.encode())
+        node = deploy(conn, node_id, drive)
+        assert node.provision_state == "active", node.last_error
+        ok = wait_until("ssh with the config drive's key", lambda: (r := ssh(address, good, "hostname; "
+                        "ip -br addr show; cat /proc/self/net/dev | wc -l")).returncode == 0 and r, 15)
+        assert f"{address}/24" in ok.stdout  # the session runs inside node i's namespace
+        denied = ssh(address, wrong)
+        assert denied.returncode == 255 and "Permission denied" in denied.stderr
+        assert keys_file.read_text().strip() == public
+        assert (STATE / "nodes" / str(i) / "user_data").read_text() == user_data
+        conn.baremetal.set_node_provision_state(node_id, "deleted")
+        wait_state(conn, node_id, {"available"})
+        wait_until("authorized_keys emptied", lambda: keys_file.read_text() == "", 5)
+        assert ssh(address, good).returncode == 255, "the run key still works after undeploy"
+    finally:
+        release(conn, node_id, alloc)
+
+
+def test_links_are_shaped_to_1_gbit_on_both_ends(conn):
+    for node in conn.baremetal.nodes(resource_class=RESOURCE_CLASS):
+        i = node_index(node)
+        inside = subprocess.run(["ip", "netns", "exec", node.name, "tc", "qdisc", "show", "dev", f"dc{i}n"],
+                                capture_output=True, text=True, check=True).stdout
+        outside = subprocess.run(["tc", "qdisc", "show", "dev", f"dc{i}h"],
+                                 capture_output=True, text=True, check=True).stdout
+        for shown in (inside, outside):
+            assert re.search(r"qdisc tbf .* rate 1Gbit", shown), shown
+
+
+def test_deploy_fail_knob_makes_ironic_fail_the_deploy(conn):
+    node = conn.baremetal.get_node("devcloud-node-2")
+    devcloud("fault", "deploy-fail", "2")
+    try:
+        failed = deploy(conn, node.id, {"meta_data": {"public_keys": {"k": "ssh-ed25519 AAAA never"}}})
+        assert failed.provision_state == "deploy failed"
+        assert "Timeout reached while waiting for callback" in failed.last_error
+        assert (STATE / "nodes" / "2" / "authorized_keys").read_text() == ""
+    finally:
+        release(conn, node.id)
+        devcloud("fault", "deploy-ok", "2")
+    assert conn.baremetal.get_node(node.id).deploy_interface == "fake"
+
+
+def test_ssh_and_link_knobs_make_the_host_unreachable(conn, keypair):
+    address = conn.baremetal.get_node("devcloud-node-2").extra["test_host_address"]
+    key = keypair("any")
+    assert "Permission denied" in ssh(address, key).stderr  # sshd answers (and refuses the key)
+    devcloud("fault", "ssh-down", "2")
+    try:
+        assert "Connection refused" in ssh(address, key).stderr
+    finally:
+        devcloud("fault", "ssh-up", "2")
+    assert "Permission denied" in ssh(address, key).stderr
+    devcloud("fault", "link-down", "2")
+    try:
+        assert re.search("timed out|No route to host|unreachable", ssh(address, key, timeout=2).stderr)
+    finally:
+        devcloud("fault", "link-up", "2")
+    assert "Permission denied" in ssh(address, key).stderr
+
+
+def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
+    before = {n.name: n.provision_state for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
+    devcloud("fault", "api-stop")
+    try:
+        assert not api_answers()
+    finally:
+        devcloud("fault", "api-start")
+    assert {n.name: n.provision_state for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)} == before
+    devcloud("fault", "api-freeze")
+    try:
+        with pytest.raises(OSError):  # a frozen API accepts the connection but never answers
+            urllib.request.urlopen(f"{ENDPOINT}/v1", timeout=2)
+    finally:
+        devcloud("fault", "api-thaw")
+    assert api_answers()
