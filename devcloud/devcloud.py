@@ -490,7 +490,8 @@ def cmd_down(args: argparse.Namespace) -> None:
     for pidfile in RUN.glob("sshd-*.pid") if RUN.exists() else []:  # sshd whose namespace is already gone
         sshd_down(int(pidfile.stem.split("-", 1)[1]))
     pg_down(purge=args.purge)
-    (STATE / "clouds.yaml").unlink(missing_ok=True)
+    for name in ("clouds.yaml", "ironic.conf"):
+        (STATE / name).unlink(missing_ok=True)
     shutil.rmtree(STATE / "nodes", ignore_errors=True)
     if args.purge:
         for d in ("logs", "run", "tmp", "locks", "ssh"):
@@ -526,10 +527,16 @@ def fault(args: argparse.Namespace) -> None:
     """The knobs fault-injection tests turn (docs/devcloud.md, "Fault knobs")."""
     knob, i = args.knob, args.node
     needs_node = {"deploy-fail", "deploy-ok", "ssh-down", "ssh-up", "link-down", "link-up"}
-    if knob in needs_node and i is None:
-        raise SystemExit(f"devcloud: fault {knob} needs a node index (1..N)")
+    if knob in needs_node and i not in host_indexes():
+        raise SystemExit(f"devcloud: fault {knob} needs the index of an existing node: one of {host_indexes()}")
     if knob == "api-stop":
         ironic_down()
+    elif knob == "api-kill":
+        pid = pid_alive("ironic", "ironic")
+        for p in [pid, *children(pid)] if pid else []:
+            os.kill(p, signal.SIGKILL)
+        wait_for("ironic to die", lambda: not api_ready(), timeout=10)
+        (RUN / "ironic.pid").unlink(missing_ok=True)
     elif knob == "api-start":
         ironic_up(new_db=False)
     elif knob in ("api-freeze", "api-thaw"):
@@ -561,8 +568,8 @@ def fault(args: argparse.Namespace) -> None:
     log(f"fault {knob}{'' if i is None else f' node {i}'}: done")
 
 
-KNOBS = ["api-stop", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok", "ssh-down", "ssh-up",
-         "link-down", "link-up", "reset"]
+KNOBS = ["api-stop", "api-kill", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok",
+         "ssh-down", "ssh-up", "link-down", "link-up", "reset"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -176,3 +176,24 @@ def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     finally:
         devcloud("fault", "api-thaw")
     assert api_answers()
+
+
+def test_api_kill_mid_deploy_leaves_a_failed_deploy_that_undeploys(conn):
+    """A crashed Ironic (SIGKILL) cannot resume a deploy: after a restart the node is
+    ``deploy failed`` and still releasable, which is what leak handling must cope with."""
+    node = conn.baremetal.get_node("devcloud-node-3")
+    conn.baremetal.update_node(node.id, instance_info={"image_source": image(), "root_gb": 10})
+    conn.baremetal.set_node_provision_state(node.id, "active",
+                                            config_drive={"meta_data": {"public_keys": {"k": "ssh-ed25519 AAAA x"}}})
+    try:
+        assert conn.baremetal.get_node(node.id).provision_state == "deploying"
+        devcloud("fault", "api-kill")
+        assert not api_answers()
+        devcloud("fault", "api-start")
+        failed = conn.baremetal.get_node(node.id)
+        assert failed.provision_state == "deploy failed"
+        assert "can't be resumed" in failed.last_error
+    finally:
+        if not api_answers():
+            devcloud("fault", "api-start")
+        release(conn, node.id)
