@@ -573,6 +573,7 @@ KNOBS = ["api-stop", "api-kill", "api-start", "api-freeze", "api-thaw", "deploy-
 
 
 def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `devcloud status | head` is not an error
     parser = argparse.ArgumentParser(prog="devcloud", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="bring the devcloud up (idempotent); DEVCLOUD_NODES=N").set_defaults(func=cmd_up)
