@@ -48,3 +48,20 @@ def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up)
     assert all(clean_cloud.baremetal.get_node(i.id).provision_state == "active" for i in instances)
     prov.delete(instances, timeout=120)
     assert_no_leaks(clean_cloud)
+
+
+def test_ironic_crash_mid_deploy_fails_clearly_and_leaks_nothing(clean_cloud, run_id):
+    """``api-kill``: the deployments in flight are lost; after the restart Ironic marks the
+    nodes ``deploy failed``: wait() reports Ironic's last_error and releases both nodes."""
+    from dlbench.provisioning.ironic import ProvisioningError
+
+    prov = IronicProvisioner(resolve(CLOUD, config_file=CLOUDS_FILE).connect(), IronicSpec.from_settings(settings()))
+    instances = prov.create(2, Tags(run_id), role="bm")
+    fault("api-kill")
+    try:
+        time.sleep(1.0)
+    finally:
+        fault("api-start")
+    with pytest.raises(ProvisioningError, match="deploy failed: .*resumed"):
+        prov.wait(instances, timeout=120)
+    assert_no_leaks(clean_cloud)
