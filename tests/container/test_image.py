@@ -19,8 +19,10 @@ def test_local_provider_reports_container_platform_as_skipped_without_engine(mon
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     request = steps.validate({"platforms": ["container_on_bare_metal"], "models": ["alexnet"],
                               "data": ["synthetic"], "repetitions": 1})
-    targets = steps.provision(request, steps.tags_for("noengine"))
+    tags = steps.tags_for("noengine")
+    targets = steps.provision(request, tags)
     assert "no Docker engine reachable" in targets[0]["extra"]["skip_reason"]
+    steps.release(request, tags, targets)  # no engine: nothing to remove, and it must not fail
 
 
 def test_image_has_the_runner_and_the_tools(workload_image):

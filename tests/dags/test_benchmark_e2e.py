@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import text
 
 from dlbench import paths
+from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import db
 from tests.conftest import ROOT
 
@@ -51,7 +52,7 @@ def test_embedded_run(dag, workload_image):
     page = reports[0].read_text()
     assert reports and "container_on_bare_metal" in page
     assert all(f"<h2>{suite}</h2>" in page for suite in ("tf_cnn", "cpu", "disk", "network", "deepbench"))
-    assert list(paths.runs_dir().glob("*")) == []  # the teardown removed the run's workdir
+    assert not (paths.runs_dir() / safe_run_id(run.run_id)).exists()  # the teardown removed the run's workdir
 
 
 def test_bad_input_is_refused_before_anything_runs(dag):
