@@ -59,6 +59,11 @@ PARAMS = {
         None, type=["null", "integer"], minimum=1, maximum=100, title="Repetitions",
         description="Repetitions of every cell; empty = the profile's default.",
     ),
+    "ironic": Param(
+        None, type=["null", "object"], title="Ironic settings (provider ironic)",
+        description="cloud or conn_id, resource_class, traits, nodes per platform, image_source... "
+        "(all fields: dlbench.config.IronicSettings; docs/openstack.md). Ignored by the local provider.",
+    ),
     "data_dir": Param(
         None, type=["null", "string"], title="Real-data directory",
         description="ImageNet TFRecords (train-*) on the targets; empty = a generated demo set.",
