@@ -49,7 +49,9 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud):
     found = rows_by_platform(run.run_id)
     assert found.get(("bare_metal", "tf_cnn"), 0) > 0 and found.get(("bare_metal", "cpu"), 0) > 0, found
     assert found.get(("bare_metal", "provisioning"), 0) >= 2 * 4  # 4 phase timings per node
-    assert list(paths.runs_dir().glob("*")) == []  # the run's key and workdir are gone
+    from dlbench.pipeline.steps import safe_run_id
+
+    assert not (paths.runs_dir() / safe_run_id(run.run_id)).exists()  # the run's key and workdir are gone
     assert_no_leaks(clean_cloud)
 
 
