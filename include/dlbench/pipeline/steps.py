@@ -47,6 +47,15 @@ def safe_run_id(run_id: str) -> str:
 def validate(params: dict[str, Any]) -> dict[str, Any]:
     """Validate the trigger form before anything is provisioned (ConfigError names the field)."""
     request = parse_request(params)
+    if request.provider.value == "ironic":
+        # Cloud name, credentials, enough nodes: checked before the setup task provisions anything.
+        from dlbench.pipeline import ironic_backend
+        from dlbench.provisioning.ironic import ProvisioningError
+
+        try:
+            ironic_backend.preflight(request)
+        except (ValueError, LookupError, ProvisioningError) as exc:
+            raise ConfigError(f"invalid benchmark request: ironic: {exc}") from None
     return request.model_dump(mode="json")
 
 
@@ -201,6 +210,8 @@ def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     directory = archive.archive_dir(safe_run_id(run_id))
     for path in sorted(directory.glob("*.json")) if directory.exists() else []:
         doc = ResultDocument.read(path)
+        if doc.benchmark.suite == "provisioning":
+            continue  # per-node provisioning timings, not jobs of the matrix
         counts[doc.status.value] += 1
         if doc.status is Status.FAILED:
             problems.append(f"{doc.labels.get('job_label', doc.job_id)}: {doc.error}")

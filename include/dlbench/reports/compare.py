@@ -8,6 +8,7 @@ and ``normalized = D / H`` (the core study's figures: bare metal = 1.0).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -86,6 +87,13 @@ def statistics(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["suite", "name", "parameters_hash", "case", "metric", "unit", "labels_key"]
     stats = (frame.groupby(keys + ["platform"], sort=False)["value"]
              .agg(n="count", mean="mean", std="std").reset_index())
+    # Two distinct cases (other parameters or labels) must never share a display name: charts and
+    # tables index by it. Suffix the ambiguous ones with a short id of what distinguishes them.
+    ambiguous = stats.duplicated(["suite", "case", "metric", "platform"], keep=False)
+    if ambiguous.any():
+        ids = stats["parameters_hash"].str[:6] + stats["labels_key"].map(
+            lambda k: hashlib.sha256(k.encode()).hexdigest()[:4])
+        stats.loc[ambiguous, "case"] = stats.loc[ambiguous, "case"] + " #" + ids[ambiguous]
     # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
     stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
     base = stats[stats["platform"] == BASELINE][keys + ["mean"]].rename(columns={"mean": "baseline"})
