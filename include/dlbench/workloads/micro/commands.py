@@ -1,8 +1,15 @@
-"""CLI subcommands of the micro-benchmark suites (registered in dlbench.workloads.cli)."""
+"""CLI subcommands of the micro-benchmark suites (registered in dlbench.workloads.cli).
+
+Every suite runs the same way: its spec comes from the profile's ``micro`` section, the
+benchmark's parameters are that spec, and the suite module's ``run(doc, spec, *extra)`` fills the
+document inside the harness. Only the extra command-line options differ.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from collections.abc import Callable
 
 from dlbench.workloads import harness
 from dlbench.workloads.cli import command, common_kwargs
@@ -23,58 +30,24 @@ def _network_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=5201)
 
 
-def _suite(name: str, args: argparse.Namespace, **parameters: object) -> tuple[Benchmark, object]:
-    spec = getattr(get_profile(args.profile).micro, name)
-    benchmark = Benchmark(suite=name, name=name, parameters={"profile": args.profile, **spec.model_dump(mode="json"),
-                                                             **parameters})
-    return benchmark, spec
+def register_suite(name: str, module: str, add_args: Callable[[argparse.ArgumentParser], None],
+                   extra: Callable[[argparse.Namespace], tuple] = lambda args: ()) -> None:
+    """Register ``name`` as a subcommand running ``<module>.run(doc, spec, *extra(args))``."""
+
+    def run(args: argparse.Namespace) -> int:
+        suite = importlib.import_module(module)  # heavy imports (TensorFlow...) only when run
+        spec = getattr(get_profile(args.profile).micro, name)
+        benchmark = Benchmark(suite=name, name=name,
+                              parameters={"profile": args.profile, **spec.model_dump(mode="json")})
+        with harness.workload(benchmark, **common_kwargs(args)) as doc:
+            suite.run(doc, spec, *extra(args))
+        return 0
+
+    command(name)(add_args)(run)
 
 
-@command("cpu")(_no_args)
-def _cpu(args: argparse.Namespace) -> int:
-    from dlbench.workloads.micro import cpu
-
-    benchmark, spec = _suite("cpu", args)
-    with harness.workload(benchmark, **common_kwargs(args)) as doc:
-        cpu.run(doc, spec)
-    return 0
-
-
-@command("disk")(_disk_args)
-def _disk(args: argparse.Namespace) -> int:
-    from dlbench.workloads.micro import disk
-
-    benchmark, spec = _suite("disk", args)
-    with harness.workload(benchmark, **common_kwargs(args)) as doc:
-        disk.run(doc, spec, args.data_dir)
-    return 0
-
-
-@command("network")(_network_args)
-def _network(args: argparse.Namespace) -> int:
-    from dlbench.workloads.micro import network
-
-    benchmark, spec = _suite("network", args)
-    with harness.workload(benchmark, **common_kwargs(args)) as doc:
-        network.run(doc, spec, args.server, args.port)
-    return 0
-
-
-@command("gpu")(_no_args)
-def _gpu(args: argparse.Namespace) -> int:
-    from dlbench.workloads.gpu import runner
-
-    benchmark, spec = _suite("gpu", args)
-    with harness.workload(benchmark, **common_kwargs(args)) as doc:
-        runner.run(doc, spec)
-    return 0
-
-
-@command("deepbench")(_no_args)
-def _deepbench(args: argparse.Namespace) -> int:
-    from dlbench.workloads.micro import deepbench
-
-    benchmark, spec = _suite("deepbench", args)
-    with harness.workload(benchmark, **common_kwargs(args)) as doc:
-        deepbench.run(doc, spec)
-    return 0
+register_suite("cpu", "dlbench.workloads.micro.cpu", _no_args)
+register_suite("disk", "dlbench.workloads.micro.disk", _disk_args, lambda args: (args.data_dir,))
+register_suite("network", "dlbench.workloads.micro.network", _network_args, lambda args: (args.server, args.port))
+register_suite("gpu", "dlbench.workloads.gpu.runner", _no_args)
+register_suite("deepbench", "dlbench.workloads.micro.deepbench", _no_args)
