@@ -107,12 +107,16 @@ def dlbench_benchmark() -> None:
         return steps.plan(request, get_current_context()["run_id"])
 
     @task(retries=0, execution_timeout=timedelta(minutes=2))
-    def run_tags() -> dict:
+    def run_tags(request: dict) -> dict:
         """Run id, DAG run and expiry written on every resource (the janitor's key)."""
+        from airflow.sdk import Variable
+
         from dlbench.pipeline import steps
 
         ctx = get_current_context()
-        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"])
+        default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
+        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
+                              expiry=steps.expiry_for(request, default_hours))
 
     @setup
     @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))
@@ -174,11 +178,10 @@ def dlbench_benchmark() -> None:
 
     request = validate_request()
     jobs = plan(request)
-    tags = run_tags()
+    tags = run_tags(request)
     targets = provision(request, tags)
     results = run_job.partial(targets=targets, request=request).expand(job=jobs)
     released = release(request, tags, targets)
-    request >> tags
     results >> released
     loaded = load(request)
     results >> loaded

@@ -51,3 +51,17 @@ def test_local_provider_refuses_cloud_platforms_before_provisioning():
     request = steps.validate({"platforms": ["virtual_machine"], "models": ["alexnet"]})
     with pytest.raises(ValueError, match="'virtual_machine' needs a cloud"):
         steps.provision(request, steps.tags_for("vm"))
+
+
+def test_run_tags_carry_the_expiry_of_the_request():
+    from datetime import UTC, datetime, timedelta
+
+    from dlbench.provisioning.base import Tags
+
+    local = steps.validate({"platforms": ["bare_metal"], "suites": ["cpu"]})
+    assert steps.expiry_for(local, 6) == timedelta(hours=6)
+    assert steps.expiry_for(local, 2.5) == timedelta(hours=2.5)  # the dlbench_expiry_hours Variable
+    ironic = {**local, "ironic": {"cloud": "devcloud", "expiry_hours": 1}}
+    assert steps.expiry_for(ironic, 6) == timedelta(hours=1)  # the ironic section wins
+    tags = Tags.from_dict(steps.tags_for("r", expiry=steps.expiry_for(ironic, 6)))
+    assert timedelta(minutes=59) < tags.expires_at - datetime.now(UTC) <= timedelta(hours=1)

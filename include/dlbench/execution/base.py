@@ -31,6 +31,10 @@ class Target:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+SKIP_REASON = "skip_reason"
+"""Key in ``Target.extra``: the platform cannot run here, and why (its jobs are recorded as skipped)."""
+
+
 class ExecutionError(RuntimeError):
     """The workload could not be started or its result could not be fetched."""
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dlbench.config import Job
 from dlbench.execution.base import Executor, Target, finish, read_document
+from dlbench.provisioning.base import DEFAULT_EXPIRY
 from dlbench.workloads.result import ResultDocument
 
 LABEL = "dlbench"
 RESULTS_MOUNT = "/results"
 DATA_MOUNT = "/data"
-DEFAULT_EXPIRY = timedelta(hours=6)
 
 
 def _client() -> Any:

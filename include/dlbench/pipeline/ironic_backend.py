@@ -25,7 +25,7 @@ from typing import Any
 
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, IronicSettings
-from dlbench.execution.base import Executor, Target
+from dlbench.execution.base import SKIP_REASON, Executor, Target
 from dlbench.pipeline.providers import ProviderBackend, register
 from dlbench.provisioning.base import Instance, Tags
 from dlbench.workloads.result import Platform
@@ -33,7 +33,6 @@ from dlbench.workloads.result import Platform
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "ironic-settings.json"
-SKIP_REASON = "skip_reason"
 ROLES = {Platform.BARE_METAL.value: "bm", Platform.CONTAINER_ON_BARE_METAL.value: "cbm"}
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from dlbench.config import BenchmarkRequest
-from dlbench.execution.base import Executor, Target
+from dlbench.execution.base import SKIP_REASON, Executor, Target
+from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
 from dlbench.execution.local import LocalProcessExecutor
 from dlbench.pipeline.providers import ProviderBackend, register
 from dlbench.provisioning.base import Tags
 from dlbench.workloads.result import Platform
-
-WORKLOAD_IMAGE = "dlbench-workload:latest"
-SKIP_REASON = "skip_reason"
 
 
 @register

@@ -19,16 +19,14 @@ from typing import Any
 
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
-from dlbench.execution.base import Target
+from dlbench.execution.base import SKIP_REASON, Target
 from dlbench.pipeline.providers import backend
-from dlbench.provisioning.base import Tags
+from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
 from dlbench.workloads.profiles import DataKind, get_profile
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
 
-SKIP_REASON = "skip_reason"
-DEFAULT_EXPIRY = timedelta(hours=6)
 
 
 class JobFailed(RuntimeError):
@@ -74,6 +72,13 @@ def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timede
     """The tags (as XCom-able JSON) written on every resource of the run."""
     return Tags(run_id=safe_run_id(run_id), dag_id=dag_id, dag_run_id=dag_run_id or run_id,
                 expires_at=datetime.now(UTC) + expiry).as_dict()
+
+
+def expiry_for(request: dict[str, Any], default_hours: float) -> timedelta:
+    """How long the run's resources may live: the ironic section's ``expiry_hours`` when the
+    request has one, else the deployment default (Airflow Variable ``dlbench_expiry_hours``)."""
+    ironic = request_from(request).ironic
+    return timedelta(hours=ironic.expiry_hours if ironic is not None else default_hours)
 
 
 def tags_from(data: dict[str, Any]) -> Tags:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 RESOURCE_PREFIX = "dlbench"
+DEFAULT_EXPIRY = timedelta(hours=6)
+"""How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
 TAG_KEY = "dlbench"
 
 
@@ -25,7 +27,7 @@ class Tags:
     run_id: str
     dag_id: str = ""
     dag_run_id: str = ""
-    expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + timedelta(hours=6))
+    expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + DEFAULT_EXPIRY)
 
     def as_dict(self) -> dict[str, str]:
         return {
