@@ -110,23 +110,20 @@ static void spmv(const Level *A, const double *x, double *y) {
   }
 }
 
+/* One Gauss-Seidel row update: x[i] = (r[i] - sum_{j != i} a_ij x[j]) / a_ii. */
+static inline void relax_row(const Level *A, long i, const double *r, double *x) {
+  const long *c = A->cols + i * NNZ_ROW;
+  const double *v = A->vals + i * NNZ_ROW;
+  double sum = r[i];
+  for (int k = 0; k < A->ncols[i]; k++) sum -= v[k] * x[c[k]];
+  sum += x[i] * A->diag[i];
+  x[i] = sum / A->diag[i];
+}
+
+/* Symmetric Gauss-Seidel: a forward then a backward sweep (the reference ComputeSYMGS_ref). */
 static void symgs(const Level *A, const double *r, double *x) {
-  for (long i = 0; i < A->nrow; i++) {
-    const long *c = A->cols + i * NNZ_ROW;
-    const double *v = A->vals + i * NNZ_ROW;
-    double sum = r[i];
-    for (int k = 0; k < A->ncols[i]; k++) sum -= v[k] * x[c[k]];
-    sum += x[i] * A->diag[i];
-    x[i] = sum / A->diag[i];
-  }
-  for (long i = A->nrow - 1; i >= 0; i--) {
-    const long *c = A->cols + i * NNZ_ROW;
-    const double *v = A->vals + i * NNZ_ROW;
-    double sum = r[i];
-    for (int k = 0; k < A->ncols[i]; k++) sum -= v[k] * x[c[k]];
-    sum += x[i] * A->diag[i];
-    x[i] = sum / A->diag[i];
-  }
+  for (long i = 0; i < A->nrow; i++) relax_row(A, i, r, x);
+  for (long i = A->nrow - 1; i >= 0; i--) relax_row(A, i, r, x);
 }
 
 static void mg(Level *A, const double *r, double *x) {
