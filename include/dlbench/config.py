@@ -13,6 +13,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dlbench.grammar import (
+    AbsolutePath,
+    Checksum,
+    Host,
+    ImageReference,
+    ImageSource,
+    Name,
+    ResourceClass,
+    Trait,
+    UserName,
+)
 from dlbench.workloads.profiles import DataKind, ModelName, get_profile, profile_names
 from dlbench.workloads.result import Platform
 
@@ -57,24 +68,24 @@ class IronicSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cloud: str | None = Field(default="devcloud", description="clouds.yaml cloud name")
-    conn_id: str | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
-    clouds_file: str | None = Field(default=None, description="clouds.yaml path (default: standard places)")
-    resource_class: str = Field(default="dlbench-bm", min_length=1)
-    traits: list[str] = Field(default_factory=list)
+    cloud: Name | None = Field(default="devcloud", description="clouds.yaml cloud name")
+    conn_id: Name | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
+    clouds_file: AbsolutePath | None = Field(default=None, description="clouds.yaml path (default: standard places)")
+    resource_class: ResourceClass = "dlbench-bm"
+    traits: list[Trait] = Field(default_factory=list)
     nodes: dict[str, int] = Field(default_factory=dict, description="nodes per platform (default 1 each)")
     share_nodes: bool = Field(default=False, description="container_on_bare_metal on the bare_metal nodes")
     runtime: dict[str, Literal["host", "docker"]] = Field(default_factory=dict, description="runtime per platform")
-    image_source: str = "dlbench-bare-metal-image"
-    image_checksum: str | None = None
+    image_source: ImageSource = "dlbench-bare-metal-image"
+    image_checksum: Checksum | None = None
     root_gb: int = Field(default=10, ge=1)
-    ssh_user: str = "root"
-    ssh_key_path: str | None = None
-    remote_python: str | None = Field(default=None, description="python on the nodes (default: this venv's)")
-    docker_image: str = "dlbench-workload:latest"
+    ssh_user: UserName = "root"
+    ssh_key_path: AbsolutePath | None = None
+    remote_python: AbsolutePath | None = Field(default=None, description="python on the nodes (default: this venv's)")
+    docker_image: ImageReference = "dlbench-workload:latest"
     address_source: Literal["extra", "port", "inventory"] = "extra"
-    address_extra_key: str = "test_host_address"
-    inventory: dict[str, str] = Field(default_factory=dict, description="node name or uuid -> address")
+    address_extra_key: Name = "test_host_address"
+    inventory: dict[Name, Host] = Field(default_factory=dict, description="node name or uuid -> address")
     poll_interval: float = Field(default=1.0, gt=0, le=60)
     allocate_timeout: float = Field(default=120, gt=0)
     deploy_timeout: float = Field(default=1800, gt=0)
@@ -116,7 +127,7 @@ class BenchmarkRequest(BaseModel):
     data: list[DataKind] = Field(default_factory=lambda: [DataKind.SYNTHETIC, DataKind.REAL], min_length=1)
     profile: str = "smoke"
     repetitions: int | None = Field(default=None, ge=1, le=100)
-    data_dir: str | None = None
+    data_dir: AbsolutePath | None = None
     ironic: IronicSettings | None = None
 
     @field_validator("profile")

@@ -13,7 +13,6 @@ host key is refused.
 
 from __future__ import annotations
 
-import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -21,9 +20,14 @@ from typing import Any
 
 from dlbench.config import Job
 from dlbench.execution.base import ExecutionError, Executor, Target, finish, read_document
+from dlbench.execution.shell import command_line, pipeline
 from dlbench.workloads.result import ResultDocument
 
 DEFAULT_IMAGE = "dlbench-workload:latest"
+
+
+def container_name(job: Job) -> str:
+    return f"dlbench-{job.run_id[:60]}-{job.job_id[:12]}"
 
 
 def _client(address: str, user: str, key_path: str, timeout: float, known_hosts: str | None = None) -> Any:
@@ -87,7 +91,7 @@ class SSHExecutor(Executor):
         cannot leave a workload running)."""
         if target.runtime == "docker":
             data = ["-v", f"{target.data_dir}:/data:{'rw' if job.suite == 'disk' else 'ro'}"] if target.data_dir else []
-            argv = ["docker", "run", "--rm", "--name", f"dlbench-{job.run_id[:60]}-{job.job_id[:12]}",
+            argv = ["docker", "run", "--rm", "--name", container_name(job),
                     "--label", "dlbench=1", "--label", f"dlbench.run_id={job.run_id}",
                     "--label", f"dlbench.job_id={job.job_id}", "-e", "TF_CPP_MIN_LOG_LEVEL=2", "-e", "HOME=/tmp",
                     "-v", f"{remote_dir}:/results", *data, self.image, "python", "-m", "dlbench.workloads",
@@ -95,7 +99,7 @@ class SSHExecutor(Executor):
         else:
             argv = ["env", "TF_CPP_MIN_LOG_LEVEL=2", self.python, "-m", "dlbench.workloads",
                     *job.workload_argv(f"{remote_dir}/result.json", target.data_dir)]
-        return " ".join(shlex.quote(a) for a in argv)
+        return command_line(argv)
 
     def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
         if not target.address:
@@ -111,13 +115,13 @@ class SSHExecutor(Executor):
                           error=f"SSH to {self.user}@{target.address} failed: {type(exc).__name__}: {exc}")
         try:
             inner = self.command(job, target, remote_dir)
-            script = (f"rm -rf {remote_dir} && mkdir -p -m 0777 {remote_dir} && "
-                      f"timeout --kill-after=10 {max(1, int(timeout))} {inner}")
+            script = (pipeline(["rm", "-rf", remote_dir], ["mkdir", "-p", "-m", "0777", remote_dir])
+                      + f" && timeout --kill-after=10 {max(1, int(timeout))} {inner}")
             status, output = self._run(client, script, timeout + 20)
             if status is None:
                 error = f"workload timed out after {timeout:.0f} s"
                 if target.runtime == "docker":
-                    self._run(client, f"docker rm -f dlbench-{job.run_id[:60]}-{job.job_id[:12]}", 30)
+                    self._run(client, command_line(["docker", "rm", "-f", container_name(job)]), 30)
             elif status != 0:
                 tail = [line for line in output.strip().splitlines() if line.strip()]
                 error = f"workload exited with status {status}: {tail[-1][:500] if tail else '(no output)'}"
@@ -126,7 +130,7 @@ class SSHExecutor(Executor):
                 error = why
         finally:
             try:
-                self._run(client, f"rm -rf {remote_dir}", 30)
+                self._run(client, command_line(["rm", "-rf", remote_dir]), 30)
             finally:
                 client.close()
         return finish(job, doc, archive_path, launched, error=error, output=output)

@@ -153,9 +153,10 @@ class IronicBackend(ProviderBackend):
         its jobs are recorded as skipped with the reason (never silently missing)."""
         if target.runtime != "docker":
             return target
+        from dlbench.execution.shell import command_line
         from dlbench.execution.ssh import SSHExecutor, _client
 
-        probe = f"docker image inspect {settings.docker_image} >/dev/null 2>&1 && echo ok"
+        probe = command_line(["docker", "image", "inspect", "--format", "ok", settings.docker_image])
         try:
             client = _client(str(target.address), settings.ssh_user, target.extra["key_path"], 30,
                              target.extra["known_hosts"])
