@@ -1,0 +1,92 @@
+"""Where a job runs and how it is reached: typed, serialisable (XCom), no secrets.
+
+A :class:`Target` is a platform on one machine; its :data:`Access` says how a workload starts
+there. Each access kind maps to exactly one executor (:func:`dlbench.execution.executor_for`),
+so no code reads string keys to guess how to reach a machine:
+
+- :class:`LocalProcess`: a process on the machine running the task (the embedded ``bare_metal``);
+- :class:`LocalDocker`: the workload image on the local Docker engine;
+- :class:`SSHHost`: a process on a remote machine over SSH (bare metal, VMs);
+- :class:`SSHDocker`: the workload image on a remote machine's own container engine, over SSH.
+
+Kubernetes (a cluster's API) will be one more member of the union.
+
+The run's private key is referenced by path (``key_path``), never carried: it stays on the
+worker that made it (see :mod:`dlbench.pipeline.machines`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dlbench.workloads.result import Platform
+
+
+class _Access(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalProcess(_Access):
+    kind: Literal["process"] = "process"
+    python: str | None = Field(default=None, description="interpreter; default: the worker's own")
+
+
+class LocalDocker(_Access):
+    kind: Literal["docker"] = "docker"
+    image: str
+
+
+class SSHHost(_Access):
+    """A remote machine reached over SSH with the run's key."""
+
+    kind: Literal["ssh"] = "ssh"
+    address: str
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str = "root"
+    key_path: str
+    known_hosts: str | None = None
+    python: str = "python3"
+    pythonpath: str | None = Field(default=None, description="PYTHONPATH for the workload package (prepare stage)")
+
+
+class SSHDocker(SSHHost):
+    """The workload image on the remote machine's own container engine (``engine`` CLI over SSH)."""
+
+    kind: Literal["ssh_docker"] = "ssh_docker"  # type: ignore[assignment]
+    image: str
+    engine: str = "docker"
+
+
+Access = Annotated[LocalProcess | LocalDocker | SSHHost | SSHDocker, Field(discriminator="kind")]
+
+
+class Target(BaseModel):
+    """One platform on one machine: what a mapped job task needs to start its workload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    platform: Platform
+    access: Access
+    instance_id: str = Field(default="", description="the provider's id of the machine ('' for this host)")
+    address: str | None = Field(default=None, description="the machine's address other instances reach it at")
+    data_dir: str | None = None
+    skip_reason: str | None = Field(default=None, description="set when the platform cannot run here: jobs are skipped")
+    expires_at: datetime | None = Field(default=None, description="the run's expiry (labels on containers)")
+    timings: dict[str, float] = Field(default_factory=dict, description="provisioning phases of this machine, s")
+    labels: dict[str, str] = Field(default_factory=dict, description="facts for the result documents")
+
+    @property
+    def runtime(self) -> str:
+        """``host`` (a process) or ``docker`` (the workload image on an engine)."""
+        return "docker" if self.access.kind in ("docker", "ssh_docker") else "host"
+
+    def to_xcom(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_xcom(cls, data: dict) -> Target:
+        return cls.model_validate(data)
