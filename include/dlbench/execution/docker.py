@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.config import Job
-from dlbench.execution.base import Executor, Target, finish, read_document
-from dlbench.provisioning.base import DEFAULT_EXPIRY
+from dlbench.execution.base import Executor, finish, read_document
+from dlbench.execution.container import DATA_MOUNT, LABEL, RESULTS_MOUNT, container_name, labels_for, workload_launch
+from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
-LABEL = "dlbench"
-RESULTS_MOUNT = "/results"
-DATA_MOUNT = "/data"
+__all__ = ["DATA_MOUNT", "LABEL", "RESULTS_MOUNT", "DockerExecutor", "bridge_gateway", "container_name",
+           "labels_for", "remove_run_containers", "sweep_containers"]
 
 
 def _client() -> Any:
@@ -31,28 +31,19 @@ def _client() -> Any:
     return docker.from_env(timeout=120)
 
 
-def container_name(job: Job) -> str:
-    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in job.run_id)[:60]
-    return f"dlbench-{safe}-{job.job_id[:12]}"
-
-
-def labels_for(run_id: str, job_id: str = "", expires_at: datetime | None = None) -> dict[str, str]:
-    expires = expires_at or datetime.now(UTC) + DEFAULT_EXPIRY
-    return {LABEL: "1", "dlbench.run_id": run_id, "dlbench.job_id": job_id, "dlbench.expires_at": expires.isoformat()}
-
-
 class DockerExecutor(Executor):
-    """``docker run <image> python -m dlbench.workloads ...`` with results on a bind mount.
+    """The workload image on this host's Docker engine, results on a bind mount.
 
-    ``target.extra`` may set ``cpus`` (e.g. "2"), ``memory`` (e.g. "8g"), ``gpus`` ("all" or a
-    count) and ``network`` (e.g. "host" for network benchmarks).
+    The launch (name, labels with the run's expiry, user, mounts, limits) comes from
+    :func:`dlbench.execution.container.workload_launch`, the same builder the SSH executor uses.
     """
 
-    def __init__(self, image: str, client: Any = None, user: str | None = None) -> None:
+    def __init__(self, image: str | None = None, client: Any = None, user: str | None = None) -> None:
         self.image = image
         self.client = client
-        # The controller's uid:gid by default, so the bind-mounted results are never root-owned
-        # on a user's machine (and the workload is known to run without root in the image).
+        # The controller's uid:gid by default: it owns the job's directories here, so the
+        # bind-mounted results are never root-owned on a user's machine (and the workload is known
+        # to run without root in the image).
         self.user = user or f"{os.getuid()}:{os.getgid()}"
 
     def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
@@ -61,27 +52,18 @@ class DockerExecutor(Executor):
         from requests.exceptions import ReadTimeout
 
         client = self.client or _client()
+        if self.image and target.access.kind == "docker" and target.access.image != self.image:
+            target = target.model_copy(update={"access": target.access.model_copy(update={"image": self.image})})
         with tempfile.TemporaryDirectory(prefix="dlbench-docker-") as tmp:
-            os.chmod(tmp, 0o777)  # the container's user must be able to write its document
-            data_dir = target.data_dir
-            argv = job.workload_argv(f"{RESULTS_MOUNT}/result.json", DATA_MOUNT if data_dir else None)
-            volumes = {tmp: {"bind": RESULTS_MOUNT, "mode": "rw"}}
-            if data_dir:
-                # Read-only for training data; the disk suite writes (and removes) its scratch files there.
-                mode = "rw" if job.suite == "disk" else "ro"
-                volumes[str(Path(data_dir).resolve())] = {"bind": DATA_MOUNT, "mode": mode}
-            options = self._resources(target)
+            os.chmod(tmp, 0o777)  # an explicitly chosen user (not ours) must be able to write its document
+            data_dir = str(Path(target.data_dir).resolve()) if target.data_dir else None
+            launch = workload_launch(job, target, tmp, data_dir, self.user)
             _remove_leftover(client, job)
             launched = time.monotonic()
             container = None
             output, error = "", ""
             try:
-                container = client.containers.run(
-                    self.image, ["python", "-m", "dlbench.workloads", *argv], name=container_name(job),
-                    labels=labels_for(job.run_id, job.job_id), volumes=volumes, detach=True,
-                    user=self.user, environment={"TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp"},
-                    **options,
-                )
+                container = client.containers.run(**launch.sdk_kwargs())
                 try:
                     status = container.wait(timeout=timeout)
                     if status.get("StatusCode", 1) != 0:
@@ -102,22 +84,6 @@ class DockerExecutor(Executor):
             if error and output:
                 error = f"{error}: {output.strip().splitlines()[-1][:400]}"
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output)
-
-    @staticmethod
-    def _resources(target: Target) -> dict[str, Any]:
-        import docker
-
-        extra, options = target.extra, {}
-        if extra.get("cpus"):
-            options["nano_cpus"] = int(float(extra["cpus"]) * 1e9)
-        if extra.get("memory"):
-            options["mem_limit"] = extra["memory"]
-        if extra.get("network"):
-            options["network_mode"] = extra["network"]
-        if extra.get("gpus"):
-            count = -1 if extra["gpus"] == "all" else int(extra["gpus"])
-            options["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
-        return options
 
 
 def _remove_leftover(client: Any, job: Job) -> None:

@@ -10,15 +10,17 @@ import time
 from pathlib import Path
 
 from dlbench.config import Job
-from dlbench.execution.base import Executor, Target, finish, read_document
+from dlbench.execution.base import Executor, finish, read_document
+from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
 
 class LocalProcessExecutor(Executor):
     """``python -m dlbench.workloads ...`` in a fresh process, so elapsed time includes start-up."""
 
-    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
-        self.python = python
+    def __init__(self, python: str | None = None, env: dict[str, str] | None = None) -> None:
+        # None: the worker's own interpreter (it has dlbench.workloads and TensorFlow installed).
+        self.python = python or sys.executable
         self.env = env
 
     def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
