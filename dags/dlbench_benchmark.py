@@ -15,7 +15,8 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
-from dlbench.config import Provider, Suite
+from dlbench.config import Suite
+from dlbench.provisioning.registry import PROVIDERS, provider_names
 from dlbench.workloads.profiles import DataKind, ModelName, profile_names
 from dlbench.workloads.result import Platform
 
@@ -30,8 +31,9 @@ def _choices(enum: type) -> list[str]:
 
 PARAMS = {
     "provider": Param(
-        "local", enum=_choices(Provider), title="Provider",
-        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal.",
+        "local", enum=provider_names(), title="Provider",
+        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal "
+        "(fill in the ironic object below).",
     ),
     "platforms": Param(
         [Platform.BARE_METAL.value, Platform.CONTAINER_ON_BARE_METAL.value],
@@ -59,15 +61,16 @@ PARAMS = {
         None, type=["null", "integer"], minimum=1, maximum=100, title="Repetitions",
         description="Repetitions of every cell; empty = the profile's default.",
     ),
-    "ironic": Param(
-        None, type=["null", "object"], title="Ironic settings (provider ironic)",
-        description="cloud or conn_id, resource_class, traits, nodes per platform, image_source... "
-        "(all fields: dlbench.config.IronicSettings; docs/openstack.md). Ignored by the local provider.",
-    ),
     "data_dir": Param(
         None, type=["null", "string"], title="Real-data directory",
-        description="ImageNet TFRecords (train-*) on the targets; empty = a generated demo set.",
+        description="ImageNet TFRecords (train-*) already on every target machine; empty = a generated demo "
+        "set, staged to every machine.",
     ),
+    # One settings object per cloud provider (the request's discriminated union, docs/openstack.md).
+    **{name: Param(None, type=["null", "object"], title=f"{name} settings (provider {name})",
+                   description=f"Used when provider is {name}: " + " ".join((model.__doc__ or "").split())
+                   + f" Fields: dlbench.provisioning.{name}.{model.__name__}.")
+       for name, (model, driver) in PROVIDERS.items() if driver is not None},
 }
 
 
@@ -92,10 +95,14 @@ def dlbench_benchmark() -> None:
 
         from dlbench.pipeline import steps
 
-        params = dict(get_current_context()["params"])
-        if params.get("profile") in (None, "", "auto"):
-            params["profile"] = Variable.get("dlbench_profile", default="smoke")
+        ctx = get_current_context()
+        scheduled = str(getattr(ctx["dag_run"], "run_type", "")).lower().endswith("scheduled")
         try:
+            params = steps.request_params(
+                dict(ctx["params"]), scheduled=scheduled,
+                scheduled_request=Variable.get(steps.SCHEDULED_REQUEST_VARIABLE, default=None) if scheduled else None)
+            if params.get("profile") in (None, "", "auto"):
+                params["profile"] = Variable.get("dlbench_profile", default="smoke")
             return steps.validate(params)
         except steps.ConfigError as exc:
             raise AirflowFailException(str(exc)) from None
@@ -127,7 +134,7 @@ def dlbench_benchmark() -> None:
 
     @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
           map_index_template="{{ job_label }}")
-    def run_job(job: dict, targets: list[dict], request: dict) -> dict:
+    def run_job(job: dict, targets: list[dict]) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from dlbench.config import Job
@@ -135,7 +142,7 @@ def dlbench_benchmark() -> None:
 
         get_current_context()["job_label"] = Job.model_validate(job).label  # names the mapped index in the UI
         try:
-            return steps.run_job(job, targets, request["provider"])
+            return steps.run_job(job, targets)
         except steps.JobSkipped as exc:
             raise AirflowSkipException(str(exc)) from None
 
@@ -180,7 +187,7 @@ def dlbench_benchmark() -> None:
     jobs = plan(request)
     tags = run_tags(request)
     targets = provision(request, tags)
-    results = run_job.partial(targets=targets, request=request).expand(job=jobs)
+    results = run_job.partial(targets=targets).expand(job=jobs)
     released = release(request, tags, targets)
     results >> released
     loaded = load(request)

@@ -1,9 +1,11 @@
 """dlbench_janitor: release leaked benchmark resources.
 
-Every 30 minutes (and from the trigger form): find Ironic nodes/allocations and local Docker
-containers carrying the dlbench tag whose expiry has passed or whose DAG run is no longer
-running, release them, and report what was done. Resources without our tag are never touched.
-``dry_run`` only reports. Nothing heavy is imported at parse time.
+Every 30 minutes (and from the trigger form): on every cloud listed in the Airflow Variable
+``dlbench_janitor_clouds`` (a JSON list of provider settings, e.g.
+``[{"name": "ironic", "cloud": "production"}]``; the ``clouds`` param overrides it) and on the local
+Docker engine, find resources carrying the dlbench tag whose expiry has passed or whose DAG run is
+no longer running, release them, and report what was released, what was kept and why. Resources
+without our tag are never touched. ``dry_run`` only reports. Nothing heavy is imported at parse time.
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ from airflow.sdk import Param, dag, get_current_context, task
     catchup=False,
     max_active_runs=1,
     params={
-        "cloud": Param("devcloud", type=["null", "string"], title="Cloud",
-                       description="clouds.yaml cloud name; empty = do not sweep Ironic"),
-        "conn_id": Param(None, type=["null", "string"], title="Airflow connection",
-                         description="conn_type openstack; wins over cloud"),
-        "clouds_file": Param(None, type=["null", "string"], title="clouds.yaml path"),
+        "clouds": Param(None, type=["null", "array"], items={"type": "object"}, title="Clouds",
+                        description="provider settings objects to sweep, e.g. [{\"name\": \"ironic\", \"cloud\": "
+                        "\"production\"}]; empty = the Airflow Variable dlbench_janitor_clouds"),
         "docker": Param(True, type="boolean", title="Sweep local Docker containers"),
         "dry_run": Param(False, type="boolean", title="Dry run (report only)"),
     },
@@ -38,17 +38,16 @@ from airflow.sdk import Param, dag, get_current_context, task
 def dlbench_janitor() -> None:
     @task
     def sweep() -> dict:
-        from dlbench.config import IronicSettings
-        from dlbench.provisioning import janitor
+        from airflow.sdk import Variable
+
+        from dlbench.pipeline import janitor
 
         ctx = get_current_context()
         params = ctx["params"]
-        settings = None
-        if params.get("cloud") or params.get("conn_id"):
-            settings = IronicSettings(cloud=params.get("cloud"), conn_id=params.get("conn_id"),
-                                      clouds_file=params.get("clouds_file"))
+        raw = params.get("clouds") or Variable.get(janitor.CLOUDS_VARIABLE, default=None)
+        clouds = janitor.clouds_from(raw)
         is_active = janitor.airflow_run_is_active(ctx["ti"].get_dr_count)
-        report = janitor.sweep(settings, is_active, dry_run=bool(params.get("dry_run")),
+        report = janitor.sweep(clouds, is_active, dry_run=bool(params.get("dry_run")),
                                docker=bool(params.get("docker")))
         if report["errors"]:
             raise RuntimeError(f"janitor incomplete: {report['errors']}")

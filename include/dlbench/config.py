@@ -9,30 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dlbench.grammar import (
-    AbsolutePath,
-    Checksum,
-    Host,
-    ImageReference,
-    ImageSource,
-    Name,
-    ResourceClass,
-    Trait,
-    UserName,
-)
+from dlbench.grammar import AbsolutePath
+from dlbench.provisioning.registry import ProviderSettingsUnion, provider_names
+from dlbench.provisioning.settings import LocalSettings
 from dlbench.workloads.profiles import DataKind, ModelName, get_profile, profile_names
 from dlbench.workloads.result import Platform
-
-
-class Provider(StrEnum):
-    """Who supplies the targets: this host (no cloud) or an OpenStack cloud."""
-
-    LOCAL = "local"
-    IRONIC = "ironic"
 
 
 class Suite(StrEnum):
@@ -58,67 +43,10 @@ class ConfigError(ValueError):
     """A request that cannot run, with a message naming the field and the allowed values."""
 
 
-class IronicSettings(BaseModel):
-    """Where and how bare-metal nodes come from when ``provider`` is ``ironic``.
-
-    Checked here without calling the cloud (timeouts, address source); the cloud itself (known
-    cloud, credentials, nodes in the resource class) is checked by the Ironic backend's preflight
-    before anything is provisioned. Holds no secrets: only a cloud name or a connection id.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    cloud: Name | None = Field(default="devcloud", description="clouds.yaml cloud name")
-    conn_id: Name | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
-    clouds_file: AbsolutePath | None = Field(default=None, description="clouds.yaml path (default: standard places)")
-    resource_class: ResourceClass = "dlbench-bm"
-    traits: list[Trait] = Field(default_factory=list)
-    nodes: dict[str, int] = Field(default_factory=dict, description="nodes per platform (default 1 each)")
-    share_nodes: bool = Field(default=False, description="container_on_bare_metal on the bare_metal nodes")
-    runtime: dict[str, Literal["host", "docker"]] = Field(default_factory=dict, description="runtime per platform")
-    image_source: ImageSource = "dlbench-bare-metal-image"
-    image_checksum: Checksum | None = None
-    root_gb: int = Field(default=10, ge=1)
-    ssh_user: UserName = "root"
-    ssh_key_path: AbsolutePath | None = None
-    remote_python: AbsolutePath | None = Field(default=None, description="python on the nodes (default: this venv's)")
-    docker_image: ImageReference = "dlbench-workload:latest"
-    address_source: Literal["extra", "port", "inventory"] = "extra"
-    address_extra_key: Name = "test_host_address"
-    inventory: dict[Name, Host] = Field(default_factory=dict, description="node name or uuid -> address")
-    poll_interval: float = Field(default=1.0, gt=0, le=60)
-    allocate_timeout: float = Field(default=120, gt=0)
-    deploy_timeout: float = Field(default=1800, gt=0)
-    ssh_timeout: float = Field(default=300, gt=0)
-    undeploy_timeout: float = Field(default=1800, gt=0)
-    expiry_hours: float = Field(default=6, gt=0)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> IronicSettings:
-        if not self.cloud and not self.conn_id:
-            raise ValueError("set cloud (a clouds.yaml name) or conn_id (an Airflow connection id)")
-        allowed = [Platform.BARE_METAL.value, Platform.CONTAINER_ON_BARE_METAL.value]
-        for key in [*self.nodes, *self.runtime]:
-            if key not in allowed:
-                raise ValueError(f"unknown platform {key!r} in nodes/runtime (allowed: {', '.join(allowed)})")
-        if any(count < 1 for count in self.nodes.values()):
-            raise ValueError("nodes: every count must be >= 1")
-        if self.address_source == "inventory" and not self.inventory:
-            raise ValueError("address_source inventory needs an inventory map (node name or uuid -> address)")
-        return self
-
-    def node_count(self, platform: str) -> int:
-        return self.nodes.get(platform, 1)
-
-    def runtime_for(self, platform: str) -> str:
-        default = "docker" if platform == Platform.CONTAINER_ON_BARE_METAL.value else "host"
-        return self.runtime.get(platform, default)
-
-
 class BenchmarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
-    provider: Provider = Provider.LOCAL
+    provider: ProviderSettingsUnion = Field(default_factory=LocalSettings)
     platforms: list[Platform] = Field(
         default_factory=lambda: [Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL], min_length=1
     )
@@ -128,7 +56,6 @@ class BenchmarkRequest(BaseModel):
     profile: str = "smoke"
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: AbsolutePath | None = None
-    ironic: IronicSettings | None = None
 
     @field_validator("profile")
     @classmethod
@@ -141,6 +68,15 @@ class BenchmarkRequest(BaseModel):
     def _unique(cls, value: list[Any]) -> list[Any]:
         return list(dict.fromkeys(value))
 
+    @model_validator(mode="after")
+    def _platforms_offered(self) -> BenchmarkRequest:
+        offered = self.provider.platforms
+        for platform in self.platforms:
+            if platform not in offered:
+                raise ValueError(f"platforms: {platform.value!r} is not offered by provider {self.provider.name!r} "
+                                 f"(allowed: {', '.join(p.value for p in offered)})")
+        return self
+
     @property
     def effective_repetitions(self) -> int:
         """Repetitions of the training cells (the request's, else the profile's)."""
@@ -150,9 +86,33 @@ class BenchmarkRequest(BaseModel):
         return self.repetitions or get_profile(self.profile).repetitions_for(suite.value)
 
 
-def parse_request(params: dict[str, Any]) -> BenchmarkRequest:
-    """Validate raw params (trigger form, CLI) into a request, or raise :class:`ConfigError`."""
+def normalize(params: dict[str, Any]) -> dict[str, Any]:
+    """Trigger-form shape -> request shape.
+
+    The form has a ``provider`` drop-down and one object per provider (``ironic``, ...); the
+    request holds the chosen provider's settings as ``provider: {"name": ..., ...}``. A settings
+    object for a provider that was not chosen is an error (it would be silently ignored)."""
     cleaned = {k: v for k, v in params.items() if v is not None and v != ""}
+    provider = cleaned.get("provider", "local")
+    objects = {name: cleaned.pop(name) for name in provider_names() if name in cleaned}
+    if isinstance(provider, str):
+        if provider not in provider_names():
+            raise ConfigError(f"invalid benchmark request:\n  provider: unknown provider {provider!r} "
+                              f"(allowed: {', '.join(provider_names())})")
+        settings = objects.pop(provider, None) or {}
+        if not isinstance(settings, dict):
+            raise ConfigError(f"invalid benchmark request:\n  {provider}: must be an object of settings")
+        cleaned["provider"] = {**settings, "name": provider}
+    if objects:
+        chosen = cleaned["provider"].get("name") if isinstance(cleaned["provider"], dict) else provider
+        raise ConfigError(f"invalid benchmark request:\n  {', '.join(objects)}: settings given but provider is "
+                          f"{chosen!r} (choose that provider or remove the settings)")
+    return cleaned
+
+
+def parse_request(params: dict[str, Any]) -> BenchmarkRequest:
+    """Validate raw params (trigger form, CLI, a Variable) into a request, or raise :class:`ConfigError`."""
+    cleaned = normalize(params)
     try:
         return BenchmarkRequest.model_validate(cleaned)
     except ValidationError as exc:
@@ -162,7 +122,7 @@ def parse_request(params: dict[str, Any]) -> BenchmarkRequest:
 def explain(exc: ValidationError) -> str:
     """One line per bad field: ``field: message (allowed: a, b, c)``."""
     allowed = {
-        "provider": [p.value for p in Provider],
+        "provider": provider_names(),
         "platforms": [p.value for p in Platform],
         "suites": [s.value for s in Suite],
         "models": [m.value for m in ModelName],
@@ -172,11 +132,15 @@ def explain(exc: ValidationError) -> str:
     }
     lines = []
     for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "request"
-        where = ".".join(str(p) for p in error["loc"])
-        key = field if field in allowed else ".".join(str(p) for p in error["loc"][:2])
+        loc = list(error["loc"])
+        if len(loc) > 1 and loc[0] == "provider":
+            loc = loc[1:]  # ("provider", "ironic", "docker_image") -> ironic.docker_image
+        field = str(loc[0]) if loc else "request"
+        where = ".".join(str(p) for p in loc) or "request"
+        key = field if field in allowed else ".".join(str(p) for p in loc[:2])
         hint = f" (allowed: {', '.join(allowed[key])})" if key in allowed else ""
-        lines.append(f"{where}: {error['msg']}{hint}")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"{message}{hint}" if where == "request" and ": " in message else f"{where}: {message}{hint}")
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
 

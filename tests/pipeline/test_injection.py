@@ -40,7 +40,7 @@ def string_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, s
 
 
 def provider_settings() -> dict[str, type[BaseModel]]:
-    from dlbench.config import IronicSettings
+    from dlbench.provisioning.ironic import IronicSettings
 
     return {"ironic": IronicSettings}
 
@@ -64,7 +64,7 @@ def test_shell_metacharacters_are_refused_naming_the_field(provider, tmp_path):
             payload = template.format(marker=marker)
             value: object = {"str": payload, "list": [payload], "dict_key": {payload: "198.18.0.2"},
                              "dict_value": {"node-1": payload}}[shape]
-            settings = {field: value}
+            settings = {"cloud": "devcloud", field: value}
             if field == "inventory":
                 settings["address_source"] = "inventory"
             with pytest.raises(ConfigError) as info:
@@ -89,7 +89,7 @@ def test_valid_names_still_pass():
         "image_source": "https://images.example.org/dlbench-node.qcow2?v=2",
         "image_checksum": "sha256:" + "b" * 64, "address_source": "inventory",
         "inventory": {"node-1": "198.18.1.2", "node-2": "node2.example.org:2222"}}})
-    assert request.ironic is not None and request.ironic.ssh_user == "ubuntu"
+    assert request.provider.name == "ironic" and request.provider.ssh_user == "ubuntu"
 
 
 def test_command_line_quotes_every_word(tmp_path):

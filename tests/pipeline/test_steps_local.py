@@ -15,7 +15,7 @@ def test_run_job_archives_a_document_before_returning():
     jobs = steps.plan(request, "manual__2026-11-22T10:00:00+00:00")
     targets = steps.provision(request, tags)
     assert [t["platform"] for t in targets] == ["bare_metal"]
-    summary = steps.run_job(jobs[0], targets, "local")
+    summary = steps.run_job(jobs[0], targets)
     doc = ResultDocument.read(summary["archive"])
     assert doc.status is Status.OK and doc.run_id == "manual__2026-11-22T10-00-00-00-00"
     assert doc.sample("launch_to_end_time").value >= doc.sample("elapsed_time").value * 0.5
@@ -30,7 +30,7 @@ def test_a_crashing_workload_still_leaves_a_failed_document():
     jobs = steps.plan(request, "crash")
     targets = steps.provision(request, steps.tags_for("crash"))
     with pytest.raises(steps.JobFailed, match="no TFRecord files"):
-        steps.run_job(jobs[0], targets, "local")
+        steps.run_job(jobs[0], targets)
     outcome = steps.outcome("crash", 1)
     assert outcome["counts"]["failed"] == 1 and "no TFRecord files" in outcome["failures"][0]
 
@@ -39,18 +39,32 @@ def test_unavailable_platform_is_recorded_as_skipped():
     request = steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"], "data": ["synthetic"],
                               "repetitions": 1})
     jobs = steps.plan(request, "skip")
-    target = {"name": "x", "platform": "bare_metal", "runtime": "docker", "address": None, "data_dir": None,
-              "extra": {"skip_reason": "container platform skipped: no Docker engine reachable"}}
+    target = {"name": "x", "platform": "bare_metal", "access": {"kind": "docker", "image": "dlbench-workload:latest"},
+              "skip_reason": "container platform skipped: no Docker engine reachable"}
     with pytest.raises(steps.JobSkipped, match="no Docker engine"):
-        steps.run_job(jobs[0], [target], "local")
+        steps.run_job(jobs[0], [target])
     doc = ResultDocument.read(steps.archive_path("skip", jobs[0]["job_id"]))
     assert doc.status is Status.SKIPPED and "no Docker engine" in doc.error
 
 
-def test_local_provider_refuses_cloud_platforms_before_provisioning():
-    request = steps.validate({"platforms": ["virtual_machine"], "models": ["alexnet"]})
-    with pytest.raises(ValueError, match="'virtual_machine' needs a cloud"):
-        steps.provision(request, steps.tags_for("vm"))
+def test_local_provider_refuses_cloud_platforms_at_validation():
+    with pytest.raises(steps.ConfigError, match="'virtual_machine' is not offered by provider 'local'"):
+        steps.validate({"platforms": ["virtual_machine"], "models": ["alexnet"]})
+
+
+def test_scheduled_runs_take_their_request_from_the_variable():
+    form = {"provider": "local", "platforms": ["bare_metal"]}
+    assert steps.request_params(form, scheduled=False, scheduled_request=None) == form
+    with pytest.raises(steps.ConfigError, match="dlbench_scheduled_request"):
+        steps.request_params(form, scheduled=True, scheduled_request=None)
+    with pytest.raises(steps.ConfigError, match="not JSON"):
+        steps.request_params(form, scheduled=True, scheduled_request="{provider: ironic")
+    stored = '{"provider": "ironic", "platforms": ["bare_metal"], "ironic": {"cloud": "prod", "nodes": {"bare_metal": 4}}}'
+    params = steps.request_params(form, scheduled=True, scheduled_request=stored)
+    assert params["provider"] == "ironic" and params["ironic"]["nodes"] == {"bare_metal": 4}
+    from dlbench.config import parse_request
+
+    assert parse_request(params).provider.node_count("bare_metal") == 4  # validated like the form
 
 
 def test_run_tags_carry_the_expiry_of_the_request():
@@ -61,7 +75,7 @@ def test_run_tags_carry_the_expiry_of_the_request():
     local = steps.validate({"platforms": ["bare_metal"], "suites": ["cpu"]})
     assert steps.expiry_for(local, 6) == timedelta(hours=6)
     assert steps.expiry_for(local, 2.5) == timedelta(hours=2.5)  # the dlbench_expiry_hours Variable
-    ironic = {**local, "ironic": {"cloud": "devcloud", "expiry_hours": 1}}
-    assert steps.expiry_for(ironic, 6) == timedelta(hours=1)  # the ironic section wins
+    ironic = {**local, "provider": {"name": "ironic", "cloud": "devcloud", "expiry_hours": 1}}
+    assert steps.expiry_for(ironic, 6) == timedelta(hours=1)  # the provider's settings win
     tags = Tags.from_dict(steps.tags_for("r", expiry=steps.expiry_for(ironic, 6)))
     assert timedelta(minutes=59) < tags.expires_at - datetime.now(UTC) <= timedelta(hours=1)

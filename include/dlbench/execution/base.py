@@ -10,29 +10,12 @@ from __future__ import annotations
 
 import abc
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.config import Job
+from dlbench.execution.targets import Target
 from dlbench.workloads import environment
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a job runs: a platform on a machine. ``runtime`` is ``host`` (a process) or
-    ``docker`` (the workload image on that machine's Docker engine). Serialisable (XCom)."""
-
-    name: str
-    platform: str
-    runtime: str = "host"
-    address: str | None = None
-    data_dir: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-SKIP_REASON = "skip_reason"
-"""Key in ``Target.extra``: the platform cannot run here, and why (its jobs are recorded as skipped)."""
 
 
 class ExecutionError(RuntimeError):

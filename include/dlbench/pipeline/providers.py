@@ -1,61 +1,47 @@
 """Provider backends: what turns a benchmark request into reachable targets and back.
 
-A backend wraps a :class:`~dlbench.provisioning.base.Provisioner` (or, for ``local``, this
-host) and says which :class:`~dlbench.execution.base.Executor` reaches each target. The DAG's
-setup task calls :meth:`ProviderBackend.acquire`, its teardown task :meth:`ProviderBackend.release`.
+Two kinds exist: :class:`~dlbench.pipeline.local_backend.LocalBackend` (this host, nothing to
+provision) and :class:`~dlbench.pipeline.machines.MachineBackend`, the one machine lifecycle
+every cloud provider goes through (its driver fills in the cloud-specific hooks). The DAG's
+validate task calls :meth:`ProviderBackend.preflight`, its setup task
+:meth:`ProviderBackend.acquire`, its teardown task :meth:`ProviderBackend.release`.
+Everything a backend needs comes from the request and the run's tags (both travel in XCom), so
+any worker can run any of these steps.
 """
 
 from __future__ import annotations
 
 import abc
-from pathlib import Path
 
 from dlbench.config import BenchmarkRequest
-from dlbench.execution.base import Executor, Target
+from dlbench.execution.targets import Target
 from dlbench.provisioning.base import Tags
+from dlbench.provisioning.settings import ProviderSettings
 
 
 class ProviderBackend(abc.ABC):
-    name: str = ""
+    @abc.abstractmethod
+    def preflight(self, request: BenchmarkRequest) -> None:
+        """Everything checkable without provisioning (raises ValueError-like errors naming the field)."""
 
     @abc.abstractmethod
-    def acquire(self, request: BenchmarkRequest, tags: Tags, workdir: Path) -> list[Target]:
-        """Provision targets for every requested platform. Must undo its own partial work
-        before raising: Airflow does not run a teardown whose setup failed."""
+    def acquire(self, request: BenchmarkRequest, tags: Tags) -> list[Target]:
+        """Targets for every requested platform. Must undo its own partial work (and remove the
+        run's key) before raising: Airflow does not run a teardown whose setup failed."""
 
     @abc.abstractmethod
-    def release(self, targets: list[Target], tags: Tags, workdir: Path) -> None:
-        """Release everything ``acquire`` made for ``tags.run_id``. Idempotent; runs even when
-        ``targets`` is empty (acquire failed half-way) and must then find resources by tag."""
-
-    @abc.abstractmethod
-    def executor_for(self, target: Target) -> Executor:
-        """The executor that starts workloads on ``target``."""
+    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+        """Release everything of ``tags.run_id``, found by tag (``targets`` may be empty when
+        acquire died half-way). Idempotent."""
 
 
-_BACKENDS: dict[str, type[ProviderBackend]] = {}
+def backend_for(settings: ProviderSettings) -> ProviderBackend:
+    """The backend for a request's provider settings (heavy modules imported lazily)."""
+    if settings.name == "local":
+        from dlbench.pipeline.local_backend import LocalBackend
 
+        return LocalBackend()
+    from dlbench.pipeline.machines import MachineBackend
+    from dlbench.provisioning.registry import driver_for
 
-def register(cls: type[ProviderBackend]) -> type[ProviderBackend]:
-    _BACKENDS[cls.name] = cls
-    return cls
-
-
-def backend(name: str) -> ProviderBackend:
-    if name not in _BACKENDS:
-        _load_builtin()
-    if name not in _BACKENDS:
-        raise ValueError(f"unknown provider {name!r}; allowed: {', '.join(sorted(_BACKENDS))}")
-    return _BACKENDS[name]()
-
-
-def _load_builtin() -> None:
-    """Import the built-in backends lazily (openstacksdk must not load at DAG parse time)."""
-    import importlib
-
-    for module in ("dlbench.pipeline.local_backend", "dlbench.pipeline.ironic_backend"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    return MachineBackend(settings, driver_for(settings))  # type: ignore[arg-type]

@@ -6,11 +6,10 @@ without Airflow, and XCom only ever carries small JSON (no secrets, no documents
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
+import json
 import logging
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -19,10 +18,10 @@ from typing import Any
 
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
-from dlbench.execution.base import SKIP_REASON, Target
-from dlbench.pipeline.providers import backend
+from dlbench.execution.targets import Target
+from dlbench.pipeline.datasets import ensure_dataset
+from dlbench.pipeline.providers import backend_for
 from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
-from dlbench.workloads.profiles import DataKind, get_profile
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -37,23 +36,45 @@ class JobSkipped(RuntimeError):
     """The job's platform is unavailable here; a skipped document records why."""
 
 
+SCHEDULED_REQUEST_VARIABLE = "dlbench_scheduled_request"
+"""Airflow Variable holding the JSON request that scheduled runs benchmark (validated like the form)."""
+
+
 def safe_run_id(run_id: str) -> str:
     """Airflow run ids contain ':' and '+'; ours go into file and resource names."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:80] or "run"
 
 
-def validate(params: dict[str, Any]) -> dict[str, Any]:
-    """Validate the trigger form before anything is provisioned (ConfigError names the field)."""
-    request = parse_request(params)
-    if request.provider.value == "ironic":
-        # Cloud name, credentials, enough nodes: checked before the setup task provisions anything.
-        from dlbench.pipeline import ironic_backend
-        from dlbench.provisioning.ironic import ProvisioningError
+def request_params(form: dict[str, Any], *, scheduled: bool, scheduled_request: str | None) -> dict[str, Any]:
+    """What a run benchmarks: the trigger form, or for a scheduled run the request stored in the
+    Variable :data:`SCHEDULED_REQUEST_VARIABLE`. A scheduled run without it fails: benchmarking the
+    Airflow worker with the form's defaults every week would be silent and wrong."""
+    if not scheduled:
+        return dict(form)
+    if not scheduled_request or not scheduled_request.strip():
+        raise ConfigError(f"invalid benchmark request: scheduled runs take their request from the Airflow Variable "
+                          f"{SCHEDULED_REQUEST_VARIABLE} (JSON, the trigger form's fields), which is not set; "
+                          "set it (docs/scheduling.md) or pause the schedule")
+    try:
+        data = json.loads(scheduled_request)
+    except ValueError as exc:
+        raise ConfigError(f"invalid benchmark request: Variable {SCHEDULED_REQUEST_VARIABLE} is not JSON: "
+                          f"{exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid benchmark request: Variable {SCHEDULED_REQUEST_VARIABLE} must hold a JSON object")
+    return data
 
-        try:
-            ironic_backend.preflight(request)
-        except (ValueError, LookupError, ProvisioningError) as exc:
-            raise ConfigError(f"invalid benchmark request: ironic: {exc}") from None
+
+def validate(params: dict[str, Any]) -> dict[str, Any]:
+    """Validate the request before anything is provisioned (ConfigError names the field); the
+    provider's preflight checks its cloud (names, credentials, capacity) too."""
+    request = parse_request(params)
+    try:
+        backend_for(request.provider).preflight(request)
+    except ConfigError:
+        raise
+    except (ValueError, LookupError, RuntimeError) as exc:
+        raise ConfigError(f"invalid benchmark request: {request.provider.name}: {exc}") from None
     return request.model_dump(mode="json")
 
 
@@ -75,10 +96,10 @@ def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timede
 
 
 def expiry_for(request: dict[str, Any], default_hours: float) -> timedelta:
-    """How long the run's resources may live: the ironic section's ``expiry_hours`` when the
-    request has one, else the deployment default (Airflow Variable ``dlbench_expiry_hours``)."""
-    ironic = request_from(request).ironic
-    return timedelta(hours=ironic.expiry_hours if ironic is not None else default_hours)
+    """How long the run's resources may live: the provider settings' ``expiry_hours`` when set,
+    else the deployment default (Airflow Variable ``dlbench_expiry_hours``)."""
+    hours = request_from(request).provider.expiry_hours
+    return timedelta(hours=hours if hours is not None else default_hours)
 
 
 def tags_from(data: dict[str, Any]) -> Tags:
@@ -88,69 +109,53 @@ def tags_from(data: dict[str, Any]) -> Tags:
     return tags
 
 
-def ensure_dataset(request: BenchmarkRequest) -> str | None:
-    """The real-data directory: the user's (``data_dir``) or a generated ImageNet-format demo set."""
-    if DataKind.REAL not in request.data:
-        return None
-    if request.data_dir:
-        return request.data_dir
-    profile = get_profile(request.profile)
-    size = max(spec.image_size for spec in profile.tf_cnn.values())
-    classes = min(spec.num_classes for spec in profile.tf_cnn.values())
-    target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"
-    if not (target / ".complete").exists():
-        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
-
-        log.info("generating demo ImageNet-format TFRecords in %s", target)
-        write_imagenet_tfrecords(target, images=128, shards=4, image_size=size, num_classes=classes)
-        (target / ".complete").write_text("ok\n")
-    return str(target)
-
-
 def provision(request: dict[str, Any], tags: dict[str, Any]) -> list[dict[str, Any]]:
     """Setup: targets for every platform. The backend undoes its own partial work on failure."""
     req = request_from(request)
-    tag_set = tags_from(tags)
-    data_dir = ensure_dataset(req)
-    workdir = paths.runs_dir() / tag_set.run_id
-    workdir.mkdir(parents=True, exist_ok=True)
-    targets = backend(req.provider.value).acquire(req, tag_set, workdir)
+    targets = backend_for(req.provider).acquire(req, tags_from(tags))
     for target in targets:
-        if SKIP_REASON in target.extra:
-            log.warning("%s: %s", target.platform, target.extra[SKIP_REASON])
-    return [dataclasses.asdict(dataclasses.replace(t, data_dir=t.data_dir or data_dir)) for t in targets]
+        if target.skip_reason:
+            log.warning("%s: %s", target.platform.value, target.skip_reason)
+    return [t.to_xcom() for t in targets]
 
 
 def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[str, Any]] | None) -> None:
-    """Teardown: release whatever the run holds (finds resources by tag when targets is empty)."""
+    """Teardown: release whatever the run holds, found by tag (works when targets is empty and
+    on any worker: everything comes from the request and the tags)."""
     req = request_from(request)
-    tag_set = tags_from(tags)
-    workdir = paths.runs_dir() / tag_set.run_id
-    backend(req.provider.value).release([Target(**t) for t in targets or []], tag_set, workdir)
-    # Everything the run created locally goes too (keys, scratch): results live in the archive.
-    shutil.rmtree(workdir, ignore_errors=True)
+    backend_for(req.provider).release(req, tags_from(tags), [Target.from_xcom(t) for t in targets or []])
 
 
 def pick_target(job: Job, targets: list[Target]) -> Target:
-    candidates = [t for t in targets if t.platform == job.platform.value]
+    candidates = [t for t in targets if t.platform == job.platform]
     if not candidates:
         raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
     return candidates[int(job.job_id, 16) % len(candidates)]
 
 
-def run_job(job: dict[str, Any], targets: list[dict[str, Any]], provider: str, timeout: float = 3600) -> dict[str, Any]:
+def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float = 3600) -> dict[str, Any]:
     """Run one job and archive its document. Raises JobFailed / JobSkipped after archiving, so
     Airflow shows the state while the document still reaches the warehouse."""
+    from dlbench.execution import executor_for
+
     the_job = Job.model_validate(job)
-    target = pick_target(the_job, [Target(**t) for t in targets])
+    all_targets = [Target.from_xcom(t) for t in targets]
+    target = pick_target(the_job, all_targets)
     archive = archive_path(the_job.run_id, the_job.job_id)
     try:
-        if SKIP_REASON in target.extra:
-            raise JobSkipped(target.extra[SKIP_REASON])
-        with network_peer(the_job, target) as peer:
+        if target.skip_reason:
+            raise JobSkipped(target.skip_reason)
+        with network_endpoint(the_job, target, all_targets) as (peer, path):
             if peer is not None:
                 the_job = the_job.model_copy(update={"args": {**the_job.args, "server": peer}})
-            doc = backend(provider).executor_for(target).execute(the_job, target, archive, timeout)
+            doc = executor_for(target).execute(the_job, target, archive, timeout)
+        if path:
+            doc.labels["network_path"] = path
+        doc.labels.setdefault("target", target.name)
+        for key in ("provider", "prepared"):
+            if key in target.labels:
+                doc.labels.setdefault(key, target.labels[key])
+        doc.write(archive)
     except JobSkipped as skip:
         from dlbench.execution.base import failed_document
 
@@ -168,12 +173,31 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], provider: str, t
 
 
 @contextmanager
-def network_peer(job: Job, target: Target) -> Iterator[str | None]:
-    """For the network suite in a local container: serve the endpoints on the host side of the
-    Docker bridge, so the measurement crosses the container's network stack (host <-> container).
-    Only addresses in the benchmarking range 198.18.0.0/15 are used (never a real network)."""
-    if job.suite != "network" or target.runtime != "docker" or target.address:
-        yield target.address if job.suite == "network" and target.address else None
+def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterator[tuple[str | None, str]]:
+    """The network suite's peer: (address the client measures against, path label).
+
+    On provisioned machines the peer is **another instance of the run** of the same platform
+    (bare metal <-> bare metal, container <-> container across machines), never loopback and never
+    the machine itself. Locally, a container measures host <-> container over the Docker bridge and
+    bare metal measures loopback: the two paths differ, and the label says so (the report shows it).
+    Only addresses in the benchmarking range 198.18.0.0/15 are used for the local bridge."""
+    if job.suite != "network":
+        yield None, ""
+        return
+    if target.access.kind in ("ssh", "ssh_docker"):
+        peers = [t for t in targets if t.platform == target.platform and t.instance_id != target.instance_id
+                 and not t.skip_reason]
+        if not peers:
+            raise JobSkipped(f"network suite skipped on {target.platform.value}: it needs a second machine of the "
+                             f"run as its peer (the run has one; ask for 2 nodes of {target.platform.value})")
+        peer = sorted(peers, key=lambda t: t.name)[0]
+        from dlbench.execution.peer import network_peer
+
+        with network_peer(peer) as address:
+            yield address, f"{target.runtime}-to-{peer.runtime} across machines ({target.name} -> {peer.name})"
+        return
+    if target.access.kind == "process":
+        yield None, "loopback (this host)"
         return
     from dlbench.execution.docker import bridge_gateway
     from dlbench.workloads.micro.network import servers
@@ -184,7 +208,7 @@ def network_peer(job: Job, target: Target) -> Iterator[str | None]:
                          "benchmarking range 198.18.0.0/15 (start dockerd with --bip=198.18.200.1/24, "
                          "as `make docker-up` does)")
     with servers(gateway) as (host, _port):
-        yield host
+        yield host, "container-to-host over the Docker bridge"
 
 
 def summarize(doc: ResultDocument, job: Job, archive: Path) -> dict[str, Any]:
@@ -226,7 +250,7 @@ def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
 
 __all__ = [
     "ConfigError", "JobFailed", "JobSkipped", "archive_path", "ensure_dataset", "outcome", "plan",
-    "provision", "release", "run_job", "safe_run_id", "tags_for", "validate",
+    "provision", "release", "request_params", "run_job", "safe_run_id", "tags_for", "validate",
 ]
 
 

@@ -1,18 +1,22 @@
 """The one small provisioning interface every platform driver implements.
 
-Modelled on metalsmith's provisioner: ``create`` reserves and starts instances, ``wait``
-blocks until they are usable, ``address`` says how to reach one, ``delete`` releases, and
-``sweep`` finds what belongs to us and has expired or lost its DAG run. Every resource carries
-:class:`Tags` (run id, DAG run, expiry) so that the janitor can find it and never touches
-anything that is not ours.
+Modelled on metalsmith's provisioner and PerfKit Benchmarker's resource lifecycle:
+``preflight`` checks the cloud before anything is made, ``create`` reserves and starts machines
+(undoing its own partial work), ``wait_ready`` blocks until they are usable, ``delete`` releases
+and returns per-instance timings, and ``find`` lists what belongs to us by tag (release by tag,
+the janitor). Every resource carries :class:`Tags` (run id, DAG run, expiry) so that the janitor
+can find it and never touches anything that is not ours.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
+
+from dlbench.provisioning.polling import Deadline
 
 RESOURCE_PREFIX = "dlbench"
 DEFAULT_EXPIRY = timedelta(hours=6)
@@ -66,15 +70,36 @@ def resource_name(run_id: str, role: str, index: int) -> str:
 
 @dataclass
 class Instance:
-    """A provisioned machine (or container host) that jobs can target."""
+    """A provisioned machine that jobs can target. ``details`` and ``timings`` are JSON-able."""
 
     id: str
     name: str
     platform: str
     provider: str
     tags: Tags
+    role: str = ""
     address: str | None = None
     details: dict[str, object] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Provisioning phases measured by the driver (s), named by the driver (e.g. ``allocate``)."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """``count`` machines in role ``role`` (a short name part: ``bm``, ``vm``...) for ``platform``."""
+
+    role: str
+    platform: str
+    count: int
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """What every machine of the run boots with: the run's public key and cloud-init user data."""
+
+    public_key: str
+    user_data: str = ""
+    key_name: str = "dlbench"
 
 
 @dataclass(frozen=True)
@@ -89,27 +114,38 @@ class SweepAction:
 RunIsActive = Callable[[Tags], bool]
 
 
-class Provisioner(abc.ABC):
-    """create -> wait -> address -> (benchmark) -> delete; sweep for leftovers."""
+class Driver(abc.ABC):
+    """One cloud's machines behind the one lifecycle (PerfKit's BaseResource, metalsmith's API).
 
-    provider: str = ""
+    The generic lifecycle (:class:`dlbench.pipeline.machines.MachineBackend`) owns run keys,
+    rollback, reachability, the prepare stage, timings and release by tag; a driver only fills in
+    these hooks. No other driver method is called by generic code.
+    """
 
-    @abc.abstractmethod
-    def create(self, count: int, tags: Tags, **spec: object) -> list[Instance]:
-        """Reserve and start ``count`` instances. Undo partial work before raising."""
-
-    @abc.abstractmethod
-    def wait(self, instances: list[Instance], timeout: float) -> list[Instance]:
-        """Block until every instance is usable; raise with the cloud's own error otherwise."""
-
-    @abc.abstractmethod
-    def address(self, instance: Instance) -> str:
-        """Where to reach the instance (IP or host name)."""
+    name: ClassVar[str] = ""
+    timing_phases: ClassVar[tuple[str, ...]] = ()
+    """The phases this driver measures, in order (document it for the warehouse)."""
 
     @abc.abstractmethod
-    def delete(self, instances: Iterable[Instance], timeout: float) -> None:
-        """Release the instances and wait until they are gone. Idempotent."""
+    def preflight(self, demands: list[Demand]) -> None:
+        """Raise (naming the settings field) when the cloud can never satisfy ``demands``:
+        unknown cloud, missing credentials, too few machines of the kind. Provisions nothing."""
 
     @abc.abstractmethod
-    def sweep(self, is_active: RunIsActive, now: datetime | None = None, dry_run: bool = False) -> list[SweepAction]:
-        """Release our resources that expired or whose run is no longer active."""
+    def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
+        """Reserve and start ``demand.count`` machines, named with :func:`resource_name` and
+        tagged with ``tags``. Undo its own partial work before raising."""
+
+    @abc.abstractmethod
+    def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
+        """Block until every instance is up and has an address; raise with the cloud's own
+        error otherwise (the lifecycle releases)."""
+
+    @abc.abstractmethod
+    def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
+        """Release the instances and wait until gone; seconds per instance id. Idempotent."""
+
+    @abc.abstractmethod
+    def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
+        """Our resources (by tag) grouped by run id; only ``run_id``'s when given. Never lists
+        anything without our tag."""

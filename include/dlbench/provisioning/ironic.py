@@ -8,8 +8,10 @@ SSH public key; poll until ``active`` (``deploy failed``/``error`` surface Ironi
 allocation. Every wait has a deadline and its own polling interval; transient API errors are
 retried (see :mod:`dlbench.provisioning.polling`).
 
-Failure rule (Airflow 3 does not run a teardown whose setup failed): :meth:`IronicProvisioner.create`
-and :meth:`IronicProvisioner.wait` release everything they were given before they raise.
+This module is one provider of the machine lifecycle: :class:`IronicSettings` (what the request
+says) and :class:`IronicDriver` (the :class:`~dlbench.provisioning.base.Driver` hooks). Failure
+rule: :meth:`IronicDriver.create` releases what it allocated before it raises; everything after
+(a failed deploy, SSH, prepare) is released by the generic lifecycle, by tag.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Literal
 
-from dlbench.provisioning.base import Instance, Provisioner, RunIsActive, SweepAction, Tags, resource_name
+from pydantic import Field, model_validator
+
+from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
+from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags, resource_name
 from dlbench.provisioning.polling import Deadline, WaitTimeout, poll, retry_call
+from dlbench.provisioning.settings import OpenStackSettings, Runtime
+from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
 
@@ -43,39 +48,50 @@ class NoCapacity(ProvisioningError):
     """No free node matches right now (others hold them); worth retrying until the deadline."""
 
 
-@dataclass
-class IronicSpec:
-    """What to ask Ironic for; mirrors :class:`dlbench.config.IronicSettings` (no secrets)."""
+class IronicSettings(OpenStackSettings):
+    """Bare-metal nodes from Ironic (standalone, metalsmith-style: allocations, no Nova)."""
 
-    resource_class: str = "dlbench-bm"
-    traits: list[str] = field(default_factory=list)
-    image_source: str = "dlbench-bare-metal-image"
-    image_checksum: str | None = None
-    root_gb: int = 10
-    address_source: str = "extra"
-    address_extra_key: str = "test_host_address"
-    inventory: dict[str, str] = field(default_factory=dict)
-    poll_interval: float = 1.0
-    allocate_timeout: float = 120
-    api_retry_seconds: float = 120
+    name: Literal["ironic"] = "ironic"
+    platforms: ClassVar[dict[Platform, Runtime]] = {
+        Platform.BARE_METAL: "host", Platform.CONTAINER_ON_BARE_METAL: "docker"}
 
-    @classmethod
-    def from_settings(cls, settings: Any) -> IronicSpec:
-        return cls(**{k: getattr(settings, k) for k in cls.__dataclass_fields__ if hasattr(settings, k)})
+    resource_class: ResourceClass = "dlbench-bm"
+    traits: list[Trait] = Field(default_factory=list)
+    image_source: ImageSource = Field(default="dlbench-node", description="Glance image or URL to deploy")
+    image_checksum: Checksum | None = None
+    root_gb: int = Field(default=10, ge=1, le=100_000)
+    address_source: Literal["extra", "port", "inventory"] = "extra"
+    address_extra_key: Name = "test_host_address"
+    inventory: dict[Name, Host] = Field(default_factory=dict, description="node name or uuid -> address")
+    allocate_timeout: float = Field(default=120, gt=0, le=6 * 3600)
+    api_retry_seconds: float = Field(default=120, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _inventory(self) -> IronicSettings:
+        if self.address_source == "inventory" and not self.inventory:
+            raise ValueError("address_source inventory needs an inventory map (node name or uuid -> address)")
+        return self
 
 
-class IronicProvisioner(Provisioner):
-    """See the module docstring. ``conn`` is an openstacksdk Connection (:mod:`dlbench.hooks.openstack`)."""
+class IronicDriver(Driver):
+    """See the module docstring. The connection is opened on first use (lazily: the validate
+    task's preflight and the janitor build drivers too)."""
 
-    provider = PROVIDER
+    name = PROVIDER
+    timing_phases = ("allocate", "deploy_to_active", "undeploy")
 
-    def __init__(self, conn: Any, spec: IronicSpec | None = None) -> None:
-        self.conn = conn
-        self.spec = spec or IronicSpec()
-        self.last_undeploy: dict[str, float] = {}
+    def __init__(self, settings: IronicSettings, conn: Any = None) -> None:
+        self.spec = settings
+        self._conn = conn
 
     def __repr__(self) -> str:  # the connection object may know credentials: never print it
-        return f"IronicProvisioner(resource_class={self.spec.resource_class!r})"
+        return f"IronicDriver(resource_class={self.spec.resource_class!r})"
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            self._conn = self.spec.connect()
+        return self._conn
 
     # -- API access with retries --------------------------------------------------------------
     @property
@@ -94,8 +110,9 @@ class IronicProvisioner(Provisioner):
         wanted = set(self.spec.traits)
         return [n for n in nodes if not n.is_maintenance and wanted <= set(n.traits or [])]
 
-    def preflight(self, count: int) -> None:
-        """Fail before provisioning when the resource class cannot ever hold ``count`` nodes."""
+    def preflight(self, demands: list[Demand]) -> None:
+        """Fail before provisioning when the resource class cannot ever hold the nodes."""
+        count = sum(d.count for d in demands)
         try:
             nodes = self.matching_nodes()
         except Exception as exc:  # noqa: BLE001 - any failure here means: cannot reach the cloud
@@ -109,45 +126,44 @@ class IronicProvisioner(Provisioner):
                                     f"{self.spec.resource_class!r}{traits} has only {len(nodes)}")
 
     # -- create / wait -------------------------------------------------------------------------
-    def create(self, count: int, tags: Tags, **spec: object) -> list[Instance]:
-        """Allocate ``count`` nodes and start their deployment (config drive from ``spec``:
-        ``public_key``, ``user_data``, ``role``, ``platform``). Releases its partial work on error.
+    def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
+        """Allocate ``demand.count`` nodes and start their deployment with a config drive carrying
+        ``boot``. Releases its partial work on error.
 
         All or nothing: when the resource class runs out of free nodes half-way, the allocations
         made so far are given back and the whole set is retried (jittered backoff) until
         ``allocate_timeout``, so two runs that each hold half of what they need cannot deadlock."""
-        role = str(spec.get("role", "bm"))
-        platform = str(spec.get("platform", "bare_metal"))
-        deadline = Deadline(self.spec.allocate_timeout, f"allocating {count} node(s) for run {tags.run_id}")
+        allocate = Deadline(min(self.spec.allocate_timeout, max(deadline.remaining(), 0.1)),
+                            f"allocating {demand.count} node(s) for run {tags.run_id}")
         instances: list[Instance] = []
         try:
             attempt = 0
             while True:
                 attempt += 1
                 try:
-                    for index in range(count):
-                        instances.append(self._allocate(resource_name(tags.run_id, role, index), tags, platform,
-                                                        deadline))
+                    for index in range(demand.count):
+                        instances.append(self._allocate(resource_name(tags.run_id, demand.role, index), tags,
+                                                        demand, allocate))
                     break
                 except NoCapacity as exc:
-                    self.delete(instances, timeout=max(60.0, self.spec.allocate_timeout))
+                    self._release_quietly(instances)
                     instances = []
                     pause = min(self.spec.poll_interval * 2 ** min(attempt, 5), 10.0) * random.uniform(0.5, 1.5)
-                    if deadline.remaining() <= pause:
-                        raise ProvisioningError(f"{deadline.what}: not enough free nodes in resource class "
-                                                f"{self.spec.resource_class!r} within {deadline.seconds:.0f} s "
+                    if allocate.remaining() <= pause:
+                        raise ProvisioningError(f"{allocate.what}: not enough free nodes in resource class "
+                                                f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s "
                                                 f"(other runs hold them): {exc}") from None
                     log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
                     time.sleep(pause)
             for instance in instances:
-                self._deploy(instance, tags, str(spec.get("public_key", "")), str(spec.get("user_data", "")))
+                self._deploy(instance, tags, boot)
         except BaseException as exc:
             log.error("provisioning failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
-            self._release_quietly(instances, tags)
+            self._release_quietly(instances)
             raise
         return instances
 
-    def _allocate(self, name: str, tags: Tags, platform: str, deadline: Deadline) -> Instance:
+    def _allocate(self, name: str, tags: Tags, demand: Demand, deadline: Deadline) -> Instance:
         started = time.monotonic()
         alloc = self._call("create allocation", self.bm.create_allocation, name=name,
                            resource_class=self.spec.resource_class, traits=list(self.spec.traits) or None,
@@ -160,16 +176,16 @@ class IronicProvisioner(Provisioner):
             raise
         if alloc.state == "active":
             log.info("allocation %s -> node %s", name, alloc.node_id)
-            return Instance(id=alloc.node_id, name=name, platform=platform, provider=PROVIDER, tags=tags,
-                            details={"allocation_id": alloc.id, "node_id": alloc.node_id,
-                                     "timings": {"allocate": time.monotonic() - started}})
+            return Instance(id=alloc.node_id, name=name, platform=demand.platform, provider=PROVIDER, tags=tags,
+                            role=demand.role, details={"allocation_id": alloc.id, "node_id": alloc.node_id},
+                            timings={"allocate": time.monotonic() - started})
         error = alloc.last_error or f"allocation ended in state {alloc.state}"
         self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
         if any(word in error.lower() for word in NO_CAPACITY):
             raise NoCapacity(error)
         raise ProvisioningError(f"allocation {name} failed: {error}")
 
-    def _deploy(self, instance: Instance, tags: Tags, public_key: str, user_data: str) -> None:
+    def _deploy(self, instance: Instance, tags: Tags, boot: BootConfig) -> None:
         node_id = instance.id
         instance_info = {"image_source": self.spec.image_source, "root_gb": str(self.spec.root_gb),
                          "display_name": instance.name, **tags.as_dict()}
@@ -180,48 +196,47 @@ class IronicProvisioner(Provisioner):
         self._call("tag node", self.bm.patch_node, node_id, patch)
         config_drive = {
             "meta_data": {"uuid": node_id, "name": instance.name, "hostname": instance.name,
-                          "public_keys": {"dlbench": public_key} if public_key else {}},
-            "user_data": user_data or "#cloud-config\n{}\n",
+                          "public_keys": {boot.key_name: boot.public_key} if boot.public_key else {}},
+            "user_data": boot.user_data or "#cloud-config\n{}\n",
         }
         instance.details["deploy_started"] = time.monotonic()
         self._call("deploy", self.bm.set_node_provision_state, node_id, "active", config_drive=config_drive, wait=False)
         log.info("deploying %s on node %s", instance.name, node_id)
 
-    def wait(self, instances: list[Instance], timeout: float) -> list[Instance]:
-        """Poll every node until ``active``; a failed node raises with its ``last_error`` after
-        every given instance has been released."""
-        try:
-            deadline = Deadline(timeout, f"deploy of {len(instances)} node(s)")
-            pending = {inst.id: inst for inst in instances}
-            while pending:
-                for node_id, inst in list(pending.items()):
-                    node = retry_call(lambda n=node_id: self.bm.get_node(n), deadline,
-                                      first_delay=self.spec.poll_interval, what="deploy wait")
-                    if node.provision_state == "active":
-                        started = float(inst.details.get("deploy_started", time.monotonic()))
-                        inst.details.setdefault("timings", {})["deploy_to_active"] = time.monotonic() - started
-                        inst.address = self.address_of(node)
-                        del pending[node_id]
-                    elif node.provision_state in FAILED_STATES:
-                        raise ProvisioningError(f"node {node.name or node_id} ({inst.name}): "
-                                                f"{node.provision_state}: {node.last_error or 'no last_error'}")
-                if pending:
-                    if deadline.expired():
-                        states = ", ".join(f"{i.name}" for i in pending.values())
-                        raise WaitTimeout(f"deploy not active within {timeout:.0f} s: {states}")
-                    time.sleep(min(self.spec.poll_interval, deadline.remaining()))
-        except BaseException as exc:
-            log.error("deploy failed (%s); releasing all %d node(s) of this step", exc, len(instances))
-            self._release_quietly(instances, instances[0].tags if instances else None)
-            raise
+    def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
+        """Poll every node until ``active``; a failed node raises with its ``last_error`` (the
+        lifecycle then releases the run)."""
+        pending = {inst.id: inst for inst in instances}
+        while pending:
+            for node_id, inst in list(pending.items()):
+                node = retry_call(lambda n=node_id: self.bm.get_node(n), deadline,
+                                  first_delay=self.spec.poll_interval, what="deploy wait")
+                if node.provision_state == "active":
+                    started = float(inst.details.get("deploy_started", time.monotonic()))  # type: ignore[arg-type]
+                    inst.timings["deploy_to_active"] = time.monotonic() - started
+                    inst.address = self.address_of(node)
+                    del pending[node_id]
+                elif node.provision_state in FAILED_STATES:
+                    error = node.last_error or self._late_last_error(node_id)
+                    raise ProvisioningError(f"node {node.name or node_id} ({inst.name}): "
+                                            f"{node.provision_state}: {error or 'no last_error'}")
+            if pending:
+                if deadline.expired():
+                    names = ", ".join(i.name for i in pending.values())
+                    raise WaitTimeout(f"deploy not active within {deadline.seconds:.0f} s: {names}")
+                time.sleep(min(self.spec.poll_interval, deadline.remaining()))
         return instances
 
-    # -- addresses -----------------------------------------------------------------------------
-    def address(self, instance: Instance) -> str:
-        if instance.address:
-            return instance.address
-        return self.address_of(self._call("get node", self.bm.get_node, instance.id))
+    def _late_last_error(self, node_id: str) -> str:
+        """Ironic may show ``deploy failed`` a moment before it writes ``last_error``: re-read."""
+        for _ in range(10):
+            time.sleep(0.3)
+            error = self._call("get node", self.bm.get_node, node_id).last_error
+            if error:
+                return str(error)
+        return ""
 
+    # -- addresses -----------------------------------------------------------------------------
     def address_of(self, node: Any) -> str:
         source = self.spec.address_source
         if source == "inventory":
@@ -251,21 +266,34 @@ class IronicProvisioner(Provisioner):
                     return str(fixed[0]["ip_address"])
         raise ProvisioningError(f"node {node.name or node.id}: no port carries an address (extra.ip_address or a VIF)")
 
-    # -- delete / sweep ------------------------------------------------------------------------
-    def delete(self, instances: Iterable[Instance], timeout: float) -> None:
-        """Undeploy -> ``available`` -> drop our tags -> delete the allocation. Idempotent."""
-        deadline = Deadline(timeout, "release")
-        errors = []
-        for inst in instances:
+    # -- delete / find -------------------------------------------------------------------------
+    def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
+        """Undeploy -> ``available`` -> drop our tags -> delete the allocation, all nodes in
+        parallel (each within the deadline). Idempotent; seconds of undeploy per node id."""
+        instances = list(instances)
+        if not instances:
+            return {}
+        timings: dict[str, float] = {}
+        errors: list[str] = []
+
+        def one(inst: Instance) -> None:
             try:
-                self._release_one(inst.id, str(inst.details.get("allocation_id") or ""), inst.tags.run_id, deadline)
+                seconds = self._release_one(inst.id, str(inst.details.get("allocation_id") or ""),
+                                            inst.tags.run_id, deadline)
+                if seconds is not None:
+                    timings[inst.id] = seconds
             except Exception as exc:  # noqa: BLE001 - release the others, then report all
                 errors.append(f"{inst.name}: {exc}")
+
+        with ThreadPoolExecutor(max_workers=min(16, len(instances)), thread_name_prefix="ironic-release") as pool:
+            list(pool.map(one, instances))
         if errors:
             raise ProvisioningError("release incomplete: " + "; ".join(errors))
+        return timings
 
-    def _release_one(self, node_id: str, allocation_id: str, run_id: str, deadline: Deadline) -> None:
+    def _release_one(self, node_id: str, allocation_id: str, run_id: str, deadline: Deadline) -> float | None:
         node = self._get_node(node_id, deadline) if node_id else None
+        seconds = None
         if node is not None and self._ours(node, run_id, allocation_id):
             started = time.monotonic()
             if node.provision_state not in STABLE_STATES | UNDEPLOYABLE:  # e.g. deploying: let it settle
@@ -277,7 +305,7 @@ class IronicProvisioner(Provisioner):
                 node = poll(lambda: self.bm.get_node(node_id),
                             lambda n: n.provision_state in ("available", "manageable", "clean failed", "error"),
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
-                self.last_undeploy[node_id] = time.monotonic() - started
+                seconds = time.monotonic() - started
                 if node.provision_state not in ("available", "manageable"):
                     raise ProvisioningError(f"node {node.name or node_id} undeploy ended in {node.provision_state}: "
                                             f"{node.last_error or 'no last_error'}")
@@ -286,6 +314,7 @@ class IronicProvisioner(Provisioner):
         if allocation_id:
             retry_call(lambda: self.bm.delete_allocation(allocation_id, ignore_missing=True), deadline,
                        first_delay=self.spec.poll_interval, what="delete allocation")
+        return seconds
 
     def _get_node(self, node_id: str, deadline: Deadline) -> Any:
         from openstack import exceptions
@@ -310,14 +339,14 @@ class IronicProvisioner(Provisioner):
             retry_call(lambda: self.bm.patch_node(node.id, patch), deadline, first_delay=self.spec.poll_interval,
                        what="untag node")
 
-    def _release_quietly(self, instances: list[Instance], tags: Tags | None) -> None:
+    def _release_quietly(self, instances: list[Instance]) -> None:
         try:
-            self.delete(instances, timeout=max(600.0, self.spec.allocate_timeout))
+            self.delete(instances, Deadline(max(600.0, self.spec.allocate_timeout), "release after failure"))
         except Exception as exc:  # noqa: BLE001 - the original error is what the caller must see
             log.error("partial release failed (the janitor will retry by tag): %s", exc)
 
-    def owned(self, run_id: str | None = None) -> dict[str, list[Instance]]:
-        """Our resources by run id (nodes by extra tags, allocations by extra tags); untagged
+    def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
+        """Our resources by run id (allocations and nodes by their extra tags); untagged
         resources are never listed."""
         by_run: dict[str, dict[str, Instance]] = {}
         for alloc in self._call("list allocations", lambda: list(self.bm.allocations())):
@@ -337,33 +366,3 @@ class IronicProvisioner(Provisioner):
                 known[node.id] = Instance(id=node.id, name=node.name or node.id, platform="", provider=PROVIDER,
                                           tags=tags, details={"allocation_id": node.allocation_id or ""})
         return {run: list(items.values()) for run, items in by_run.items()}
-
-    def release_run(self, run_id: str, timeout: float) -> list[str]:
-        """Release every resource tagged with ``run_id`` (the teardown; works with no targets)."""
-        instances = self.owned(run_id).get(run_id, [])
-        self.delete(instances, timeout)
-        return [i.name for i in instances]
-
-    def sweep(self, is_active: RunIsActive, now: datetime | None = None, dry_run: bool = False,
-              timeout: float = 1800) -> list[SweepAction]:
-        now = now or datetime.now(UTC)
-        actions = []
-        for instances in self.owned().values():
-            tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
-            if tags.expired(now):
-                reason = f"expired at {tags.expires_at.isoformat()}"
-            elif not is_active(tags):
-                reason = f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running"
-            else:
-                continue
-            error = ""
-            if not dry_run:
-                try:
-                    self.delete(instances, timeout)
-                except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
-                    error = str(exc)
-            for inst in instances:
-                actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
-                                           name=inst.name, reason=reason, released=not dry_run and not error,
-                                           error=error))
-        return actions

@@ -1,0 +1,43 @@
+"""The real-data set of a run: the user's ``data_dir`` or a generated ImageNet-format demo set.
+
+The study replicates ImageNet on every node, so remote machines get a staged copy (see
+:mod:`dlbench.execution.staging`) at :func:`remote_dataset_dir`; a ``data_dir`` the user names
+is expected to exist on the machines already and is used as is.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from dlbench import paths
+from dlbench.config import BenchmarkRequest
+from dlbench.workloads.profiles import DataKind, get_profile
+
+log = logging.getLogger(__name__)
+
+REMOTE_DATA_ROOT = "/var/tmp/dlbench/data"
+"""Where staged data sets live on a machine: disk-backed, writable without root, survives a reboot."""
+
+
+def ensure_dataset(request: BenchmarkRequest) -> str | None:
+    """The real-data directory on this worker: the user's (``data_dir``) or a generated demo set."""
+    if DataKind.REAL not in request.data:
+        return None
+    if request.data_dir:
+        return request.data_dir
+    profile = get_profile(request.profile)
+    size = max(spec.image_size for spec in profile.tf_cnn.values())
+    classes = min(spec.num_classes for spec in profile.tf_cnn.values())
+    target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"
+    if not (target / ".complete").exists():
+        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
+
+        log.info("generating demo ImageNet-format TFRecords in %s", target)
+        write_imagenet_tfrecords(target, images=128, shards=4, image_size=size, num_classes=classes)
+        (target / ".complete").write_text("ok\n")
+    return str(target)
+
+
+def remote_dataset_dir(local: Path) -> str:
+    return f"{REMOTE_DATA_ROOT}/{local.name}"

@@ -1,0 +1,136 @@
+"""The leak janitor: release our resources whose expiry passed or whose DAG run has ended.
+
+Why a janitor at all: a worker killed mid-provisioning, a teardown that failed three times, or a
+DAG run marked failed by hand can each leave a GPU node deployed. Every resource carries
+:class:`~dlbench.provisioning.base.Tags`; the janitor lists tagged resources only (each driver's
+``find``), so anything without our tag is never touched.
+
+Which clouds: configuration, not code. The Airflow Variable :data:`CLOUDS_VARIABLE` holds a JSON
+list of provider settings objects, the same schema as a request's provider
+(``[{"name": "ironic", "cloud": "production"}]``); every registered provider with a driver can
+appear there. The janitor DAG's ``clouds`` param overrides it for one run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from dlbench.provisioning.base import RunIsActive, SweepAction, Tags
+from dlbench.provisioning.polling import Deadline
+from dlbench.provisioning.registry import driver_for, parse_settings
+from dlbench.provisioning.settings import MachineSettings, ProviderSettings
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATES = ("queued", "running")
+CLOUDS_VARIABLE = "dlbench_janitor_clouds"
+
+
+def clouds_from(raw: str | list[dict[str, Any]] | None) -> list[ProviderSettings]:
+    """Provider settings to sweep, from the Variable's JSON (or the DAG param's list)."""
+    if raw is None or raw == "" or raw == []:
+        return []
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(data, list):
+        raise ValueError(f"{CLOUDS_VARIABLE} must be a JSON list of provider settings objects, e.g. "
+                         '[{"name": "ironic", "cloud": "production"}]')
+    clouds = [parse_settings(item) for item in data]
+    for settings in clouds:
+        if not isinstance(settings, MachineSettings):
+            raise ValueError(f"{CLOUDS_VARIABLE}: provider {settings.name!r} provisions nothing to sweep")
+    return clouds
+
+
+def airflow_run_is_active(count_runs: Callable[..., int]) -> RunIsActive:
+    """``is_active`` backed by Airflow's metadata: ``count_runs`` is the task SDK's
+    ``RuntimeTaskInstance.get_dr_count`` (works under ``dag.test()`` and on workers, no REST).
+    Resources without a DAG run (CLI, tests) are governed by their expiry only."""
+    cache: dict[tuple[str, str], bool] = {}
+
+    def is_active(tags: Tags) -> bool:
+        if not tags.dag_id or not tags.dag_run_id:
+            return True
+        key = (tags.dag_id, tags.dag_run_id)
+        if key not in cache:
+            try:
+                cache[key] = count_runs(dag_id=tags.dag_id, run_ids=[tags.dag_run_id], states=list(ACTIVE_STATES)) > 0
+            except Exception as exc:  # noqa: BLE001 - unknown state: keep the resource, expiry will catch it
+                log.warning("cannot read the state of DAG run %s/%s (%s); keeping it until expiry", *key, exc)
+                cache[key] = True
+        return cache[key]
+
+    return is_active
+
+
+def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: datetime | None = None,
+                   dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """(released or would-release actions, kept runs with the reason) for one cloud."""
+    now = now or datetime.now(UTC)
+    driver = driver_for(settings)
+    actions, kept = [], []
+    for run_id, instances in driver.find().items():
+        tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
+        if tags.expired(now):
+            reason = f"expired at {tags.expires_at.isoformat()}"
+        elif not is_active(tags):
+            reason = f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running"
+        else:
+            kept.append({"run_id": run_id, "resources": str(len(instances)),
+                         "reason": f"run still active, expires at {tags.expires_at.isoformat()}"})
+            continue
+        error = ""
+        if not dry_run:
+            try:
+                driver.delete(instances, Deadline(settings.release_timeout, f"janitor release of run {run_id}"))
+            except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
+                error = str(exc)
+        for inst in instances:
+            actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
+                                       name=inst.name, reason=reason, released=not dry_run and not error, error=error))
+    return actions, kept
+
+
+def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bool = False, docker: bool = True,
+          now: datetime | None = None) -> dict[str, Any]:
+    """Sweep every configured cloud and the local Docker engine; a JSON-able report of what was
+    (or, dry run, would be) released, what was kept and why, and errors."""
+    report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "errors": []}
+    if not clouds:
+        log.info("janitor: no clouds configured (Airflow Variable %s); sweeping local containers only",
+                 CLOUDS_VARIABLE)
+    for settings in clouds:
+        where = f"{settings.name}:{getattr(settings, 'conn_id', None) or getattr(settings, 'cloud', '')}"
+        try:
+            actions, kept = sweep_provider(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
+            report["errors"].append(f"{where}: {type(exc).__name__}: {exc}")
+            continue
+        report["released"] += [{"cloud": where, **dataclasses.asdict(a)} for a in actions]
+        report["kept"] += [{"cloud": where, **k} for k in kept]
+    if docker:
+        try:
+            from dlbench.execution.image import docker_available
+
+            if docker_available()[0]:
+                from dlbench.execution.docker import sweep_containers
+
+                report["containers"] = sweep_containers(now=now, dry_run=dry_run)
+        except Exception as exc:  # noqa: BLE001
+            report["errors"].append(f"docker: {type(exc).__name__}: {exc}")
+    verb = "would release" if dry_run else "released"
+    for action in report["released"]:
+        log.info("%s %s on %s (%s)%s", verb, action["name"], action["cloud"], action["reason"],
+                 f" ERROR: {action['error']}" if action["error"] else "")
+    for item in report["kept"]:
+        log.info("kept run %s on %s (%s resources): %s", item["run_id"], item["cloud"], item["resources"],
+                 item["reason"])
+    for name in report["containers"]:
+        log.info("%s container %s (expired)", verb, name)
+    log.info("janitor: %d resource(s) %s, %d run(s) kept, %d container(s), %d error(s)", len(report["released"]),
+             verb, len(report["kept"]), len(report["containers"]), len(report["errors"]))
+    return report

@@ -1,0 +1,292 @@
+"""The one machine lifecycle every cloud provider goes through (PerfKit's BaseResource shape).
+
+A driver (:class:`~dlbench.provisioning.base.Driver`) fills in preflight / create / wait_ready /
+delete / find; this backend owns everything providers share:
+
+1. **plan**: machines per platform (``nodes``), container platforms on the host platform's
+   machines when ``share_nodes``;
+2. **run key**: a fresh ed25519 key per run (0600, under ``$DLBENCH_HOME/runs/<run>/ssh``), its
+   public half in every machine's boot config; the private key never travels (not in XCom, not
+   in targets: they carry its path);
+3. **create -> wait ready -> reachable over SSH -> prepare -> stage data**, per machine in
+   parallel, each phase timed (the driver's own phases plus ``reachable_over_ssh``, ``prepare``,
+   ``stage_data``);
+4. **rollback**: any failure (``BaseException``: Airflow's task timeout too) releases everything
+   tagged with the run and removes the run's key before the error propagates (Airflow skips a
+   teardown whose setup failed);
+5. **release by tag**: from the request and the tags alone (both in XCom), so it works on any
+   worker and when setup died half-way; then the provisioning timings go to the archive as
+   ``provisioning`` documents, and the run's key is removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlbench import paths
+from dlbench.config import BenchmarkRequest, Suite
+from dlbench.execution.targets import SSHDocker, SSHHost, Target
+from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
+from dlbench.pipeline.providers import ProviderBackend
+from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags
+from dlbench.provisioning.polling import Deadline
+from dlbench.provisioning.settings import MachineSettings
+from dlbench.workloads.profiles import DataKind
+from dlbench.workloads.result import Platform
+
+log = logging.getLogger(__name__)
+
+ROLES = {Platform.BARE_METAL: "bm", Platform.CONTAINER_ON_BARE_METAL: "cbm", Platform.VIRTUAL_MACHINE: "vm",
+         Platform.CONTAINER_ON_VM: "cvm"}
+"""Short role names in resource names (``dlbench-<run>-<role>-<n>``)."""
+
+
+# --- the run's SSH key -------------------------------------------------------------------------
+
+def key_dir(run_id: str) -> Path:
+    return paths.runs_dir() / run_id / "ssh"
+
+
+def generate_keypair(directory: Path) -> tuple[Path, str]:
+    """A fresh ed25519 keypair: (private key path, OpenSSH public key line). 0700 dir, 0600 key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    path = directory / "id_ed25519"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(private)
+    os.chmod(path, 0o600)
+    line = public.decode() + " dlbench"
+    path.with_suffix(".pub").write_text(line + "\n")
+    return path, line
+
+
+def remove_run_state(run_id: str) -> None:
+    """The run's private state on this worker (key, known_hosts): gone on every exit path."""
+    shutil.rmtree(paths.runs_dir() / run_id, ignore_errors=True)
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+@dataclass
+class Machine:
+    """One provisioned instance and the platforms that run on it."""
+
+    instance: Instance
+    platforms: list[Platform] = field(default_factory=list)
+    python: str = "python3"
+    pythonpath: str | None = None
+    data_dir: str | None = None
+    skip_docker: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def plan_demands(request: BenchmarkRequest, settings: MachineSettings) -> list[Demand]:
+    """Machines per platform; a container platform shares its host platform's machines when
+    ``share_nodes`` is set and that platform is requested too."""
+    demands = []
+    for platform in request.platforms:
+        host = settings.host_platform_of(platform)
+        if settings.share_nodes and host is not None and host in request.platforms:
+            continue
+        demands.append(Demand(role=ROLES[platform], platform=platform.value, count=settings.node_count(platform)))
+    return demands
+
+
+class MachineBackend(ProviderBackend):
+    """See the module docstring."""
+
+    def __init__(self, settings: MachineSettings, driver: Driver) -> None:
+        self.settings = settings
+        self.driver = driver
+
+    # -- validate -------------------------------------------------------------------------------
+    def preflight(self, request: BenchmarkRequest) -> None:
+        self.driver.preflight(plan_demands(request, self.settings))
+
+    # -- setup ----------------------------------------------------------------------------------
+    def acquire(self, request: BenchmarkRequest, tags: Tags) -> list[Target]:
+        s = self.settings
+        demands = plan_demands(request, s)
+        self.driver.preflight(demands)
+        generated = s.ssh_key_path is None
+        try:
+            if generated:
+                key_path, public = generate_keypair(key_dir(tags.run_id))
+            else:
+                key_path = Path(str(s.ssh_key_path))
+                public = Path(f"{s.ssh_key_path}.pub").read_text().strip()
+                key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
+            known_hosts = str(key_dir(tags.run_id) / "known_hosts")
+            boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
+            deadline = Deadline(s.ready_timeout, f"machines of run {tags.run_id} ready")
+            by_platform: dict[Platform, list[Instance]] = {}
+            for demand in demands:
+                by_platform[Platform(demand.platform)] = self.driver.create(demand, tags, boot, deadline)
+            machines = self._machines(request, by_platform)
+            self.driver.wait_ready([m.instance for m in machines], deadline)
+            self._make_ready(request, machines, str(key_path), known_hosts)
+            return self._targets(request, tags, by_platform, machines, str(key_path), known_hosts)
+        except BaseException as exc:
+            log.error("acquire failed (%s: %s); releasing every resource tagged with run %s",
+                      type(exc).__name__, exc, tags.run_id)
+            try:
+                self._release_by_tag(tags)
+            except Exception as cleanup:  # noqa: BLE001 - the janitor retries by tag; keep the first error
+                log.error("release after failed acquire incomplete (the janitor will retry): %s", cleanup)
+            finally:
+                remove_run_state(tags.run_id)
+            raise
+
+    def _machines(self, request: BenchmarkRequest, by_platform: dict[Platform, list[Instance]]) -> list[Machine]:
+        machines: dict[str, Machine] = {}
+        for platform in request.platforms:
+            for inst in self._instances_for(platform, by_platform):
+                machines.setdefault(inst.id, Machine(instance=inst)).platforms.append(platform)
+        return list(machines.values())
+
+    def _instances_for(self, platform: Platform, by_platform: dict[Platform, list[Instance]]) -> list[Instance]:
+        if platform in by_platform:
+            return by_platform[platform]
+        return by_platform[self.settings.host_platform_of(platform)]  # type: ignore[index]
+
+    def _make_ready(self, request: BenchmarkRequest, machines: list[Machine], key_path: str,
+                    known_hosts: str) -> None:
+        """Reachable over SSH, prepared, data staged: every machine in parallel, each timed."""
+        s = self.settings
+        local_data = ensure_dataset(request) if not request.data_dir else None
+        needs_data = DataKind.REAL in request.data or Suite.DISK in request.suites
+
+        def ready(machine: Machine) -> None:
+            from dlbench.execution.ssh import RemoteHost, wait_reachable
+
+            inst = machine.instance
+            inst.timings["reachable_over_ssh"] = wait_reachable(
+                str(inst.address), s.ssh_user, key_path, s.ssh_timeout, s.poll_interval, known_hosts)
+            access = SSHHost(address=str(inst.address), user=s.ssh_user, key_path=key_path, known_hosts=known_hosts,
+                             python=s.remote_python or "python3")
+            runtimes = {s.runtime_for(p) for p in machine.platforms}
+            with RemoteHost(access) as host:
+                if s.prepare:
+                    self._prepare(machine, host, runtimes)
+                else:
+                    machine.python = s.remote_python or "python3"
+                if needs_data and (request.data_dir or local_data):
+                    self._stage(machine, host, request.data_dir, local_data)
+
+        errors: list[BaseException] = []
+
+        def guarded(machine: Machine) -> None:
+            try:
+                ready(machine)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, naming the machine
+                errors.append(type(exc)(f"{machine.instance.name}: {exc}") if isinstance(exc, Exception) else exc)
+
+        with ThreadPoolExecutor(max_workers=min(16, len(machines)) or 1, thread_name_prefix="make-ready") as pool:
+            list(pool.map(guarded, machines))
+        if errors:
+            raise errors[0]
+
+    def _prepare(self, machine: Machine, host: object, runtimes: set[str]) -> None:
+        from dlbench.execution.prepare import prepare
+
+        started = time.monotonic()
+        prep = prepare(host, host_runtime="host" in runtimes,  # type: ignore[arg-type]
+                       docker_image=self.settings.docker_image if "docker" in runtimes else None)
+        machine.instance.timings["prepare"] = time.monotonic() - started
+        machine.python = self.settings.remote_python or prep.python or "python3"
+        machine.pythonpath = prep.pythonpath
+        if "docker" in runtimes and not prep.image_ready:
+            machine.skip_docker = (f"container platform skipped on {machine.instance.name}: "
+                                   f"{prep.docker_problem or 'no container engine with the workload image'}")
+        machine.labels.update({"prepared": ",".join(prep.actions) or "none"})
+        log.info("%s prepared in %.1f s: %s", machine.instance.name, machine.instance.timings["prepare"],
+                 ", ".join(prep.actions) or "nothing to do (node image)")
+
+    @staticmethod
+    def _stage(machine: Machine, host: object, user_dir: str | None, local_dir: str | None) -> None:
+        from dlbench.execution.staging import check_remote_data, stage_data
+
+        if user_dir:
+            staged = check_remote_data(host, user_dir)  # type: ignore[arg-type]
+            machine.data_dir = user_dir
+        else:
+            remote = remote_dataset_dir(Path(str(local_dir)))
+            staged = stage_data(host, Path(str(local_dir)), remote)  # type: ignore[arg-type]
+            machine.data_dir = remote
+        machine.instance.timings["stage_data"] = staged.seconds
+        machine.labels.update({"data_files": str(staged.files), "data_bytes": str(staged.bytes)})
+
+    def _targets(self, request: BenchmarkRequest, tags: Tags, by_platform: dict[Platform, list[Instance]],
+                 machines: list[Machine], key_path: str, known_hosts: str) -> list[Target]:
+        s = self.settings
+        by_id = {m.instance.id: m for m in machines}
+        targets = []
+        for platform in request.platforms:
+            for inst in self._instances_for(platform, by_platform):
+                machine = by_id[inst.id]
+                common = dict(address=str(inst.address), user=s.ssh_user, key_path=key_path,
+                              known_hosts=known_hosts, python=machine.python, pythonpath=machine.pythonpath)
+                docker = s.runtime_for(platform) == "docker"
+                access = SSHDocker(image=s.docker_image, **common) if docker else SSHHost(**common)
+                targets.append(Target(
+                    name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
+                    data_dir=machine.data_dir, skip_reason=machine.skip_docker if docker else None,
+                    expires_at=tags.expires_at, timings=dict(inst.timings),
+                    labels={"provider": self.driver.name, **machine.labels}))
+        for target in targets:
+            if target.skip_reason:
+                log.warning("%s: %s", target.platform.value, target.skip_reason)
+        return targets
+
+    # -- teardown -------------------------------------------------------------------------------
+    def _release_by_tag(self, tags: Tags) -> dict[str, float]:
+        found = self.driver.find(tags.run_id).get(tags.run_id, [])
+        started = time.monotonic()
+        timings = self.driver.delete(found, Deadline(self.settings.release_timeout, f"release of run {tags.run_id}"))
+        log.info("released %d resource(s) of run %s in %.1f s: %s", len(found), tags.run_id,
+                 time.monotonic() - started, ", ".join(i.name for i in found) or "(none)")
+        return timings
+
+    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+        try:
+            deleted = self._release_by_tag(tags)
+        finally:
+            remove_run_state(tags.run_id)
+        archive_timings(targets, tags.run_id, self.driver.name, deleted, self.driver.timing_phases)
+
+
+def archive_timings(targets: list[Target], run_id: str, provider: str, deleted: dict[str, float],
+                    phases: tuple[str, ...]) -> list[Path]:
+    """One ``provisioning`` document per machine into the run's result archive (loaded with it).
+    The delete phase is the driver's last phase (e.g. ``undeploy``)."""
+    from dlbench.provisioning.timings import timings_document
+    from dlbench.warehouse import archive
+
+    written, seen = [], set()
+    delete_phase = phases[-1] if phases else "delete"
+    for target in targets:
+        if not target.instance_id or target.instance_id in seen:
+            continue
+        seen.add(target.instance_id)
+        timings = dict(target.timings)
+        if target.instance_id in deleted:
+            timings[delete_phase] = deleted[target.instance_id]
+        doc = timings_document(run_id, provider, target.name, target.platform.value, timings, index=len(seen) - 1)
+        written.append(doc.write(archive.archive_path(run_id, doc.job_id)))
+    if written:
+        log.info("provisioning timings archived for %d machine(s)", len(written))
+    return written
