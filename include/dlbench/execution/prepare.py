@@ -1,0 +1,431 @@
+"""Make a freshly provisioned machine ready to run workloads: detect first, install only what is missing.
+
+A machine deployed from the project's ``dlbench-node`` image says so in
+``/etc/dlbench/node-image.json``; when its ``context`` equals the controller's
+:func:`~dlbench.execution.image.context_digest` the node already runs this code and nothing is
+done. Any other machine (a ``stock`` image: python3 and sshd) gets, for the host runtime:
+
+- the workload package (``include/dlbench/__init__.py`` and ``include/dlbench/workloads/``,
+  exactly what docker/Dockerfile copies) under ``<prefix>/include``;
+- its pinned dependencies (``requirements-workload.txt``) from a wheelhouse the controller
+  resolves for the node's Python version and glibc (``pip --only-binary=:all: --python-version
+  --platform``; ``build/wheelhouse`` is used as is when it satisfies them, else wheels are
+  downloaded once into ``DLBENCH_HOME/wheelhouse``), installed offline into ``<prefix>/venv``
+  (or with ``pip install --target`` where ``venv`` is missing) by a pip wheel pushed along;
+- a marker ``<prefix>/prepared.json``, so preparing the same node again is a no-op.
+
+Nothing is configured by hand and nothing is installed from the node's own package manager (a
+cloud node may have no mirror): system tools the suites need and the node lacks are *reported*
+in the :class:`Preparation` (``missing_tools``). For the docker runtime, an engine must answer
+on the node; the workload image is streamed (``docker save | ssh docker load``) only when the
+node's copy is missing or built from other code (its ``dlbench.context`` label).
+
+:func:`prepare_many` prepares several machines in parallel, one connection per thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from dlbench import paths
+from dlbench.execution.base import ExecutionError
+from dlbench.execution.image import CONTEXT_LABEL, ROOT, WHEELHOUSE, context_digest
+
+if TYPE_CHECKING:
+    from dlbench.execution.ssh import RemoteHost
+
+log = logging.getLogger(__name__)
+
+NODE_IMAGE_MARKER = "/etc/dlbench/node-image.json"
+"""Written into the dlbench-node image by its build: {"image", "context", "python", "pythonpath"}."""
+DEFAULT_PREFIX = "/opt/dlbench"
+REQUIREMENTS = ROOT / "requirements-workload.txt"
+PACKAGE_ROOT = ROOT / "include"
+SUITE_TOOLS = ("fio", "ioping", "iperf3", "hpcc", "mpirun", "gcc")
+"""System tools of the micro-benchmark suites (disk: fio, ioping; network: iperf3; cpu: hpcc,
+mpirun, gcc for HPCG). Reported when missing: the node may have no package mirror."""
+PIP_ENV = ("PIP_CONFIG_FILE=/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+"""The node's own pip configuration (mirrors, constraints) must not change what gets installed."""
+
+_PROBE = """
+import importlib.util, json, os, platform, sys
+libc, libc_version = platform.libc_ver()
+print(json.dumps({"executable": sys.executable, "version": "%d.%d" % sys.version_info[:2],
+                  "full_version": platform.python_version(), "machine": platform.machine(),
+                  "libc": libc, "libc_version": libc_version,
+                  "venv": importlib.util.find_spec("venv") is not None, "uid": os.getuid(),
+                  "home": os.path.expanduser("~")}))
+"""
+
+
+@dataclass
+class Preparation:
+    """What a machine offers after :func:`prepare`, and what it took. JSON-able (XCom, logs).
+
+    ``host_ready``/``host_reason`` and ``engine``/``image_loaded``/``image_reason`` are what the
+    pipeline turns into visible skips; ``actions`` lists what was done (empty: nothing to do).
+    """
+
+    address: str
+    python: str | None = None
+    python_version: str | None = None
+    pythonpath: str | None = None
+    node_image: bool = False
+    host_ready: bool | None = None
+    host_reason: str = ""
+    engine: bool | None = None
+    engine_reason: str = ""
+    engine_version: str = ""
+    engine_id: str = ""
+    image: str | None = None
+    image_loaded: bool | None = None
+    image_reason: str = ""
+    missing_tools: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Preparation:
+        return cls(**data)
+
+
+class _Clock:
+    def __init__(self, prep: Preparation) -> None:
+        self.prep = prep
+
+    def __call__(self, phase: str) -> _Phase:
+        return _Phase(self.prep, phase)
+
+
+class _Phase:
+    def __init__(self, prep: Preparation, phase: str) -> None:
+        self.prep, self.phase = prep, phase
+
+    def __enter__(self) -> None:
+        self.started = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.prep.timings[self.phase] = round(self.prep.timings.get(self.phase, 0.0)
+                                              + time.monotonic() - self.started, 3)
+
+
+def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
+            prefix: str = DEFAULT_PREFIX, engine: str = "docker") -> Preparation:
+    """Detect what ``host`` has and add only what is missing for the runtimes asked for.
+
+    Raises :class:`ExecutionError` when an installation step fails; a node that *cannot* run a
+    runtime (no python3, no engine) is reported in the result instead, for a visible skip.
+    """
+    started = time.monotonic()
+    prep = Preparation(address=host.address)
+    clock = _Clock(prep)
+    digest = context_digest()
+    with clock("detect"):
+        marker = _read_json(host, NODE_IMAGE_MARKER)
+    if marker and marker.get("context") == digest and marker.get("python"):
+        prep.node_image = True
+        prep.python, prep.pythonpath = marker["python"], marker.get("pythonpath")
+        prep.python_version = marker.get("python_version")
+    if host_runtime:
+        if prep.node_image:
+            prep.host_ready = True
+        else:
+            _prepare_host(host, prep, clock, prefix, digest)
+    if docker_image:
+        _prepare_engine(host, prep, clock, docker_image, engine)
+    prep.seconds = round(time.monotonic() - started, 3)
+    log.info("prepared %s in %.1f s: %s", host.name, prep.seconds, ", ".join(prep.actions) or "nothing to do")
+    return prep
+
+
+def prepare_many(hosts: Sequence[RemoteHost], *, host_runtime: bool, docker_image: str | None,
+                 prefix: str = DEFAULT_PREFIX, engine: str = "docker") -> list[Preparation | BaseException]:
+    """:func:`prepare` on every host in parallel (one thread and one connection each); a host
+    that failed yields its exception in its place, so one bad node does not hide the others."""
+    if not hosts:
+        return []
+
+    def one(host: RemoteHost) -> Preparation:
+        with host:
+            return prepare(host, host_runtime=host_runtime, docker_image=docker_image, prefix=prefix, engine=engine)
+
+    results: list[Preparation | BaseException] = []
+    with ThreadPoolExecutor(max_workers=min(8, len(hosts)), thread_name_prefix="dlbench-prepare") as pool:
+        futures = [pool.submit(one, host) for host in hosts]
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - returned in the host's place
+                results.append(exc)
+    return results
+
+
+# -- host runtime --------------------------------------------------------------------------------
+
+
+def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: str, digest: str) -> None:
+    with clock("detect"):
+        status, out = host.run(["sh", "-c", 'command -v python3 && exec python3 -c "$1"', "sh", _PROBE], 60)
+        if status != 0:
+            prep.host_ready, prep.host_reason = False, f"no usable python3 on {host.address}: {out.strip()[-300:]}"
+            return
+        node = json.loads(out.strip().splitlines()[-1])
+        prep.python_version = node["version"]
+        prep.missing_tools = _missing_tools(host)
+        if node["uid"] != 0 and prefix == DEFAULT_PREFIX:
+            prefix = f"{node['home']}/.local/dlbench"  # /opt needs root; the SSH user's own place
+        requirements = _requirements_digest()
+        mine = _read_json(host, f"{prefix}/prepared.json") or {}
+        python_ok = bool(mine.get("python")) and host.run(["test", "-x", mine["python"]], 30)[0] == 0
+    if python_ok and mine.get("context") == digest:
+        prep.python, prep.pythonpath, prep.host_ready = mine["python"], mine["pythonpath"], True
+        return
+    if not (python_ok and mine.get("requirements") == requirements):
+        python, pythonpath = _install_dependencies(host, prep, clock, node, prefix)
+    else:
+        python, pythonpath = mine["python"], mine["pythonpath"]
+    with clock("push_package"):
+        host.check(["sh", "-c", 'rm -rf -- "$1/include/dlbench" && mkdir -p -- "$1/include"', "sh", prefix], 60)
+        host.stream_from(["tar", "-c", "-f", "-", "-C", str(PACKAGE_ROOT), "--exclude=__pycache__",
+                          "dlbench/__init__.py", "dlbench/workloads"],
+                         ["tar", "-x", "-f", "-", "-C", f"{prefix}/include", "--no-same-owner"], 600)
+        prep.actions.append("pushed the workload package")
+    with clock("hpcg"):
+        if "gcc" not in prep.missing_tools:  # the image prebuilds it the same way (docker/Dockerfile)
+            source = f"{prefix}/include/dlbench/workloads/micro/hpcg.c"
+            host.check(["sh", "-c", 'mkdir -p -- "$1/bin" && gcc -O3 -o "$1/bin/dlbench-hpcg" "$2" -lm',
+                        "sh", prefix, source], 300)
+    with clock("verify"):
+        check = ("import importlib.util, dlbench.workloads.cli, pydantic, yaml; "
+                 "assert importlib.util.find_spec('tensorflow'), 'tensorflow is not importable'")
+        host.check(["env", f"PYTHONPATH={pythonpath}", python, "-c", check], 120)
+    record = {"context": digest, "requirements": requirements, "python": python, "pythonpath": pythonpath,
+              "python_version": prep.python_version, "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    host.put_bytes(json.dumps(record, indent=2).encode() + b"\n", f"{prefix}/prepared.json")
+    prep.python, prep.pythonpath, prep.host_ready = python, pythonpath, True
+
+
+def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, node: dict[str, Any],
+                          prefix: str) -> tuple[str, str]:
+    """The pinned requirements, offline from a pushed wheelhouse: a venv when the node's Python
+    has the ``venv`` module, else ``pip install --target`` (then on PYTHONPATH)."""
+    with clock("wheelhouse"):
+        wheels = resolve_wheels(node["version"], node["machine"], node["libc_version"] if node["libc"] == "glibc"
+                                else "")
+        pip_wheel = pip_wheel_path()
+    remote_wheels = f"{prefix}/wheelhouse"
+    with clock("push_wheels"):
+        host.check(["sh", "-c", 'rm -rf -- "$1/venv" "$1/site" "$2" && mkdir -p -- "$2"', "sh", prefix,
+                    remote_wheels], 120)
+        tar = ["tar", "-c", "-f", "-"]
+        for wheel in [*wheels, pip_wheel]:
+            tar += ["-C", str(wheel.parent), wheel.name]
+        host.stream_from(tar, ["tar", "-x", "-f", "-", "-C", remote_wheels, "--no-same-owner"], 3600)
+        host.put_file(REQUIREMENTS, f"{remote_wheels}/requirements-workload.txt")
+        size = sum(w.stat().st_size for w in wheels)
+        prep.actions.append(f"pushed {len(wheels)} wheels ({size / 2**20:.0f} MiB)")
+    pip = [f"{remote_wheels}/{pip_wheel.name}/pip", "install", "--no-index", "--find-links", remote_wheels,
+           "--only-binary=:all:", "--no-warn-script-location", "-r", f"{remote_wheels}/requirements-workload.txt"]
+    with clock("pip_install"):
+        python, pythonpath = f"{prefix}/venv/bin/python", f"{prefix}/include"
+        made = node["venv"] and host.run([node["executable"], "-m", "venv", "--without-pip", f"{prefix}/venv"],
+                                         300)[0] == 0
+        if made:
+            host.check(["env", *PIP_ENV, python, *pip], 3600)
+            prep.actions.append(f"installed the requirements into a venv ({prefix}/venv)")
+        else:
+            python, pythonpath = node["executable"], f"{prefix}/include:{prefix}/site"
+            host.check(["env", *PIP_ENV, python, *pip, "--target", f"{prefix}/site"], 3600)
+            prep.actions.append(f"installed the requirements with pip --target ({prefix}/site)")
+        host.run(["rm", "-rf", "--", remote_wheels], 120)
+    return python, pythonpath
+
+
+def _missing_tools(host: RemoteHost) -> list[str]:
+    script = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+    _, out = host.run(["sh", "-c", script, "sh", *SUITE_TOOLS], 60)
+    return [line.strip() for line in out.splitlines() if line.strip() in SUITE_TOOLS]
+
+
+def _read_json(host: RemoteHost, path: str) -> dict[str, Any] | None:
+    text = host.read_text(path)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        log.warning("%s on %s is not JSON: ignored", path, host.name)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _requirements_digest() -> str:
+    return hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
+
+
+# -- the controller's wheelhouse ------------------------------------------------------------------
+
+_WHEEL_LOCK = threading.Lock()
+
+
+def platform_tags(machine: str, glibc: str) -> list[str]:
+    """Every manylinux tag a node with ``glibc`` (e.g. "2.36") on ``machine`` accepts: pip's
+    ``--platform`` matches tags exactly, so the older ones must be listed too."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+    if not glibc:
+        raise ExecutionError(f"the node's C library is not glibc: no manylinux wheels for it ({machine})")
+    major, minor = (int(x) for x in glibc.split(".")[:2])
+    if major != 2:
+        raise ExecutionError(f"unexpected glibc version {glibc}")
+    tags = [f"manylinux_2_{m}_{arch}" for m in range(minor, 4, -1)]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    return tags + [f"{name}_{arch}" for floor, name in legacy.items() if minor >= floor]
+
+
+def resolve_wheels(python_version: str, machine: str, glibc: str) -> list[Path]:
+    """The wheel files that install ``requirements-workload.txt`` on such a node (cached).
+
+    ``build/wheelhouse`` (made by ``make wheelhouse`` for the image) is used as is when pip can
+    resolve the requirements from it for that Python and platform; otherwise the wheels are
+    downloaded once into ``DLBENCH_HOME/wheelhouse/cp<XY>-<platform>-<requirements>``.
+    """
+    tags = platform_tags(machine, glibc)
+    target = ["--only-binary=:all:", "--python-version", python_version, *(a for t in tags for a in ("--platform", t))]
+    key = f"cp{python_version.replace('.', '')}-{tags[0]}-{_requirements_digest()}"
+    with _WHEEL_LOCK:
+        if WHEELHOUSE.is_dir():
+            found = _resolve_from(WHEELHOUSE, target)
+            if found is not None:
+                return found
+        cache = paths.home() / "wheelhouse" / key
+        if not (cache / ".complete").exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            log.info("downloading the workload wheels for %s into %s", key, cache)
+            _pip(["download", "-q", *target, "-d", str(cache), "-r", str(REQUIREMENTS)], 3600)
+            (cache / ".complete").write_text(key + "\n")
+        found = _resolve_from(cache, target)
+        if found is None:
+            raise ExecutionError(f"the wheels in {cache} do not satisfy {REQUIREMENTS.name} for {key}")
+        return found
+
+
+def _resolve_from(directory: Path, target: list[str]) -> list[Path] | None:
+    """The wheels pip would install from ``directory`` alone (a dry run with a report), or None."""
+    with tempfile.TemporaryDirectory(prefix="dlbench-wheels-") as tmp:
+        report = Path(tmp) / "report.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--no-index",
+             "--find-links", str(directory), "--report", str(report), *target, "-r", str(REQUIREMENTS)],
+            capture_output=True, text=True, timeout=600, env={**_pip_env(), "PIP_CONFIG_FILE": os.devnull},
+            check=False)
+        if proc.returncode != 0 or not report.exists():
+            return None
+        urls = [item["download_info"]["url"] for item in json.loads(report.read_text())["install"]]
+    files = [Path(unquote(urlparse(url).path)) for url in urls]
+    return files if all(f.is_file() and f.parent == directory for f in files) else None
+
+
+def pip_wheel_path() -> Path:
+    """A pip wheel to run on the node (``python pip.whl/pip install``): a node needs no pip of
+    its own. The controller's pip version, downloaded once into ``DLBENCH_HOME/wheelhouse/tools``."""
+    import pip
+
+    tools = paths.home() / "wheelhouse" / "tools"
+    name = f"pip-{pip.__version__}-py3-none-any.whl"
+    with _WHEEL_LOCK:
+        for candidate in (WHEELHOUSE / name, tools / name):
+            if candidate.is_file():
+                return candidate
+        tools.mkdir(parents=True, exist_ok=True)
+        _pip(["download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(tools), f"pip=={pip.__version__}"], 600)
+        if not (tools / name).is_file():
+            raise ExecutionError(f"pip download did not produce {name} in {tools}")
+        return tools / name
+
+
+def _pip_env() -> dict[str, str]:
+    return {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+
+
+def _pip(args: list[str], timeout: float) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
+                          env=_pip_env(), check=False)
+    if proc.returncode != 0:
+        raise ExecutionError(f"pip {' '.join(args[:2])} failed: {(proc.stdout + proc.stderr)[-1500:]}")
+
+
+# -- docker runtime ------------------------------------------------------------------------------
+
+
+def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, engine: str) -> None:
+    prep.image = image
+    with clock("engine"):
+        status, out = host.run([engine, "info", "--format", "{{.ServerVersion}}|{{.ID}}"], 60)
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if status != 0 or "|" not in last:
+        why = "no docker CLI" if status == 127 else (out.strip()[-300:] or f"status {status}")
+        prep.engine, prep.engine_reason = False, f"no {engine} engine answers on {host.address}: {why}"
+        prep.image_loaded, prep.image_reason = False, prep.engine_reason
+        return
+    prep.engine = True
+    prep.engine_version, prep.engine_id = last.split("|", 1)
+    wanted = local_image_context(image)
+    with clock("image_check"):
+        present = remote_image_context(host, image, engine)
+    if present is not None and (wanted is None or present == wanted):
+        prep.image_loaded = True  # the node's copy is current (or the controller has none to compare)
+        return
+    if wanted is None:
+        prep.image_loaded = False
+        prep.image_reason = (f"image {image} is {'stale' if present is not None else 'missing'} on "
+                             f"{host.address} and the controller has no copy to load")
+        return
+    with clock("image_load"):
+        status, out = host.stream_from(["docker", "save", image], [engine, "load"], 3600)
+        if status != 0:
+            raise ExecutionError(f"{engine} load of {image} on {host.address} failed: {out.strip()[-800:]}")
+        loaded = remote_image_context(host, image, engine)
+    if loaded != wanted:
+        raise ExecutionError(f"after loading, {image} on {host.address} has {CONTEXT_LABEL}={loaded!r}, "
+                             f"the controller's has {wanted!r}")
+    prep.image_loaded = True
+    prep.actions.append(f"loaded image {image} into the node's {engine} ({local_image_size(image) / 2**20:.0f} MiB)")
+
+
+_LABEL_FORMAT = f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}'
+
+
+def local_image_context(image: str) -> str | None:
+    """The controller's image's ``dlbench.context`` label ('' when unlabelled), None when absent."""
+    proc = subprocess.run(["docker", "image", "inspect", "--format", _LABEL_FORMAT, image], capture_output=True,
+                          text=True, timeout=60, check=False)
+    return proc.stdout.strip().replace("<no value>", "") if proc.returncode == 0 else None
+
+
+def local_image_size(image: str) -> int:
+    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", image], capture_output=True,
+                          text=True, timeout=60, check=False)
+    return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+
+def remote_image_context(host: RemoteHost, image: str, engine: str = "docker") -> str | None:
+    status, out = host.run([engine, "image", "inspect", "--format", _LABEL_FORMAT, image], 60)
+    return out.strip().replace("<no value>", "") if status == 0 else None
