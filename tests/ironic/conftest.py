@@ -28,18 +28,29 @@ IMAGE = Path(tempfile.gettempdir()) / "dlbench-ironic-test-image.raw"
 """A tiny image file: Ironic (on this machine) validates that a file:// image_source exists."""
 
 
+NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
+"""The project's node image (``make node-image``): the devcloud boots a node from it when it is the
+deploy's image_source; any other file boots the devcloud's stock Debian image (docs/devcloud.md)."""
+
+
 def settings(**overrides: Any) -> Any:
-    """IronicSettings for the test cloud with fast polling."""
-    from dlbench.config import IronicSettings
+    """IronicSettings for the test cloud with fast polling (stock image unless overridden)."""
+    from dlbench.provisioning.ironic import IronicSettings
 
     if not IMAGE.exists():
         IMAGE.write_bytes(b"\0" * 4096)
     base: dict[str, Any] = dict(image_source=f"file://{IMAGE}", cloud=CLOUD, clouds_file=CLOUDS_FILE,
                                 resource_class=RESOURCE_CLASS,
-                                poll_interval=POLL, allocate_timeout=60, deploy_timeout=120, ssh_timeout=60,
-                                undeploy_timeout=120, expiry_hours=1, ssh_key_path=SSH_KEY)
+                                poll_interval=POLL, allocate_timeout=60, ready_timeout=120, ssh_timeout=60,
+                                release_timeout=120, expiry_hours=1, ssh_key_path=SSH_KEY)
     base.update(overrides)
     return IronicSettings(**base)
+
+
+def node_image() -> str:
+    """image_source of the project's node image; required (CI builds it with `make node-image`)."""
+    require(NODE_IMAGE.exists(), f"no node image at {NODE_IMAGE} (run `make node-image`)")
+    return f"file://{NODE_IMAGE}"
 
 
 @pytest.fixture(scope="session")

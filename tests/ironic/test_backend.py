@@ -1,31 +1,39 @@
-"""The ``ironic`` provider backend on the devcloud: nodes deployed, reached over SSH with the
-run's own key, workloads run there, everything released; faults leave nothing behind."""
+"""The generic machine lifecycle with the Ironic driver on the devcloud: nodes deployed, reached
+over SSH with the run's own key, prepared, workloads run there, everything released (also from
+another worker that has none of the setup worker's files); faults leave nothing behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlbench import paths
 from dlbench.config import Job, parse_request, plan_jobs
-from dlbench.execution.base import ExecutionError, Target
-from dlbench.pipeline.ironic_backend import IronicBackend, generate_keypair
+from dlbench.execution import executor_for
+from dlbench.execution.base import ExecutionError
+from dlbench.execution.targets import Target
+from dlbench.pipeline.machines import generate_keypair, key_dir
+from dlbench.pipeline.providers import backend_for
 from dlbench.provisioning.base import Tags
 from dlbench.workloads.result import ResultDocument, Status
-from tests.ironic.conftest import RESOURCE_CLASS, SSH_KEY, assert_no_leaks, settings
+from tests.conftest import ROOT
+from tests.ironic.conftest import SSH_KEY, assert_no_leaks, node_image, settings
 
 
-def request(nodes: int = 2, **ironic: Any) -> Any:
+def request(nodes: int = 2, platforms: tuple[str, ...] = ("bare_metal",), data: str = "synthetic",
+            **ironic: Any) -> Any:
     return parse_request({
-        "provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "models": ["alexnet"],
-        "data": ["synthetic"], "profile": "smoke", "repetitions": 1,
-        "ironic": settings(nodes={"bare_metal": nodes}, **ironic).model_dump(),
+        "provider": "ironic", "platforms": list(platforms), "suites": ["tf_cnn"], "models": ["alexnet"],
+        "data": [data], "profile": "smoke", "repetitions": 1,
+        "ironic": settings(nodes={"bare_metal": nodes}, **ironic).model_dump(exclude={"name"}),
     })
 
 
@@ -34,90 +42,144 @@ def tags_for(run_id: str) -> Tags:
                 expires_at=datetime.now(UTC) + timedelta(hours=1))
 
 
-def test_two_nodes_run_workloads_over_ssh_with_the_run_key(clean_cloud, run_id, tmp_path):
+def run_smoke(req: Any, run_id: str, target: Target, suffix: str = "") -> ResultDocument:
+    job = plan_jobs(req, run_id)[0]
+    job = job.model_copy(update={"job_id": f"{job.job_id[:20]}{suffix}", "platform": target.platform})
+    archive = paths.results_dir() / run_id / f"{job.job_id}.json"
+    doc = executor_for(target).execute(job, target, archive, timeout=300)
+    assert ResultDocument.read(archive).job_id == job.job_id
+    return doc
+
+
+def test_two_nodes_from_the_node_image_run_workloads_with_the_run_key(clean_cloud, run_id, tmp_path):
     from dlbench.execution.ssh import wait_reachable
 
-    backend, tags = IronicBackend(), tags_for(run_id)
-    workdir = paths.runs_dir() / run_id
-    req = request()
-    targets = backend.acquire(req, tags, workdir)
+    req = request(image_source=node_image())
+    backend, tags = backend_for(req.provider), tags_for(run_id)
+    targets = backend.acquire(req, tags)
     try:
-        assert len(targets) == 2 and len({t.extra["node_id"] for t in targets}) == 2
-        key = Path(targets[0].extra["key_path"])
+        assert len(targets) == 2 and len({t.instance_id for t in targets}) == 2
+        key = tmp_path / "unused"
         if not SSH_KEY:
-            assert key.parent.parent == workdir and stat.S_IMODE(key.stat().st_mode) == 0o600
-            # The node accepts the run's key only: another key is refused.
-            other, _ = generate_keypair(tmp_path / "other")
+            key = key_dir(run_id) / "id_ed25519"
+            assert targets[0].access.key_path == str(key) and stat.S_IMODE(key.stat().st_mode) == 0o600
+            other, _ = generate_keypair(tmp_path / "other")  # the node accepts the run's key only
             with pytest.raises(ExecutionError, match="not reachable over SSH"):
                 wait_reachable(str(targets[0].address), "root", str(other), timeout=3, interval=0.5)
-        assert "BEGIN" not in repr(targets)  # the private key never travels in targets (XCom)
-        job = plan_jobs(req, run_id)[0]
+        payload = json.dumps([t.to_xcom() for t in targets])
+        assert "PRIVATE KEY" not in payload and [Target.from_xcom(t) for t in json.loads(payload)] == targets
         for index, target in enumerate(targets):
-            assert float(target.extra["timing_reachable_over_ssh"]) >= 0
-            the_job = job.model_copy(update={"job_id": f"{job.job_id[:20]}n{index}"})
-            archive = paths.results_dir() / run_id / f"{the_job.job_id}.json"
-            doc = backend.executor_for(target).execute(the_job, target, archive, timeout=300)
+            # Detected, not configured: the node image needs no preparation; its own python runs the job.
+            assert target.access.python == "/opt/dlbench/venv/bin/python", target.access
+            assert target.labels["prepared"] == "none"
+            doc = run_smoke(req, run_id, target, f"n{index}")
             assert doc.status is Status.OK, doc.error
             assert doc.sample("throughput").value > 0
-            assert ResultDocument.read(archive).job_id == the_job.job_id
+            assert doc.environment.hostname == target.name  # ran on the node, not on the controller
     finally:
-        backend.release(targets, tags, workdir)
+        backend.release(req, tags, targets)
     assert_no_leaks(clean_cloud)
-    timing_docs = [ResultDocument.read(p) for p in (paths.results_dir() / run_id).glob("*.json")
-                   if ResultDocument.read(p).benchmark.suite == "provisioning"]
+    assert not key_dir(run_id).exists()  # the run's key is gone with the release
+    docs = [ResultDocument.read(p) for p in (paths.results_dir() / run_id).glob("*.json")]
+    timing_docs = [d for d in docs if d.benchmark.suite == "provisioning"]
     assert len(timing_docs) == 2
     for doc in timing_docs:
-        assert {s.metric for s in doc.samples} == {"allocate_time", "deploy_to_active_time",
-                                                   "reachable_over_ssh_time", "undeploy_time"}
+        assert {s.metric for s in doc.samples} >= {"allocate_time", "deploy_to_active_time",
+                                                  "reachable_over_ssh_time", "prepare_time", "undeploy_time"}
 
 
-def test_ssh_unreachable_releases_everything(clean_cloud, run_id):
+def test_stock_image_is_prepared_by_the_product_and_real_data_is_staged(clean_cloud, run_id):
+    """A node from a stock Debian image (python3, no dlbench, no TensorFlow): the prepare stage
+    installs the workload package and its pinned dependencies over SSH, the demo data set is
+    staged and verified, and the TF smoke job runs there on real data."""
+    req = request(nodes=1, data="real", prepare_timeout=900)
+    backend, tags = backend_for(req.provider), tags_for(run_id)
+    targets = backend.acquire(req, tags)
+    try:
+        (target,) = targets
+        assert target.labels["prepared"] != "none" and target.timings["prepare"] > 0
+        assert target.timings["stage_data"] >= 0 and int(target.labels["data_files"]) > 0
+        assert target.data_dir and target.data_dir.startswith("/var/tmp/dlbench/data/")
+        doc = run_smoke(req, run_id, target)
+        assert doc.status is Status.OK, doc.error
+        assert doc.benchmark.parameters.get("data") == "real"
+    finally:
+        backend.release(req, tags, targets)
+    assert_no_leaks(clean_cloud)
+
+
+def test_release_from_another_worker_finds_everything_by_tag(clean_cloud, run_id, tmp_path):
+    """Teardown on a worker that has none of the setup worker's files (its own DLBENCH_HOME): the
+    request and the tags (XCom) are all it needs."""
+    req = request(nodes=2, image_source=node_image())
+    backend, tags = backend_for(req.provider), tags_for(run_id)
+    targets = backend.acquire(req, tags)
+    code = ("import json, sys; from dlbench.pipeline import steps; "
+            "steps.release(json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]))")
+    other_home = tmp_path / "worker-b"
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(req.model_dump(mode="json")),
+                           json.dumps(tags.as_dict()), json.dumps([t.to_xcom() for t in targets])],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DLBENCH_HOME": str(other_home), "PYTHONPATH": str(ROOT / "include")})
+    if proc.returncode != 0:
+        backend.release(req, tags, targets)  # never leak, even when the assertion below fails
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_no_leaks(clean_cloud)
+    # The timings reached worker B's archive (shared storage in production), not A's.
+    assert len(list((other_home / "results" / run_id).glob("*.json"))) == 2
+    backend.release(req, tags, [])  # the setup worker's own release is idempotent and removes its key
+    assert not key_dir(run_id).exists()
+
+
+def test_ssh_unreachable_releases_everything_and_removes_the_key(clean_cloud, run_id):
     nodes = [n.name for n in clean_cloud.baremetal.nodes()]
     # Every node "lives" at an address in the benchmarking range where nothing listens.
     req = request(nodes=1, ssh_timeout=3, address_source="inventory",
                   inventory={name: "198.18.255.254" for name in nodes})
     with pytest.raises(ExecutionError, match="not reachable over SSH within 3 s"):
-        IronicBackend().acquire(req, tags_for(run_id), paths.runs_dir() / run_id)
+        backend_for(req.provider).acquire(req, tags_for(run_id))
     assert_no_leaks(clean_cloud)
+    assert not (paths.runs_dir() / run_id).exists()  # no teardown runs after a failed setup: key removed here
 
 
 def test_sshd_down_on_the_nodes_releases_everything(clean_cloud, run_id):
     """The real test hosts refuse SSH (knob ssh-down on every node): deployed, never reachable."""
-    from tests.ironic.conftest import fault, node_index
+    from tests.ironic.conftest import RESOURCE_CLASS, fault, node_index
 
     for node in clean_cloud.baremetal.nodes(resource_class=RESOURCE_CLASS):
         fault("ssh-down", node_index(node))
     try:
+        req = request(nodes=1, ssh_timeout=3)
         with pytest.raises(ExecutionError, match="not reachable over SSH within 3 s"):
-            IronicBackend().acquire(request(nodes=1, ssh_timeout=3), tags_for(run_id), paths.runs_dir() / run_id)
+            backend_for(req.provider).acquire(req, tags_for(run_id))
     finally:
         fault("reset")
     assert_no_leaks(clean_cloud)
 
 
 def test_workload_crash_is_a_failed_document_and_release_still_cleans(clean_cloud, run_id):
-    backend, tags, workdir = IronicBackend(), tags_for(run_id), paths.runs_dir() / run_id
-    req = request(nodes=1)
-    targets = backend.acquire(req, tags, workdir)
+    req = request(nodes=1, image_source=node_image())
+    backend, tags = backend_for(req.provider), tags_for(run_id)
+    targets = backend.acquire(req, tags)
     try:
         job = plan_jobs(req, run_id)[0]
         crashing = Job.model_validate({**job.model_dump(), "args": {**job.args, "model": "no-such-model"}})
         archive = paths.results_dir() / run_id / f"{crashing.job_id}.json"
-        doc = backend.executor_for(targets[0]).execute(crashing, targets[0], archive, timeout=120)
+        doc = executor_for(targets[0]).execute(crashing, targets[0], archive, timeout=120)
         assert doc.status is Status.FAILED and "exited with status" in (doc.error or "")
         assert ResultDocument.read(archive).status is Status.FAILED
     finally:
-        backend.release(targets, tags, workdir)
+        backend.release(req, tags, targets)
     assert_no_leaks(clean_cloud)
 
 
-class TaskTimeout(Exception):
-    """Stands for Airflow's AirflowTaskTimeout, which execution_timeout raises from SIGALRM."""
+class TaskTimeout(BaseException):
+    """Stands for Airflow's AirflowTaskTimeout (a BaseException), raised from SIGALRM."""
 
 
 def test_provisioning_task_timeout_midway_undoes_its_work(clean_cloud, run_id):
-    """execution_timeout fires while nodes are deploying: acquire releases what it made before
-    the exception leaves it (Airflow will not run the teardown of a failed setup)."""
+    """execution_timeout fires while nodes are deploying: acquire releases what it made and
+    removes the run's key before the exception leaves it (Airflow skips a failed setup's teardown)."""
     def alarm(signum: int, frame: Any) -> None:
         raise TaskTimeout(f"Timeout, PID: {os.getpid()}")
 
@@ -125,24 +187,10 @@ def test_provisioning_task_timeout_midway_undoes_its_work(clean_cloud, run_id):
     signal.setitimer(signal.ITIMER_REAL, 1.5)  # after allocation, during deploy
     try:
         with pytest.raises(TaskTimeout):
-            IronicBackend().acquire(request(nodes=2), tags_for(run_id), paths.runs_dir() / run_id)
+            req = request(nodes=2)
+            backend_for(req.provider).acquire(req, tags_for(run_id))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert_no_leaks(clean_cloud)
-
-
-def test_target_is_json_safe_for_xcom(clean_cloud, run_id):
-    """Targets go through XCom as plain dicts: strings only, no secrets."""
-    import dataclasses
-    import json
-
-    backend, tags, workdir = IronicBackend(), tags_for(run_id), paths.runs_dir() / run_id
-    targets = backend.acquire(request(nodes=1), tags, workdir)
-    try:
-        payload = json.dumps([dataclasses.asdict(t) for t in targets])
-        assert Target(**json.loads(payload)[0]) == targets[0]
-        assert "PRIVATE KEY" not in payload
-    finally:
-        backend.release(targets, tags, workdir)
-    assert_no_leaks(clean_cloud)
+    assert not (paths.runs_dir() / run_id).exists()

@@ -13,21 +13,21 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from dlbench.provisioning.base import Tags
-from dlbench.provisioning.ironic import IronicProvisioner, IronicSpec
 from tests.conftest import ROOT
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
+from tests.ironic.test_provisioner import Prov
 
 KILLED_RUN = """
 import json, sys
-from dlbench.pipeline.ironic_backend import provisioner_for
-from dlbench.config import IronicSettings
-from dlbench.provisioning.base import Tags
+from dlbench.provisioning.registry import driver_for
+from dlbench.provisioning.ironic import IronicSettings
+from dlbench.provisioning.base import BootConfig, Demand, Tags
+from dlbench.provisioning.polling import Deadline
 from datetime import datetime
 s = IronicSettings.model_validate_json(sys.argv[1])
 tags = Tags(run_id=sys.argv[2], dag_id="dlbench_benchmark", dag_run_id="manual__never-existed",
             expires_at=datetime.fromisoformat(sys.argv[3]))
-prov = provisioner_for(s)
-prov.create(2, tags, role="bm")
+driver_for(s).create(Demand("bm", "bare_metal", 2), tags, BootConfig(public_key=""), Deadline(120, "create"))
 print("created", flush=True)
 import time; time.sleep(600)
 """
@@ -53,16 +53,17 @@ def test_janitor_releases_a_killed_runs_nodes_and_nothing_else(clean_cloud, run_
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    prov = IronicProvisioner(conn, IronicSpec.from_settings(settings()))
+    prov = Prov(conn)
     assert len(prov.owned(run_id)[run_id]) == 2
 
     # 2. A live run without a DAG run (expiry only, not expired) and a foreign allocation.
-    live = prov.create(1, Tags(run_id=f"{run_id}live", expires_at=datetime.now(UTC) + timedelta(hours=1)), role="bm")
+    live = prov.create(1, Tags(run_id=f"{run_id}live", expires_at=datetime.now(UTC) + timedelta(hours=1)))
     foreign = conn.baremetal.create_allocation(name=f"foreign-{run_id}", resource_class=RESOURCE_CLASS,
                                                extra={"owner": "not-dlbench"})
     try:
         dag = janitor_dag()
-        conf = {"cloud": CLOUD, "clouds_file": CLOUDS_FILE, "docker": False}
+        conf = {"clouds": [{"name": "ironic", "cloud": CLOUD, "clouds_file": CLOUDS_FILE, "poll_interval": 0.2}],
+                "docker": False}
         dry = dag.test(run_conf={**conf, "dry_run": True})
         assert dry.state == "success"
         assert len(prov.owned(run_id)[run_id]) == 2  # dry run touched nothing

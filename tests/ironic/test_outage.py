@@ -12,8 +12,15 @@ import pytest
 
 from dlbench.hooks.openstack import resolve
 from dlbench.provisioning.base import Tags
-from dlbench.provisioning.ironic import IronicProvisioner, IronicSpec
+from dlbench.provisioning.ironic import IronicDriver
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, assert_no_leaks, fault, settings
+from tests.ironic.test_provisioner import Prov
+
+
+def prov_on(conn: object) -> Prov:
+    prov = Prov(conn)
+    prov.driver = IronicDriver(settings(), conn)
+    return prov
 
 
 @pytest.mark.parametrize(("down", "up"), [("api-stop", "api-start"), ("api-freeze", "api-thaw")],
@@ -24,8 +31,8 @@ def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up)
     caplog.set_level(logging.WARNING, logger="dlbench.provisioning.polling")
     fault("reset")
     spec = dataclasses.replace(resolve(CLOUD, config_file=CLOUDS_FILE), api_timeout=2)
-    prov = IronicProvisioner(spec.connect(), IronicSpec.from_settings(settings()))
-    instances = prov.create(2, Tags(run_id), role="bm")
+    prov = prov_on(spec.connect())
+    instances = prov.create(2, Tags(run_id))
     down_for = 6.0
 
     def outage_window() -> None:
@@ -52,11 +59,11 @@ def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up)
 
 def test_ironic_crash_mid_deploy_fails_clearly_and_leaks_nothing(clean_cloud, run_id):
     """``api-kill``: the deployments in flight are lost; after the restart Ironic marks the
-    nodes ``deploy failed``: wait() reports Ironic's last_error and releases both nodes."""
+    nodes ``deploy failed``: wait_ready() reports Ironic's last_error; release by tag frees both."""
     from dlbench.provisioning.ironic import ProvisioningError
 
-    prov = IronicProvisioner(resolve(CLOUD, config_file=CLOUDS_FILE).connect(), IronicSpec.from_settings(settings()))
-    instances = prov.create(2, Tags(run_id), role="bm")
+    prov = prov_on(resolve(CLOUD, config_file=CLOUDS_FILE).connect())
+    instances = prov.create(2, Tags(run_id))
     fault("api-kill")
     try:
         time.sleep(1.0)
@@ -64,4 +71,5 @@ def test_ironic_crash_mid_deploy_fails_clearly_and_leaks_nothing(clean_cloud, ru
         fault("api-start")
     with pytest.raises(ProvisioningError, match="deploy failed: .*resumed"):
         prov.wait(instances, timeout=120)
+    prov.delete(prov.owned(run_id)[run_id])
     assert_no_leaks(clean_cloud)

@@ -13,13 +13,37 @@ from typing import Any
 
 import pytest
 
-from dlbench.provisioning.base import Tags
-from dlbench.provisioning.ironic import IronicProvisioner, IronicSpec, ProvisioningError
+from dlbench.provisioning.base import BootConfig, Demand, Instance, Tags
+from dlbench.provisioning.ironic import IronicDriver, ProvisioningError
+from dlbench.provisioning.polling import Deadline
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
 
 
-def provisioner(conn: Any, **overrides: Any) -> IronicProvisioner:
-    return IronicProvisioner(conn, IronicSpec.from_settings(settings(**overrides)))
+class Prov:
+    """The driver's hooks with test-sized deadlines (the lifecycle passes its own)."""
+
+    def __init__(self, conn: Any, **overrides: Any) -> None:
+        self.driver = IronicDriver(settings(**overrides), conn)
+
+    def create(self, count: int, tags: Tags, public_key: str = "") -> list[Instance]:
+        return self.driver.create(Demand("bm", "bare_metal", count), tags, BootConfig(public_key=public_key),
+                                  Deadline(120, "test create"))
+
+    def wait(self, instances: list[Instance], timeout: float = 120) -> list[Instance]:
+        return self.driver.wait_ready(instances, Deadline(timeout, "test wait"))
+
+    def delete(self, instances: list[Instance], timeout: float = 120) -> dict[str, float]:
+        return self.driver.delete(instances, Deadline(timeout, "test delete"))
+
+    def owned(self, run_id: str | None = None) -> dict[str, list[Instance]]:
+        return self.driver.find(run_id)
+
+    def matching_nodes(self) -> list[Any]:
+        return self.driver.matching_nodes()
+
+
+def provisioner(conn: Any, **overrides: Any) -> Prov:
+    return Prov(conn, **overrides)
 
 
 def tags_for(run_id: str, hours: float = 1.0) -> Tags:
@@ -31,7 +55,7 @@ def test_two_nodes_deploy_tagged_then_release_leaves_nothing(clean_cloud, run_id
     conn = clean_cloud
     prov = provisioner(conn)
     tags = tags_for(run_id)
-    instances = prov.wait(prov.create(2, tags, public_key="ssh-ed25519 AAAAC3Nz test", role="bm"), timeout=120)
+    instances = prov.wait(prov.create(2, tags, public_key="ssh-ed25519 AAAAC3Nz test"), timeout=120)
     assert len({i.id for i in instances}) == 2
     for inst in instances:
         node = conn.baremetal.get_node(inst.id)
@@ -41,12 +65,12 @@ def test_two_nodes_deploy_tagged_then_release_leaves_nothing(clean_cloud, run_id
         assert node.instance_info["dlbench_run_id"] == run_id                    # instance_info
         assert conn.baremetal.get_allocation(node.allocation_id).name == inst.name == f"dlbench-{run_id}-bm-" \
             f"{instances.index(inst)}"                                            # allocation name
-        assert inst.address and inst.address == prov.address(inst)
-        assert set(inst.details["timings"]) == {"allocate", "deploy_to_active"}
-        assert all(v > 0 for v in inst.details["timings"].values())
+        assert inst.address and inst.address == node.extra["test_host_address"]
+        assert set(inst.timings) == {"allocate", "deploy_to_active"}
+        assert all(v > 0 for v in inst.timings.values())
     assert set(prov.owned()) == {run_id}
-    prov.delete(instances, timeout=120)
-    assert set(prov.last_undeploy) == {i.id for i in instances}
+    undeploy = prov.delete(instances, timeout=120)
+    assert set(undeploy) == {i.id for i in instances} and all(v > 0 for v in undeploy.values())
     assert_no_leaks(conn)
     prov.delete(instances, timeout=60)  # idempotent
     assert_no_leaks(conn)
@@ -74,7 +98,7 @@ def test_deploy_refused_on_one_node_of_two_releases_both(clean_cloud, run_id):
     thread.start()
     try:
         with pytest.raises(Exception, match="maintenance"):
-            prov.wait(prov.create(2, tags_for(run_id), role="bm"), timeout=120)
+            prov.wait(prov.create(2, tags_for(run_id)), timeout=120)
     finally:
         stop.set()
         thread.join()
@@ -98,7 +122,7 @@ def test_competing_runs_never_share_nodes(clean_cloud):
     def run(name: str, hold: float) -> None:
         prov = provisioner(conn, allocate_timeout=90)
         try:
-            instances = prov.wait(prov.create(want, tags_for(name), role="bm"), timeout=120)
+            instances = prov.wait(prov.create(want, tags_for(name)), timeout=120)
             held[name] = {i.id for i in instances}
             time.sleep(hold)
             prov.delete(instances, timeout=120)
@@ -123,12 +147,12 @@ def test_too_few_nodes_fails_cleanly_after_allocate_timeout(clean_cloud, run_id)
     conn = clean_cloud
     holder = provisioner(conn)
     total = len(holder.matching_nodes())
-    held = holder.create(total, tags_for(f"{run_id}h"), role="bm")  # every node taken by another run
+    held = holder.create(total, tags_for(f"{run_id}h"))  # every node taken by another run
     try:
         prov = provisioner(conn, allocate_timeout=3)
         started = time.monotonic()
         with pytest.raises(ProvisioningError, match="not enough free nodes"):
-            prov.create(1, tags_for(run_id), role="bm")
+            prov.create(1, tags_for(run_id))
         assert time.monotonic() - started < 30
         assert run_id not in prov.owned()
         assert {i.id for i in held} == {n.id for n in holder.matching_nodes() if n.allocation_id}
@@ -143,11 +167,11 @@ def test_killed_midway_leaves_tagged_nodes_that_release_run_finds(clean_cloud, r
     is still found by tag alone and released (what the teardown and the janitor do)."""
     conn = clean_cloud
     prov = provisioner(conn)
-    prov.create(2, tags_for(run_id), role="bm")  # deployment in flight, then the process "dies"
+    prov.create(2, tags_for(run_id))  # deployment in flight, then the process "dies"
     fresh = provisioner(conn)                    # a new process knows only the run id
-    assert len(fresh.owned(run_id)[run_id]) == 2
-    released = fresh.release_run(run_id, timeout=120)
-    assert len(released) == 2
+    found = fresh.owned(run_id)[run_id]
+    assert len(found) == 2
+    fresh.delete(found, timeout=120)
     assert_no_leaks(conn)
 
 
@@ -165,14 +189,18 @@ def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run
             time.sleep(0.2)
         foreign = conn.baremetal.get_allocation(foreign.id)
         assert foreign.state == "active", foreign.last_error
-        expired = prov.wait(prov.create(1, tags_for(f"{run_id}x", hours=-1), role="bm"), timeout=120)
-        live = prov.wait(prov.create(1, tags_for(f"{run_id}l", hours=1), role="bm"), timeout=120)
+        expired = prov.wait(prov.create(1, tags_for(f"{run_id}x", hours=-1)), timeout=120)
+        live = prov.wait(prov.create(1, tags_for(f"{run_id}l", hours=1)), timeout=120)
 
-        dry = prov.sweep(lambda tags: True, dry_run=True)
+        from dlbench.pipeline.janitor import sweep_provider
+
+        ironic = settings()
+        dry, kept = sweep_provider(ironic, lambda tags: True, dry_run=True)
+        assert {k["run_id"] for k in kept} == {f"{run_id}l"} and "still active" in kept[0]["reason"]
         assert [a.name for a in dry] == [expired[0].name] and not dry[0].released
         assert conn.baremetal.get_node(expired[0].id).provision_state == "active"
 
-        actions = prov.sweep(lambda tags: tags.run_id != f"{run_id}l")  # the live run is "no longer running"
+        actions, _ = sweep_provider(ironic, lambda tags: tags.run_id != f"{run_id}l")  # live run "no longer running"
         reasons = {a.name: a.reason for a in actions}
         assert reasons[expired[0].name].startswith("expired")
         assert "no longer running" in reasons[live[0].name]
@@ -186,43 +214,38 @@ def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run
 
 def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id, monkeypatch):
     from dlbench.config import ConfigError, parse_request
-    from dlbench.hooks.openstack import CloudConfigError
-    from dlbench.pipeline.ironic_backend import IronicBackend, preflight
+    from dlbench.pipeline import steps
 
     conn = clean_cloud
-    with pytest.raises(ConfigError, match=r"ironic.deploy_timeout: Input should be greater than 0"):
-        parse_request({"provider": "ironic", "ironic": {"deploy_timeout": 0}})
+    with pytest.raises(ConfigError, match=r"ironic.ready_timeout: Input should be greater than 0"):
+        parse_request({"provider": "ironic", "ironic": {"cloud": CLOUD, "ready_timeout": 0}})
     with pytest.raises(ConfigError, match=r"ironic.poll_interval"):
-        parse_request({"provider": "ironic", "ironic": {"poll_interval": 0}})
+        parse_request({"provider": "ironic", "ironic": {"cloud": CLOUD, "poll_interval": 0}})
 
-    def acquire(**ironic: Any) -> None:
+    def validate(**ironic: Any) -> None:
         base = {"cloud": CLOUD, "clouds_file": CLOUDS_FILE, "resource_class": RESOURCE_CLASS}
-        request = parse_request({"provider": "ironic", "platforms": ["bare_metal"], "suites": ["cpu"],
-                                 "ironic": {**base, **ironic}})
-        IronicBackend().acquire(request, tags_for(run_id), __import__("pathlib").Path("/tmp") / f"dlbench-{run_id}")
+        steps.validate({"provider": "ironic", "platforms": ["bare_metal"], "suites": ["cpu"],
+                        "ironic": {**base, **ironic}})
 
-    with pytest.raises(CloudConfigError, match=rf"unknown cloud 'no-such-cloud'.*allowed: .*{CLOUD}"):
-        acquire(cloud="no-such-cloud")
-    with pytest.raises(CloudConfigError, match="unknown cloud 'no-such-cloud'"):
-        preflight(parse_request({"provider": "ironic", "ironic": {"cloud": "no-such-cloud"}}))
+    with pytest.raises(ConfigError, match=rf"ironic: unknown cloud 'no-such-cloud'.*allowed: .*{CLOUD}"):
+        validate(cloud="no-such-cloud")
     monkeypatch.setenv("AIRFLOW_CONN_OS_NO_PASSWORD", '{"conn_type": "openstack", "host": "http://127.0.0.1:5000/v3", '
                        '"login": "bench", "extra": {"project_name": "dl"}}')
-    with pytest.raises(CloudConfigError, match="missing credentials: password"):
-        acquire(conn_id="os_no_password")
-    with pytest.raises(ProvisioningError, match="no nodes in resource class 'no-such-class'"):
-        acquire(resource_class="no-such-class")
-    with pytest.raises(ProvisioningError, match="needs 999 nodes"):
-        acquire(nodes={"bare_metal": 999})
-    with pytest.raises(ValueError, match="not offered by the ironic provider"):
-        IronicBackend().acquire(parse_request({"provider": "ironic", "platforms": ["virtual_machine"]}),
-                                tags_for(run_id), __import__("pathlib").Path("/tmp"))
+    with pytest.raises(ConfigError, match="missing credentials: password"):
+        validate(conn_id="os_no_password")
+    with pytest.raises(ConfigError, match="no nodes in resource class 'no-such-class'"):
+        validate(resource_class="no-such-class")
+    with pytest.raises(ConfigError, match="needs 999 nodes"):
+        validate(nodes={"bare_metal": 999})
+    with pytest.raises(ConfigError, match="ironic: platform 'virtual_machine' in nodes/runtime is not offered"):
+        validate(nodes={"virtual_machine": 1})
     assert run_id not in provisioner(conn).owned()
     assert_no_leaks(conn)
 
 
 def test_deploy_failed_on_one_node_of_two_surfaces_last_error_and_releases_both(clean_cloud, run_id):
-    """Ironic itself fails one deployment (``deploy failed``, knob deploy-fail): wait() raises
-    with Ironic's last_error and releases both nodes. The other nodes are parked in maintenance
+    """Ironic itself fails one deployment (``deploy failed``, knob deploy-fail): wait_ready()
+    raises with Ironic's last_error, and release by tag frees both nodes. The other nodes are parked in maintenance
     so the allocation must take the failing one."""
     from tests.ironic.conftest import fault, node_index
 
@@ -234,11 +257,12 @@ def test_deploy_failed_on_one_node_of_two_surfaces_last_error_and_releases_both(
         conn.baremetal.set_node_maintenance(node.id, reason="test: keep out of the allocation")
     try:
         prov = provisioner(conn)
-        instances = prov.create(2, tags_for(run_id), role="bm")
+        instances = prov.create(2, tags_for(run_id))
         assert {i.id for i in instances} == {failing.id, healthy.id}
         with pytest.raises(ProvisioningError, match=r"deploy failed: .*(callback|Timeout)"):
             prov.wait(instances, timeout=120)
-        for node_id in (failing.id, healthy.id):  # both released by wait() itself
+        prov.delete(prov.owned(run_id)[run_id])  # what the lifecycle does on any failure: release by tag
+        for node_id in (failing.id, healthy.id):
             node = conn.baremetal.get_node(node_id)
             assert node.provision_state == "available" and not node.allocation_id, node.provision_state
     finally:

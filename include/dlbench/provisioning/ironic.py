@@ -113,6 +113,7 @@ class IronicDriver(Driver):
     def preflight(self, demands: list[Demand]) -> None:
         """Fail before provisioning when the resource class cannot ever hold the nodes."""
         count = sum(d.count for d in demands)
+        self.conn  # noqa: B018 - an unknown cloud or missing credentials raise CloudConfigError as is
         try:
             nodes = self.matching_nodes()
         except Exception as exc:  # noqa: BLE001 - any failure here means: cannot reach the cloud
