@@ -1,14 +1,16 @@
-# The devcloud: a real Ironic API + SSH-able test hosts on this machine (docs/devcloud.md).
+# The devcloud: a real Ironic API whose nodes are machines on this host (docs/devcloud.md).
 DEVCLOUD_STATE := $(ROOT)/.devcloud
 DEVCLOUD_VENV := $(DEVCLOUD_STATE)/venv
 DEVCLOUD := python3 $(ROOT)/devcloud/devcloud.py
-APT_PACKAGES += genisoimage
-CI_PREREQS += devcloud-install devcloud-up
+APT_PACKAGES += genisoimage debootstrap
+# Images first (up only starts things: seconds); node-image (mk/nodeimage.mk) is added there.
+CI_PREREQS += devcloud-install devcloud-images devcloud-up
 
-.PHONY: devcloud-install devcloud-up devcloud-down devcloud-status devcloud-api-stop devcloud-api-start devcloud-test
+.PHONY: devcloud-install devcloud-images devcloud-up devcloud-down devcloud-status devcloud-api-stop \
+	devcloud-api-start devcloud-test
 
 $(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt
-	@missing=$$(for p in postgresql openssh-server iproute2 genisoimage; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in postgresql openssh-server iproute2 genisoimage debootstrap iptables; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
@@ -22,13 +24,16 @@ $(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt
 
 devcloud-install: $(DEVCLOUD_VENV)/.installed ## install the devcloud (Ironic venv in .devcloud/venv, Debian packages)
 
-devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385, DEVCLOUD_NODES (3) nodes + SSH test hosts
+devcloud-images: ## the devcloud's stock node image .devcloud/images/stock.tar (debootstrap; rebuilt only when its inputs change)
+	@docker/build-node-image.sh --variant stock --out $(DEVCLOUD_STATE)/images/stock.tar
+
+devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385, DEVCLOUD_NODES (3) nodes, node agent
 	@$(DEVCLOUD) up
 
 devcloud-down: ## stop the devcloud and remove its namespaces (DEVCLOUD_PURGE=1 also deletes its PostgreSQL data)
 	@$(DEVCLOUD) down
 
-devcloud-status: ## devcloud processes and nodes
+devcloud-status: ## devcloud processes, images and nodes (provision state, machine, image, sshd, dockerd)
 	@$(DEVCLOUD) status
 
 devcloud-api-stop: ## fault knob: stop the Ironic process (API + conductor)

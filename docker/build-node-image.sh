@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Build a bare-metal node image as a root-filesystem tarball with debootstrap (docs/node-image.md).
+#
+#   docker/build-node-image.sh [--variant dlbench-node|stock] [--out FILE] [--force]
+#
+#   dlbench-node (default; `make node-image`): the project's own node image. Everything a
+#     benchmarked machine needs, installed at image-build time so a freshly deployed node needs
+#     no preparation: the benchmark tools of the workload image, Debian's Docker engine, a venv
+#     /opt/dlbench/venv with requirements-workload.txt (offline, from build/wheelhouse: run
+#     `make wheelhouse` first), the workloads package in /opt/dlbench/include, HPCG prebuilt at
+#     /opt/dlbench/bin/dlbench-hpcg, and the marker /etc/dlbench/node-image.json.
+#     Default output: build/node-image/dlbench-node.tar
+#   stock (`make devcloud-images`): what a Debian generic cloud image has (python3, sshd, sudo...)
+#     and nothing of dlbench. Default output: .devcloud/images/stock.tar
+#
+# Rebuilds only when its inputs change: FILE.stamp records a digest of the script, the package
+# list, the suite and mirror, and (dlbench-node) the workload context digest and the wheelhouse.
+# Downloaded .debs are kept in build/debootstrap-cache, so a rebuild does not download again.
+# The debootstrap mirror is the host's (as docker/build-base.sh finds it); DEBIAN_MIRROR overrides.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+variant=dlbench-node
+out=""
+force=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --variant) variant=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --force) force=1; shift ;;
+    *) echo "usage: $0 [--variant dlbench-node|stock] [--out FILE] [--force]" >&2; exit 2 ;;
+  esac
+done
+suite=${DEBIAN_SUITE:-bookworm}
+mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+py=${PYTHON:-$repo/.venv/bin/python}
+# A Debian generic cloud image, minus cloud-init (the devcloud's node agent plays it).
+stock_packages=python3,openssh-server,sudo,ca-certificates,iproute2,procps,iputils-ping,tar,gzip
+# The workload image's tools (docker/Dockerfile, docker/build-base.sh) and Debian's Docker engine.
+node_packages=$stock_packages,python3-venv,fio,ioping,iperf3,hpcc,openmpi-bin,strace,gcc,libc6-dev,docker.io
+case "$variant" in
+  stock) packages=$stock_packages; out=${out:-$repo/.devcloud/images/stock.tar} ;;
+  dlbench-node) packages=$node_packages; out=${out:-$repo/build/node-image/dlbench-node.tar} ;;
+  *) echo "unknown variant $variant (dlbench-node or stock)" >&2; exit 2 ;;
+esac
+command -v debootstrap >/dev/null || { echo "debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "building a rootfs needs root (debootstrap, chroot)" >&2; exit 1; }
+wheelhouse=$repo/build/wheelhouse
+
+inputs() {  # everything the result depends on, digested into the stamp
+  sha256sum "$0" | cut -d' ' -f1
+  echo "$variant $suite $mirror $packages"
+  if [ "$variant" = dlbench-node ]; then
+    context
+    (cd "$wheelhouse" && find . -maxdepth 1 -name '*.whl' -printf '%f %s\n' | sort)
+  fi
+}
+context() {  # the workload context digest the product compares with (dlbench.execution.image)
+  (cd "$repo" && "$py" -c "from dlbench.execution.image import context_digest; print(context_digest())")
+}
+if [ "$variant" = dlbench-node ]; then
+  [ -x "$py" ] || { echo "no $py (make venv): it computes the workload context digest" >&2; exit 1; }
+  ls "$wheelhouse"/*.whl >/dev/null 2>&1 || { echo "no wheels in $wheelhouse: run \`make wheelhouse\` first" >&2; exit 1; }
+fi
+stamp=$out.stamp
+digest=$(inputs | sha256sum | cut -d' ' -f1)
+if [ "$force" = 0 ] && [ -f "$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
+  echo "$variant image up to date: $out"; exit 0
+fi
+
+mkdir -p "$(dirname "$out")" "$repo/build/debootstrap-cache"
+work=$(mktemp -d "$(dirname "$out")/.build-$variant.XXXXXX")
+root=$work/rootfs
+cleanup() {
+  # Mounts made for the chroot steps live in a private mount namespace (unshare below), so
+  # nothing is left mounted even when a step fails; only the files go.
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start=$(date +%s)
+echo "building the $variant image with debootstrap ($suite from $mirror); log: $work/debootstrap.log"
+debootstrap --variant=minbase --include="$packages" --cache-dir="$repo/build/debootstrap-cache" \
+  "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+
+# Like a cloud image: no host identity baked in. SSH host keys are generated on each machine's
+# first boot (so every node has its own), the hostname comes from the config drive.
+rm -f "$root"/etc/ssh/ssh_host_*
+echo localhost >"$root/etc/hostname"
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+: >"$root/etc/resolv.conf"
+rm -f "$root/etc/machine-id" "$root/var/lib/dbus/machine-id"
+mkdir -p "$root/etc/ssh/sshd_config.d"
+cat >"$root/etc/ssh/sshd_config.d/50-cloud-image.conf" <<'EOF'
+# As on a Debian generic cloud image: key authentication only (root: key only).
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+EOF
+
+if [ "$variant" = dlbench-node ]; then
+  ctx=$(context)
+  mkdir -p "$root/opt/dlbench/include/dlbench" "$root/opt/dlbench/bin" "$root/etc/dlbench" "$root/tmp/wheelhouse"
+  # Exactly what docker/Dockerfile copies: only the workloads (they never import Airflow).
+  cp "$repo/include/dlbench/__init__.py" "$root/opt/dlbench/include/dlbench/__init__.py"
+  (cd "$repo/include/dlbench" && tar --exclude=__pycache__ --exclude='*.pyc' -cf - workloads) |
+    tar -C "$root/opt/dlbench/include/dlbench" -xf -
+  cp "$repo/requirements-workload.txt" "$root/tmp/requirements-workload.txt"
+  # The venv and HPCG are made inside the image's own root (its python3, its gcc), with the
+  # wheelhouse bind-mounted read-only; the mounts die with the private mount namespace.
+  unshare --mount --propagation private --fork bash -euo pipefail -c '
+    root=$1; wheelhouse=$2
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    mount --bind "$wheelhouse" "$root/tmp/wheelhouse"; mount -o remount,bind,ro "$root/tmp/wheelhouse"
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+      PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /bin/sh -euc "
+        python3 -m venv /opt/dlbench/venv
+        /opt/dlbench/venv/bin/pip install -q --no-index --find-links /tmp/wheelhouse -r /tmp/requirements-workload.txt
+        gcc -O3 -o /opt/dlbench/bin/dlbench-hpcg /opt/dlbench/include/dlbench/workloads/micro/hpcg.c -lm
+      "
+  ' build-node-image "$root" "$wheelhouse" >>"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+  rm -rf "$root/tmp/wheelhouse" "$root/tmp/requirements-workload.txt"
+  find "$root/opt/dlbench" -name __pycache__ -prune -exec rm -rf {} +
+  cat >"$root/etc/dlbench/node-image.json" <<EOF
+{"image": "dlbench-node", "context": "$ctx", "python": "/opt/dlbench/venv/bin/python", "pythonpath": "/opt/dlbench/include", "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+EOF
+fi
+
+# Slim: no apt lists or caches, no docs (as docker/build-base.sh).
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
+       "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/var/log/*.log "$root"/var/log/apt/*
+# File capabilities (ping's cap_net_raw) travel as xattrs.
+tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -cf "$work/image.tar" .
+mv -f "$work/image.tar" "$out"
+echo "$digest" >"$stamp"
+echo "built the $variant image in $(( $(date +%s) - start )) s: $out ($(du -m "$out" | cut -f1) MiB)"
