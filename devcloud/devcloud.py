@@ -513,6 +513,8 @@ def cmd_up(_: argparse.Namespace) -> None:
     pid = pid_alive("keyagent", "keyagent.py")
     if pid:
         stop_pid(pid, timeout=5)
+    for name in ("keyagent.pid", "keyagent.ready"):
+        (RUN / name).unlink(missing_ok=True)
     for i in range(1, count + 1):
         host_up(i)
     forward_up()

@@ -489,7 +489,8 @@ def start_sshd(state: Path, i: int) -> None:
         return
     res = subprocess.run(["nsenter", "-t", str(init), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w",
                           "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
-                          "/usr/sbin/sshd", "-E", "/var/log/sshd.log"], capture_output=True, text=True)
+                          "/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -E /var/log/sshd.log"],
+                         capture_output=True, text=True, timeout=30)
     if res.returncode != 0:
         raise MachineError(f"starting sshd in machine {i} failed: {res.stderr.strip()}")
 

@@ -69,7 +69,6 @@ def cloud_init(boot):
 
 
 def start_sshd():
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     # sshd forks into the background; its pid file is /run/sshd.pid, its log /var/log/sshd.log.
     subprocess.run(["/usr/sbin/sshd", "-E", "/var/log/sshd.log"], check=True, preexec_fn=unblocked,
                    env={"PATH": PATH, "LANG": "C.UTF-8"})
@@ -97,6 +96,7 @@ def main():
     os.environ.update({"PATH": PATH, "LANG": "C.UTF-8", "HOME": "/root"})
     booted = {"hostname": boot["hostname"], "image": boot.get("image")}
     cloud_init(boot)
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir (ssh-up needs it too)
     if boot.get("sshd", True):
         start_sshd()
         booted["sshd_started_s"] = round(time.monotonic() - t0, 3)
