@@ -52,6 +52,8 @@ def test_embedded_run(dag, workload_image):
     page = reports[0].read_text()
     assert reports and "container_on_bare_metal" in page
     assert all(f"<h2>{suite}</h2>" in page for suite in ("tf_cnn", "cpu", "disk", "network", "deepbench"))
+    # Locally bare metal measures loopback and the container the Docker bridge: the report says so.
+    assert "network paths differ" in page and "loopback" in page and "Docker bridge" in page
     assert not (paths.runs_dir() / safe_run_id(run.run_id)).exists()  # the teardown removed the run's workdir
 
 

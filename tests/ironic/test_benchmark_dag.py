@@ -1,5 +1,7 @@
-"""dlbench_benchmark end to end with provider=ironic on the devcloud (dag.test()): two nodes
-deployed, the smoke TF runner and a micro-benchmark run over SSH, warehouse rows for the
+"""dlbench_benchmark end to end with provider=ironic on the devcloud (dag.test()): two nodes that
+share nothing with the controller (own root filesystem from the node image, own sshd, own Docker
+engine) deployed, the demo data set staged to each, the smoke TF runner on synthetic and real data,
+the CPU suite and the network suite between the two nodes over SSH, warehouse rows for the
 platforms, and every node back to ``available`` with no allocation left."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from sqlalchemy import text
 from dlbench import paths
 from dlbench.warehouse import db
 from tests.conftest import ROOT
-from tests.ironic.conftest import assert_no_leaks, settings
+from tests.ironic.conftest import assert_no_leaks, node_image, settings
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +26,11 @@ def dag(airflow_db):
     return bag.dags["dlbench_benchmark"]
 
 
-def run_ironic(dag: Any, platforms: list[str], **ironic: Any) -> tuple[Any, dict]:
-    conf = {"provider": "ironic", "platforms": platforms, "suites": ["tf_cnn", "cpu"], "models": ["alexnet"],
-            "data": ["synthetic"], "profile": "smoke", "repetitions": 2,
-            "ironic": settings(**ironic).model_dump()}
+def run_ironic(dag: Any, platforms: list[str], suites: tuple[str, ...] = ("tf_cnn", "cpu", "network"),
+               data: tuple[str, ...] = ("synthetic", "real"), **ironic: Any) -> tuple[Any, dict]:
+    conf = {"provider": "ironic", "platforms": platforms, "suites": list(suites), "models": ["alexnet"],
+            "data": list(data), "profile": "smoke", "repetitions": 1,
+            "ironic": settings(image_source=node_image(), **ironic).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
     return run, states
@@ -42,13 +45,25 @@ def rows_by_platform(run_id: str) -> dict[tuple[str, str], int]:
     return {(r[0], r[1]): r[2] for r in rows}
 
 
+def network_labels(run_id: str) -> list[dict]:
+    from dlbench.workloads.result import ResultDocument
+
+    docs = [ResultDocument.read(p) for p in (paths.results_dir() / run_id.replace(":", "-").replace("+", "-"))
+            .glob("*.json")]
+    return [d.labels for d in docs if d.benchmark.suite == "network"]
+
+
 def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud):
     run, states = run_ironic(dag, ["bare_metal"], nodes={"bare_metal": 2})
     assert str(run.state).endswith("success"), states
     assert all(v.endswith("success") for k, v in states.items() if k[0] == "run_job"), states
     found = rows_by_platform(run.run_id)
     assert found.get(("bare_metal", "tf_cnn"), 0) > 0 and found.get(("bare_metal", "cpu"), 0) > 0, found
-    assert found.get(("bare_metal", "provisioning"), 0) >= 2 * 4  # 4 phase timings per node
+    assert found.get(("bare_metal", "network"), 0) > 0, found
+    # allocate, deploy, SSH, prepare, data staging, undeploy: 6 phase timings per node
+    assert found.get(("bare_metal", "provisioning"), 0) >= 2 * 6, found
+    (labels,) = network_labels(run.run_id)
+    assert "across machines" in labels["network_path"], labels  # peer = the other node, never itself
     from dlbench.pipeline.steps import safe_run_id
 
     assert not (paths.runs_dir() / safe_run_id(run.run_id)).exists()  # the run's key and workdir are gone
@@ -56,11 +71,18 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud):
 
 
 def test_container_on_bare_metal_over_ssh(dag, clean_cloud, workload_image):
-    """The workload image through the node's Docker engine, on the bare-metal nodes (share_nodes)."""
-    run, states = run_ironic(dag, ["bare_metal", "container_on_bare_metal"], nodes={"bare_metal": 2},
-                             share_nodes=True, docker_image=workload_image)
+    """The workload image on each node's OWN Docker engine (loaded there by the prepare stage with
+    docker save | docker load over SSH), on the bare-metal nodes (share_nodes); the network suite
+    runs container <-> container across the two nodes."""
+    run, states = run_ironic(dag, ["bare_metal", "container_on_bare_metal"], suites=("tf_cnn", "network"),
+                             data=("synthetic",), nodes={"bare_metal": 2}, share_nodes=True,
+                             docker_image=workload_image, prepare_timeout=900)
     assert str(run.state).endswith("success"), states
     found = rows_by_platform(run.run_id)
     for platform in ("bare_metal", "container_on_bare_metal"):
         assert found.get((platform, "tf_cnn"), 0) > 0, found
+        assert found.get((platform, "network"), 0) > 0, found
+    paths_seen = sorted(labels["network_path"] for labels in network_labels(run.run_id))
+    assert len(paths_seen) == 2 and all("across machines" in p for p in paths_seen), paths_seen
+    assert any(p.startswith("docker-to-docker") for p in paths_seen), paths_seen
     assert_no_leaks(clean_cloud)

@@ -264,7 +264,7 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
     directory = archive.archive_dir(safe)
     documents = sorted(directory.glob("*.json")) if directory.exists() else []
     req = request_from(request)
-    info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.value,
+    info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.name,
                         scheduled=load.is_scheduled_run_id(run_id), config=request)
     summary = load.load_documents(engine, documents, run=info)
     log.info("loaded %d documents of run %s: %s", len(documents), safe, summary)

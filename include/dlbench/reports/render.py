@@ -13,6 +13,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from dlbench.reports import compare
+from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Environment, Execution, Run
 
 
@@ -136,6 +137,33 @@ def _environments_html(engine: Engine, run_id: str) -> str:
             f"{cells}</table>")
 
 
+def network_paths(engine: Engine, run_id: str) -> dict[str, list[str]]:
+    """platform -> the network paths its network-suite executions measured (label ``network_path``)."""
+    query = (select(Execution.platform, Execution.labels).join(Run, Execution.run_pk == Run.id)
+             .join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
+             .where(Run.run_id == run_id, BenchmarkRow.suite == "network"))
+    found: dict[str, list[str]] = {}
+    with engine.connect() as conn:
+        for platform, labels in conn.execute(query).all():
+            path = (labels or {}).get("network_path")
+            if path and path not in found.setdefault(platform, []):
+                found[platform].append(path)
+    return found
+
+
+def _network_note(engine: Engine, run_id: str) -> str:
+    """Says so when the platforms' network numbers went through different paths (e.g. loopback on
+    this host vs host <-> container over the Docker bridge): then they are not like for like."""
+    found = network_paths(engine, run_id)
+    kinds = {path.split(" (")[0] for paths in found.values() for path in paths}
+    if len(kinds) <= 1:
+        return ""
+    items = "".join(f"<li>{html.escape(platform)}: {html.escape('; '.join(paths))}</li>"
+                    for platform, paths in sorted(found.items()))
+    return ("<p class='note bad'><b>The platforms' network paths differ</b>, so their network numbers are not a "
+            f"like-for-like comparison:</p><ul class='note'>{items}</ul>")
+
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
 h2{margin-top:2em}.note{color:#555;font-size:.9em}.bad{color:#a00}"""
@@ -169,6 +197,8 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     for suite in list(dict.fromkeys(stats["suite"])) if not stats.empty else []:
         suite_head = head[head["suite"] == suite]
         parts.append(f"<h2>{html.escape(suite)}</h2>")
+        if suite == "network":
+            parts.append(_network_note(engine, run_id))
         for metric in list(dict.fromkeys(suite_head["metric"]))[:6]:
             rows = suite_head[suite_head["metric"] == metric]
             better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
