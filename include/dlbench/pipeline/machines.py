@@ -31,6 +31,7 @@ from pathlib import Path
 
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, Suite
+from dlbench.execution.base import ExecutionError
 from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.pipeline.providers import ProviderBackend
@@ -179,7 +180,7 @@ class MachineBackend(ProviderBackend):
             access = SSHHost(address=str(inst.address), user=s.ssh_user, key_path=key_path, known_hosts=known_hosts,
                              python=s.remote_python or "python3")
             runtimes = {s.runtime_for(p) for p in machine.platforms}
-            with RemoteHost(access) as host:
+            with RemoteHost.from_access(access) as host:
                 if s.prepare:
                     self._prepare(machine, host, runtimes)
                 else:
@@ -207,12 +208,19 @@ class MachineBackend(ProviderBackend):
         prep = prepare(host, host_runtime="host" in runtimes,  # type: ignore[arg-type]
                        docker_image=self.settings.docker_image if "docker" in runtimes else None)
         machine.instance.timings["prepare"] = time.monotonic() - started
+        if "host" in runtimes and not prep.host_ready:
+            raise ExecutionError(f"{machine.instance.name} cannot run the workloads: {prep.host_reason}")
         machine.python = self.settings.remote_python or prep.python or "python3"
         machine.pythonpath = prep.pythonpath
-        if "docker" in runtimes and not prep.image_ready:
+        if "docker" in runtimes and not prep.image_loaded:
             machine.skip_docker = (f"container platform skipped on {machine.instance.name}: "
-                                   f"{prep.docker_problem or 'no container engine with the workload image'}")
-        machine.labels.update({"prepared": ",".join(prep.actions) or "none"})
+                                   f"{prep.image_reason or prep.engine_reason or 'no engine with the workload image'}")
+        machine.labels.update({"prepared": "; ".join(prep.actions) or "none",
+                               "node_image": "yes" if prep.node_image else "no"})
+        if prep.missing_tools:
+            machine.labels["missing_tools"] = ",".join(prep.missing_tools)
+            log.warning("%s lacks %s: suites that need them will fail on it (use the node image, or install "
+                        "them in yours)", machine.instance.name, ", ".join(prep.missing_tools))
         log.info("%s prepared in %.1f s: %s", machine.instance.name, machine.instance.timings["prepare"],
                  ", ".join(prep.actions) or "nothing to do (node image)")
 
@@ -246,7 +254,7 @@ class MachineBackend(ProviderBackend):
                     name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
                     data_dir=machine.data_dir, skip_reason=machine.skip_docker if docker else None,
                     expires_at=tags.expires_at, timings=dict(inst.timings),
-                    labels={"provider": self.driver.name, **machine.labels}))
+                    labels={"provider": self.driver.name, "run_id": tags.run_id, **machine.labels}))
         for target in targets:
             if target.skip_reason:
                 log.warning("%s: %s", target.platform.value, target.skip_reason)
