@@ -8,3 +8,11 @@ janitor: airflow-init ## run the leak janitor once (JANITOR_CONF='{"dry_run": tr
 	dag = DagBag(dag_folder='$(ROOT)/dags/dlbench_janitor.py').dags['dlbench_janitor']; \
 	run = dag.test(run_conf=json.loads(sys.argv[1])); sys.exit(0 if str(run.state).endswith('success') else 1)" \
 	'$(or $(JANITOR_CONF),{})'
+
+# `make run` on the devcloud: provider ironic, 2 nodes from the node image, both platforms sharing them.
+DEVCLOUD_RUN_CONF = {"profile": "smoke", "provider": "ironic", "platforms": ["bare_metal", "container_on_bare_metal"], \
+  "ironic": {"cloud": "devcloud", "clouds_file": "$(ROOT)/.devcloud/clouds.yaml", "nodes": {"bare_metal": 2}, \
+  "share_nodes": true, "image_source": "file://$(ROOT)/build/node-image/dlbench-node.tar", "poll_interval": 0.5}}
+.PHONY: run-devcloud
+run-devcloud: ## `make run` against the devcloud (provider ironic; needs devcloud-up and node-image)
+	$(MAKE) run RUN_CONF='$(DEVCLOUD_RUN_CONF)'
