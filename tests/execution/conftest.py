@@ -191,31 +191,40 @@ class Fleet:
             time.sleep(2)
 
     def release(self) -> None:
-        errors = []
-        for machine in self.machines:
+        """Undeploy and free what this fleet took. Retried for a while: the devcloud's API may be
+        restarting under us (other tiers restart it), and a node must never be left deployed."""
+        deadline = time.monotonic() + 180
+        while True:
             try:
-                node = self.conn.baremetal.get_node(machine.node_id)
-                if node.provision_state in ("active", "deploy failed", "wait call-back"):
-                    self.conn.baremetal.set_node_provision_state(machine.node_id, "deleted")
-            except Exception as exc:  # noqa: BLE001 - keep releasing the others, report at the end
-                errors.append(f"{machine.name}: {exc}")
-        for machine in self.machines:
-            try:
-                wait_until(f"{machine.name} available", lambda m=machine: self.conn.baremetal.get_node(
-                    m.node_id).provision_state == "available", 120)
-            except AssertionError as exc:
-                errors.append(str(exc))
-        for alloc in self.allocations:
-            self.conn.baremetal.delete_allocation(alloc, ignore_missing=True)
-        assert not errors, errors
+                self._release_once()
+                break
+            except Exception:  # noqa: BLE001 - API down for a moment: try again until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
         assert not self.leaks(), self.leaks()
 
+    def _release_once(self) -> None:
+        for machine in self.machines:
+            node = self.conn.baremetal.get_node(machine.node_id)
+            if node.provision_state in ("active", "deploy failed", "wait call-back"):
+                self.conn.baremetal.set_node_provision_state(machine.node_id, "deleted")
+        for machine in self.machines:
+            wait_until(f"{machine.name} available", lambda m=machine: self.conn.baremetal.get_node(
+                m.node_id).provision_state == "available", 120)
+        for alloc in self.allocations:
+            self.conn.baremetal.delete_allocation(alloc, ignore_missing=True)
+
     def leaks(self) -> list[str]:
+        """What this fleet left behind. Other tiers share the devcloud: a node that another test
+        allocated right after we released it is theirs, not a leak of ours."""
         found = []
         mine = set(self.allocations)
         found += [f"allocation {a.id}" for a in self.conn.baremetal.allocations() if a.id in mine]
         for machine in self.machines:
             node = self.conn.baremetal.get_node(machine.node_id)
+            if node.allocation_id and node.allocation_id not in mine:
+                continue  # taken by someone else since
             if node.provision_state != "available" or node.is_maintenance or node.allocation_id or node.instance_id:
                 found.append(f"{node.name}: {node.provision_state} maintenance={node.is_maintenance} "
                              f"allocation={node.allocation_id} instance={node.instance_id}")
