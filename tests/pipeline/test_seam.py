@@ -1,0 +1,76 @@
+"""The provider seam: generic code names no provider, drivers are called only through the
+Driver interface, and provider settings are one discriminated union."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from dlbench.config import ConfigError, parse_request
+from dlbench.pipeline import janitor
+from dlbench.provisioning.base import Driver
+from dlbench.provisioning.registry import PROVIDERS
+
+PACKAGE = Path(__file__).resolve().parents[2] / "include" / "dlbench"
+GENERIC = ["pipeline/steps.py", "pipeline/machines.py", "pipeline/providers.py", "pipeline/janitor.py",
+           "pipeline/datasets.py", "config.py", "execution/targets.py"]
+
+
+def imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("module", GENERIC)
+def test_generic_modules_import_no_specific_provider(module):
+    providers = {f"dlbench.provisioning.{name}" for name in PROVIDERS} | {"dlbench.hooks.openstack", "openstack"}
+    assert not imported_modules(PACKAGE / module) & providers
+
+
+def test_the_lifecycle_calls_only_methods_the_driver_interface_declares():
+    declared = {name for name, _ in inspect.getmembers(Driver) if not name.startswith("_")}
+    source = (PACKAGE / "pipeline" / "machines.py").read_text() + (PACKAGE / "pipeline" / "janitor.py").read_text()
+    called = {node.attr for node in ast.walk(ast.parse(source))
+              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+              and node.value.attr == "driver"}
+    called |= {node.attr for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "driver"}
+    assert called and called <= declared, called - declared
+
+
+def test_every_driver_implements_the_whole_interface():
+    for name, (_settings, driver) in PROVIDERS.items():
+        if driver is not None:
+            assert issubclass(driver, Driver) and not inspect.isabstract(driver), name
+
+
+def test_provider_settings_are_one_union_and_other_providers_objects_are_refused():
+    request = parse_request({"provider": "ironic", "ironic": {"cloud": "prod", "nodes": {"bare_metal": 3}}})
+    assert request.provider.name == "ironic"
+    assert parse_request(request.model_dump(mode="json")) == request  # the normalized form round-trips (XCom)
+    with pytest.raises(ConfigError, match="ironic: settings given but provider is 'local'"):
+        parse_request({"provider": "local", "ironic": {"cloud": "prod"}})
+    with pytest.raises(ConfigError, match="provider: unknown provider 'nova'"):
+        parse_request({"provider": "nova"})
+
+
+def test_janitor_clouds_come_from_configuration():
+    assert janitor.clouds_from(None) == [] and janitor.clouds_from("[]") == []
+    (cloud,) = janitor.clouds_from('[{"name": "ironic", "cloud": "production", "release_timeout": 600}]')
+    assert cloud.name == "ironic" and cloud.release_timeout == 600
+    with pytest.raises(ValueError, match="must be a JSON list"):
+        janitor.clouds_from('{"name": "ironic"}')
+    with pytest.raises(ValueError, match="provisions nothing to sweep"):
+        janitor.clouds_from('[{"name": "local"}]')
+    with pytest.raises(ValueError):
+        janitor.clouds_from('[{"name": "ironic", "cloud": "bad; rm -rf /"}]')
+    dag_source = (PACKAGE.parents[1] / "dags" / "dlbench_janitor.py").read_text()
+    assert "devcloud" not in dag_source  # no cloud baked into the DAG
