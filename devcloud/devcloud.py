@@ -431,19 +431,24 @@ def ssh_down(i: int) -> None:
     """Knob: node i's own sshd stops (and stays stopped across (re)boots until ssh-up)."""
     RUN.mkdir(parents=True, exist_ok=True)
     machine.ssh_down_flag(STATE, i).touch()
-    if machine.running(STATE, i):
-        # A machine still booting starts its sshd before it reports booted.json: wait for that.
-        deadline = time.monotonic() + 15
-        while machine.running(STATE, i) and machine.booted(STATE, i) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+    if wait_booted(i):
         machine.stop_sshd(STATE, i)
 
 
 def ssh_up(i: int) -> None:
     machine.ssh_down_flag(STATE, i).unlink(missing_ok=True)
-    if machine.running(STATE, i) and machine.booted(STATE, i) is not None and not machine.sshd_pids(STATE, i):
+    if wait_booted(i) and not machine.sshd_pids(STATE, i):
         machine.start_sshd(STATE, i)
         wait_for(f"sshd of node {i}", lambda: bool(machine.sshd_pids(STATE, i)), timeout=10, interval=0.05)
+
+
+def wait_booted(i: int, timeout: float = 20) -> bool:
+    """True once machine i has booted (its init started sshd or decided not to, per the knob's
+    flag as it was at boot); False when it does not run."""
+    deadline = time.monotonic() + timeout
+    while machine.running(STATE, i) and machine.booted(STATE, i) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return machine.booted(STATE, i) is not None
 
 
 def legacy_sshd_down() -> None:
@@ -555,6 +560,8 @@ def machine_status(i: int) -> dict[str, str]:
     info = machine.machine_info(STATE, i) or {}
     if not machine.running(STATE, i):
         return {"machine": "down", "image": info.get("image", "-"), "sshd": "-", "dockerd": "-"}
+    if machine.booted(STATE, i) is None:
+        return {"machine": "booting", "image": info.get("image", "?"), "sshd": "-", "dockerd": "-"}
     sshd = "up" if machine.sshd_pids(STATE, i) else ("off" if machine.ssh_down_flag(STATE, i).exists() else "DOWN")
     if not info.get("docker"):
         dockerd = "-"

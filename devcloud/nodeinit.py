@@ -136,7 +136,10 @@ def main():
             stopping = time.monotonic()
             if dockerd is not None and dockerd.returncode is None:
                 os.kill(dockerd.pid, signal.SIGTERM)
-            os.kill(-1, signal.SIGTERM)  # every other process of this machine
+            try:
+                os.kill(-1, signal.SIGTERM)  # every other process of this machine
+            except ProcessLookupError:
+                pass  # there is none
         if stopping is not None:
             alive = dockerd is not None and dockerd.returncode is None
             if not alive or time.monotonic() - stopping > 5:
