@@ -8,6 +8,7 @@ the same script and takes it down again at the end, so nothing is left running.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -22,6 +23,9 @@ from tests.conftest import ROOT, require
 STATE = ROOT / ".devcloud"
 CLOUDS_FILE = STATE / "clouds.yaml"
 SCRIPT = ROOT / "devcloud" / "devcloud.py"
+STOCK_IMAGE = STATE / "images" / "stock.tar"
+NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
+TEST_IMAGE = STATE / "tmp" / "devcloud-test-image.raw"
 ENDPOINT = "http://127.0.0.1:6385"
 RESOURCE_CLASS = "dlbench-bm"
 POLL = 0.2
@@ -62,6 +66,16 @@ def conn() -> Iterator[Any]:
         devcloud("down")
 
 
+def node_status(name: str) -> dict[str, str]:
+    """Node ``name``'s row of ``devcloud status`` (columns: provision, machine, image, sshd, dockerd...)."""
+    lines = devcloud("status").stdout.splitlines()
+    header = next(line for line in lines if line.startswith("node "))
+    row = next(line for line in lines if line.split() and line.split()[0] == name)
+    starts = [(m.group(), m.start()) for m in re.finditer(r"\S+", header)][:10]  # fixed-width columns
+    return {col: row[start:(starts[k + 1][1] if k + 1 < len(starts) else None)].strip()
+            for k, (col, start) in enumerate(starts)}
+
+
 def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
     """Our own short polling (openstacksdk's waits poll every 2 s)."""
     deadline = time.monotonic() + timeout
@@ -93,6 +107,58 @@ def release(conn: Any, node_id: str | None, allocation: Any = None) -> None:
         wait_state(conn, node_id, {"available"})
     if allocation is not None:
         conn.baremetal.delete_allocation(allocation, ignore_missing=True)
+
+
+def image(path: Path | None = None) -> str:
+    """A file:// image_source. Ironic checks that the file exists on this machine; the devcloud
+    boots the image when it is one of its tarballs, else the stock image (a tiny file is fine)."""
+    if path is None:
+        if not TEST_IMAGE.exists():
+            TEST_IMAGE.parent.mkdir(parents=True, exist_ok=True)
+            TEST_IMAGE.write_bytes(b"\0" * 4096)
+        path = TEST_IMAGE
+    return f"file://{path}"
+
+
+def allocate(conn: Any, name: str, traits: list[str] | None = None, wait_free: float = 300) -> Any:
+    """An allocation (active, or error when no node matches). The devcloud is shared with other
+    test runs: while every matching node is taken, wait up to ``wait_free`` s for one."""
+    deadline = time.monotonic() + wait_free
+    while True:
+        alloc = conn.baremetal.create_allocation(name=name, resource_class=RESOURCE_CLASS, traits=traits or [])
+        alloc = wait_until(f"allocation {name}", lambda a=alloc: (
+            b := conn.baremetal.get_allocation(a.id)).state in ("active", "error") and b, 30)
+        busy = re.search("no available nodes|no suitable nodes", alloc.last_error or "")
+        if alloc.state == "active" or not busy or time.monotonic() > deadline:
+            return alloc
+        conn.baremetal.delete_allocation(alloc, ignore_missing=True)
+        time.sleep(2)
+
+
+def deploy(conn: Any, node_id: str, config_drive: Any, image_source: str | None = None) -> Any:
+    conn.baremetal.update_node(node_id, instance_info={"image_source": image_source or image(), "root_gb": 10})
+    conn.baremetal.set_node_provision_state(node_id, "active", config_drive=config_drive)
+    return wait_state(conn, node_id, {"active", "deploy failed"}, timeout=60)
+
+
+def key_drive(key: Path, **meta: Any) -> dict[str, Any]:
+    """A config drive (dict form) installing ``key``'s public half."""
+    return {"meta_data": {"public_keys": {"test": Path(f"{key}.pub").read_text().strip()}, **meta}}
+
+
+def ssh_ok(address: str, key: Path, command: str = "true", timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """``command`` over SSH once the node lets the key in (a client retries on a real cloud too)."""
+    return wait_until(f"ssh root@{address} {command!r}",
+                      lambda: (r := ssh(address, key, command)).returncode == 0 and r, timeout)
+
+
+def host_key(address: str) -> str:
+    """The node's ed25519 SSH host key as ssh-keyscan sees it."""
+    res = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519", address], capture_output=True, text=True,
+                         timeout=15)
+    keys = [line.split(None, 1)[1] for line in res.stdout.splitlines() if line and not line.startswith("#")]
+    assert keys, f"no host key from {address}: {res.stderr}"
+    return keys[0]
 
 
 def ssh(address: str, key: Path, command: str = "hostname", timeout: float = 5) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """The devcloud keeps its contract (docs/devcloud.md), checked with raw openstacksdk and ssh:
-nodes as enrolled, allocations, deploy -> the config drive's key opens the test host and no
-other key does, undeploy closes it again, 1 Gbit/s links, and every fault knob really bites."""
+nodes as enrolled, allocations, deploy -> the config drive's key opens the node's machine and no
+other key does, undeploy closes it again, 1 Gbit/s links, and every fault knob really bites.
+What a node's machine is (own filesystem, engine, network) is test_machines.py."""
 
 from __future__ import annotations
 
@@ -16,35 +17,20 @@ from tests.devcloud_infra.conftest import (
     ENDPOINT,
     RESOURCE_CLASS,
     STATE,
+    allocate,
     api_answers,
+    deploy,
     devcloud,
+    image,
+    key_drive,
     node_index,
+    node_status,
     release,
     ssh,
+    ssh_ok,
     wait_state,
     wait_until,
 )
-
-IMAGE = STATE / "tmp" / "devcloud-test-image.raw"
-
-
-def image() -> str:
-    """Ironic checks that a file:// image exists on this machine; the content does not matter."""
-    if not IMAGE.exists():
-        IMAGE.write_bytes(b"\0" * 4096)
-    return f"file://{IMAGE}"
-
-
-def allocate(conn: Any, name: str, traits: list[str] | None = None) -> Any:
-    alloc = conn.baremetal.create_allocation(name=name, resource_class=RESOURCE_CLASS, traits=traits or [])
-    return wait_until(f"allocation {name}",
-                      lambda: (a := conn.baremetal.get_allocation(alloc.id)).state in ("active", "error") and a, 30)
-
-
-def deploy(conn: Any, node_id: str, config_drive: Any) -> Any:
-    conn.baremetal.update_node(node_id, instance_info={"image_source": image(), "root_gb": 10})
-    conn.baremetal.set_node_provision_state(node_id, "active", config_drive=config_drive)
-    return wait_state(conn, node_id, {"active", "deploy failed"}, timeout=60)
 
 
 def test_nodes_are_enrolled_as_the_contract_says(conn):
@@ -52,10 +38,13 @@ def test_nodes_are_enrolled_as_the_contract_says(conn):
     for node in nodes:
         i = node_index(node)
         assert node.name == f"devcloud-node-{i}"
-        assert (node.driver, node.deploy_interface, node.boot_interface, node.power_interface) == \
-            ("fake-hardware", "fake", "fake", "fake")
-        assert node.provision_state == "available" and node.power_state == "power off", node.name
-        assert not node.is_maintenance and not node.allocation_id and not node.instance_id
+        assert (node.driver, node.boot_interface, node.power_interface) == ("fake-hardware", "fake", "fake")
+        if not (node.allocation_id or node.instance_id):  # the devcloud is shared: skip nodes in use
+            assert node.deploy_interface == "fake", node.name
+            assert node.provision_state == "available" and node.power_state == "power off", node.name
+            assert not node.is_maintenance, node.name
+            assert (STATE / "nodes" / str(i) / "authorized_keys").read_text() == ""
+            assert node_status(node.name)["machine"] == "down"  # an available node is a machine switched off
         assert node.extra["test_host_address"] == f"198.18.{i}.2"
         assert node.extra["devcloud_netns"] == node.name
         assert {"cpus", "memory_mb", "local_gb"} <= set(node.properties)
@@ -63,7 +52,6 @@ def test_nodes_are_enrolled_as_the_contract_says(conn):
         assert ("CUSTOM_GPU_FAKE" in node.traits) == (i == 1)
         ports = list(conn.baremetal.ports(node_id=node.id))
         assert [p.address for p in ports] == [f"52:54:00:c6:12:{i:02x}"]
-        assert (STATE / "nodes" / str(i) / "authorized_keys").read_text() == ""
 
 
 def test_allocation_picks_an_available_node_and_honours_traits(conn):
@@ -100,15 +88,19 @@ def test_config_drive_key_opens_the_host_and_no_other_key_does(conn, keypair, dr
         else:
             from openstack.baremetal import configdrive
 
-            drive = configdrive.build({"uuid": node_id, "public_keys": {"run": public}}, user_data=user_data.encode())
+            drive = configdrive.build({"uuid": node_id, "public_keys": {"run": public},
+                                       "hostname": f"devcloud-infra-{drive_format}"}, user_data=user_data.encode())
         node = deploy(conn, node_id, drive)
         assert node.provision_state == "active", node.last_error
         ok = wait_until("ssh with the config drive's key", lambda: (r := ssh(address, good, "hostname; "
                         "ip -br addr show; cat /proc/self/net/dev | wc -l")).returncode == 0 and r, 15)
         assert f"{address}/24" in ok.stdout  # the session runs inside node i's namespace
+        # The machine's hostname: the drive's meta_data hostname, else the node's name.
+        assert ok.stdout.split()[0] == (node.name if drive_format == "dict" else f"devcloud-infra-{drive_format}")
         denied = ssh(address, wrong)
         assert denied.returncode == 255 and "Permission denied" in denied.stderr
-        assert keys_file.read_text().strip() == public
+        assert keys_file.read_text().strip() == public  # the host's copy, for inspection
+        assert ssh(address, good, "cat /root/.ssh/authorized_keys").stdout.strip() == public  # the machine's
         assert (STATE / "nodes" / str(i) / "user_data").read_text() == user_data
         conn.baremetal.set_node_provision_state(node_id, "deleted")
         wait_state(conn, node_id, {"available"})
@@ -130,45 +122,70 @@ def test_links_are_shaped_to_1_gbit_on_both_ends(conn):
 
 
 def test_deploy_fail_knob_makes_ironic_fail_the_deploy(conn):
-    node = conn.baremetal.get_node("devcloud-node-2")
-    devcloud("fault", "deploy-fail", "2")
+    alloc = allocate(conn, "devcloud-infra-deploy-fail")  # any free node (the devcloud is shared)
+    node = conn.baremetal.get_node(alloc.node_id)
+    i = str(node_index(node))
+    devcloud("fault", "deploy-fail", i)
     try:
         failed = deploy(conn, node.id, {"meta_data": {"public_keys": {"k": "ssh-ed25519 AAAA never"}}})
         assert failed.provision_state == "deploy failed"
         assert "Timeout reached while waiting for callback" in failed.last_error
-        assert (STATE / "nodes" / "2" / "authorized_keys").read_text() == ""
+        assert (STATE / "nodes" / i / "authorized_keys").read_text() == ""
+        assert node_status(node.name)["machine"] == "down"  # a failed deploy never boots
     finally:
-        release(conn, node.id)
-        devcloud("fault", "deploy-ok", "2")
+        release(conn, node.id, alloc)
+        devcloud("fault", "deploy-ok", i)
     assert conn.baremetal.get_node(node.id).deploy_interface == "fake"
 
 
-def test_ssh_and_link_knobs_make_the_host_unreachable(conn, keypair):
-    address = conn.baremetal.get_node("devcloud-node-2").extra["test_host_address"]
-    key = keypair("any")
-    assert "Permission denied" in ssh(address, key).stderr  # sshd answers (and refuses the key)
-    devcloud("fault", "ssh-down", "2")
+def test_ssh_and_link_knobs_make_the_node_unreachable(conn, keypair):
+    """ssh-down stops the machine's own sshd (refused) and keeps it stopped across a deploy;
+    link-down makes the address time out; the up knobs (and reset) bring both back."""
+    key = keypair("knobs")
+    alloc = allocate(conn, "devcloud-infra-knobs")
+    node_id = alloc.node_id
+    node = conn.baremetal.get_node(node_id)
+    i, address = node_index(node), node.extra["test_host_address"]
     try:
+        assert "Connection refused" in ssh(address, key).stderr  # not deployed: no machine, nothing listens
+        devcloud("fault", "ssh-down", str(i))  # set before the deploy: the machine boots without sshd
+        assert deploy(conn, node_id, key_drive(key)).provision_state == "active"
+        wait_until("machine booted", lambda: node_status(node.name)["machine"] == "up", 20)
+        assert node_status(node.name)["sshd"] == "off"
         assert "Connection refused" in ssh(address, key).stderr
+        devcloud("fault", "ssh-up", str(i))
+        assert ssh_ok(address, key, "hostname", timeout=10).stdout.strip() == node.name
+        devcloud("fault", "ssh-down", str(i))
+        try:
+            assert "Connection refused" in ssh(address, key).stderr
+        finally:
+            devcloud("fault", "ssh-up", str(i))
+        assert ssh(address, key).returncode == 0
+        devcloud("fault", "link-down", str(i))
+        try:
+            assert re.search("timed out|No route to host|unreachable", ssh(address, key, timeout=2).stderr)
+        finally:
+            devcloud("fault", "link-up", str(i))
+        assert ssh(address, key).returncode == 0
+        devcloud("fault", "ssh-down", str(i))
+        devcloud("fault", "reset")
+        assert ssh(address, key).returncode == 0
     finally:
-        devcloud("fault", "ssh-up", "2")
-    assert "Permission denied" in ssh(address, key).stderr
-    devcloud("fault", "link-down", "2")
-    try:
-        assert re.search("timed out|No route to host|unreachable", ssh(address, key, timeout=2).stderr)
-    finally:
-        devcloud("fault", "link-up", "2")
-    assert "Permission denied" in ssh(address, key).stderr
+        try:
+            release(conn, node_id, alloc)
+        finally:
+            devcloud("fault", "ssh-up", str(i))
 
 
 def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
-    before = {n.name: n.provision_state for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
+    # Same DB: the same nodes (their states may move meanwhile: the devcloud is shared).
+    before = {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
     devcloud("fault", "api-stop")
     try:
         assert not api_answers()
     finally:
         devcloud("fault", "api-start")
-    assert {n.name: n.provision_state for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)} == before
+    assert {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)} == before
     devcloud("fault", "api-freeze")
     try:
         with pytest.raises(OSError):  # a frozen API accepts the connection but never answers
@@ -181,7 +198,8 @@ def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
 def test_api_kill_mid_deploy_leaves_a_failed_deploy_that_undeploys(conn):
     """A crashed Ironic (SIGKILL) cannot resume a deploy: after a restart the node is
     ``deploy failed`` and still releasable, which is what leak handling must cope with."""
-    node = conn.baremetal.get_node("devcloud-node-3")
+    alloc = allocate(conn, "devcloud-infra-api-kill")
+    node = conn.baremetal.get_node(alloc.node_id)
     conn.baremetal.update_node(node.id, instance_info={"image_source": image(), "root_gb": 10})
     conn.baremetal.set_node_provision_state(node.id, "active",
                                             config_drive={"meta_data": {"public_keys": {"k": "ssh-ed25519 AAAA x"}}})
@@ -196,4 +214,4 @@ def test_api_kill_mid_deploy_leaves_a_failed_deploy_that_undeploys(conn):
     finally:
         if not api_answers():
             devcloud("fault", "api-start")
-        release(conn, node.id)
+        release(conn, node.id, alloc)
