@@ -6,8 +6,8 @@ on ``port``, the latency echo on ``port + 1``) run on a *different* machine than
 :func:`network_peer` starts them there and yields the address clients pass as ``--server``:
 
 - host runtime (:class:`~dlbench.execution.targets.SSHHost`): a background process in its own
-  session over SSH, stopped with SIGINT to its process group (the server's own shutdown path
-  ends iperf3 too) and verified gone, SIGKILL if it lingers;
+  session over SSH, stopped with SIGTERM to its process group (the server and its iperf3) and
+  verified gone, SIGKILL if anything lingers;
 - docker runtime (:class:`~dlbench.execution.targets.SSHDocker`): a detached container from the
   one launch builder (:func:`dlbench.execution.container.server_launch`) with both ports
   published, labelled with the run so the teardown and the janitor find it, removed at exit.
@@ -68,9 +68,14 @@ def network_peer(peer: Target, port: int = 5201, *, run_id: str | None = None,
 # -- host runtime --------------------------------------------------------------------------------
 
 _START = 'log=$1; shift; setsid "$@" > "$log" 2>&1 < /dev/null & echo "$!"'
-_PGID = 'read -r stat < "/proc/$1/stat" && stat=${stat##*) } && set -- $stat && echo "$3"'
-"""Field 5 of /proc/<pid>/stat (after the command name in parentheses) is the process group."""
-_ALIVE = 'kill -0 -"$1" 2>/dev/null'
+_PGID = ('read -r stat 2>/dev/null < "/proc/$1/stat" || { echo "$1"; exit 0; }; '
+         'stat=${stat##*) }; set -- $stat; echo "$3"')
+"""Field 5 of /proc/<pid>/stat (after the command name in parentheses) is the process group; a
+process already gone is its own group (the readiness check then reports its log)."""
+_ALIVE = ('g=$1; for f in /proc/[0-9]*/stat; do read -r s 2>/dev/null < "$f" || continue; s=${s##*) }; '
+          'set -- $s; [ "$3" = "$g" ] && [ "$1" != Z ] && exit 0; done; exit 1')
+"""Exit 0 while a live (not zombie) process is in the group: ``kill -0`` also counts zombies,
+which linger until the machine's init reaps them."""
 
 
 @contextlib.contextmanager
@@ -95,9 +100,13 @@ def _process_peer(host: RemoteHost, access: SSHHost, port: int, ready_timeout: f
 
 
 def _stop_group(host: RemoteHost, pgid: str) -> None:
-    """SIGINT (the server's KeyboardInterrupt path stops iperf3 cleanly), then SIGKILL; verified."""
-    for signal, wait in (("INT", 10.0), ("KILL", 5.0)):
-        host.run(["sh", "-c", 'kill -s "$1" -"$2" 2>/dev/null; true', "sh", signal, pgid], 30)
+    """SIGTERM to the whole process group (server and its iperf3), then SIGKILL; verified gone.
+
+    Not SIGINT: a command started with ``&`` by a non-interactive shell ignores SIGINT, and
+    Python keeps an ignored SIGINT ignored, so it would never reach ``KeyboardInterrupt``.
+    """
+    for signal, wait in (("TERM", 10.0), ("KILL", 5.0)):
+        host.run(["sh", "-c", 'kill -s "$1" -- -"$2" 2>/dev/null; true', "sh", signal, pgid], 30)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if host.run(["sh", "-c", _ALIVE, "sh", pgid], 30)[0] != 0:
