@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dlbench.config import Job
-from dlbench.execution.base import Target
 from dlbench.execution.docker import DockerExecutor, container_name, labels_for, remove_run_containers, sweep_containers
+from dlbench.execution.targets import LocalDocker, Target
 from dlbench.workloads.result import Platform, ResultDocument, Status
 
 
@@ -22,14 +22,18 @@ def job(run_id: str, **args) -> Job:
                args={"model": "alexnet", "data": "synthetic", **args}, profile="smoke")
 
 
+def docker_target(image: str, data_dir: str | None = None, **fields) -> Target:
+    return Target(name="local-docker", platform="container_on_bare_metal", access=LocalDocker(image=image),
+                  data_dir=data_dir, **fields)
+
+
 def our_containers(client, run_id):
     return client.containers.list(all=True, filters={"label": f"dlbench.run_id={run_id}"})
 
 
 @pytest.mark.parametrize("data", ["synthetic", "real"])
 def test_runner_in_the_image(docker_client, workload_image, tmp_path, data, tfrecords_dir):
-    target = Target(name="local-docker", platform="container_on_bare_metal", runtime="docker",
-                    data_dir=str(tfrecords_dir) if data == "real" else None)
+    target = docker_target(workload_image, str(tfrecords_dir) if data == "real" else None)
     doc = DockerExecutor(workload_image).execute(job("ct1", data=data), target, tmp_path / "r.json", timeout=600)
     assert doc.status is Status.OK, doc.error
     assert doc.environment.container.inside and doc.environment.container.runtime == "docker"
@@ -54,7 +58,7 @@ def test_runs_as_an_unprivileged_user(docker_client, workload_image, tmp_path, t
         user = "4242:4242"
         for path in [data, *data.iterdir()]:
             os.chown(path, 4242, 4242)
-    target = Target(name="d", platform="container_on_bare_metal", runtime="docker", data_dir=str(data))
+    target = docker_target(workload_image, str(data))
     doc = DockerExecutor(workload_image, user=user).execute(job("ct6", data="real"), target,
                                                             tmp_path / "r.json", timeout=600)
     assert doc.status is Status.OK, doc.error
@@ -62,7 +66,7 @@ def test_runs_as_an_unprivileged_user(docker_client, workload_image, tmp_path, t
 
 
 def test_bad_arguments_are_a_failed_document_with_the_error(docker_client, workload_image, tmp_path):
-    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    target = docker_target(workload_image)
     doc = DockerExecutor(workload_image).execute(job("ct7", model="vgg16"), target, tmp_path / "r.json", timeout=600)
     assert doc.status is Status.FAILED
     assert "exited with status 2" in doc.error and "vgg16" in doc.error, doc.error
@@ -75,14 +79,14 @@ def test_a_retry_replaces_the_container_left_by_a_dead_attempt(docker_client, wo
     leftover = docker_client.containers.create(workload_image, ["sleep", "60"], name=container_name(retried),
                                                labels=labels_for(retried.run_id, retried.job_id))
     leftover.start()
-    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    target = docker_target(workload_image)
     doc = DockerExecutor(workload_image).execute(retried, target, tmp_path / "r.json", timeout=600)
     assert doc.status is Status.OK, doc.error
     assert our_containers(docker_client, "ct8") == []
 
 
 def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, workload_image, tmp_path):
-    target = Target(name="d", platform="container_on_bare_metal", runtime="docker", data_dir=str(tmp_path / "empty"))
+    target = docker_target(workload_image, str(tmp_path / "empty"))
     (tmp_path / "empty").mkdir()
     doc = DockerExecutor(workload_image).execute(job("ct2", data="real"), target, tmp_path / "r.json", timeout=600)
     assert doc.status is Status.FAILED and "no TFRecord files" in doc.error
@@ -90,7 +94,7 @@ def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, wor
 
 
 def test_timeout_kills_and_removes_the_container(docker_client, workload_image, tmp_path):
-    target = Target(name="d", platform="container_on_bare_metal", runtime="docker")
+    target = docker_target(workload_image)
     slow = job("ct3", model="inception3")
     doc = DockerExecutor(workload_image).execute(slow, target, tmp_path / "r.json", timeout=3)
     assert doc.status is Status.FAILED and "timed out after 3 s" in doc.error

@@ -21,7 +21,7 @@ def test_local_provider_reports_container_platform_as_skipped_without_engine(mon
                               "data": ["synthetic"], "repetitions": 1})
     tags = steps.tags_for("noengine")
     targets = steps.provision(request, tags)
-    assert "no Docker engine reachable" in targets[0]["extra"]["skip_reason"]
+    assert "no Docker engine reachable" in targets[0]["skip_reason"]
     steps.release(request, tags, targets)  # no engine: nothing to remove, and it must not fail
 
 

@@ -151,7 +151,7 @@ class ContainerLaunch:
         kwargs: dict[str, Any] = {
             "image": self.image, "command": list(self.command), "name": self.name, "labels": dict(self.labels),
             "environment": dict(self.env), "detach": self.detach,
-            "volumes": {m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in self.mounts},
+            "volumes": [m.spec for m in self.mounts],  # a list: one source may be mounted twice
         }
         if self.user:
             kwargs["user"] = self.user
