@@ -94,24 +94,30 @@ def dlbench_benchmark() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from dlbench.pipeline import steps
+        from dlbench.pipeline.airflow_support import failures_recorded
 
         ctx = get_current_context()
         scheduled = str(getattr(ctx["dag_run"], "run_type", "")).lower().endswith("scheduled")
-        try:
-            params = steps.request_params(
-                dict(ctx["params"]), scheduled=scheduled,
-                scheduled_request=Variable.get(steps.SCHEDULED_REQUEST_VARIABLE, default=None) if scheduled else None)
-            if params.get("profile") in (None, "", "auto"):
-                params["profile"] = Variable.get("dlbench_profile", default="smoke")
-            return steps.validate(params)
-        except steps.ConfigError as exc:
-            raise AirflowFailException(str(exc)) from None
+        with failures_recorded(ctx["ti"]):
+            try:
+                params = steps.request_params(
+                    dict(ctx["params"]), scheduled=scheduled,
+                    scheduled_request=Variable.get(steps.SCHEDULED_REQUEST_VARIABLE, default=None) if scheduled
+                    else None)
+                if params.get("profile") in (None, "", "auto"):
+                    params["profile"] = Variable.get("dlbench_profile", default="smoke")
+                return steps.validate(params)
+            except steps.ConfigError as exc:
+                raise AirflowFailException(str(exc)) from None
 
     @task(retries=0, execution_timeout=timedelta(minutes=2))
     def plan(request: dict) -> list[dict]:
         from dlbench.pipeline import steps
+        from dlbench.pipeline.airflow_support import failures_recorded
 
-        return steps.plan(request, get_current_context()["run_id"])
+        ctx = get_current_context()
+        with failures_recorded(ctx["ti"]):
+            return steps.plan(request, ctx["run_id"])
 
     @task(retries=0, execution_timeout=timedelta(minutes=2))
     def run_tags(request: dict) -> dict:
@@ -119,18 +125,22 @@ def dlbench_benchmark() -> None:
         from airflow.sdk import Variable
 
         from dlbench.pipeline import steps
+        from dlbench.pipeline.airflow_support import failures_recorded
 
         ctx = get_current_context()
-        default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
-        return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
-                              expiry=steps.expiry_for(request, default_hours))
+        with failures_recorded(ctx["ti"]):
+            default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
+            return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
+                                  expiry=steps.expiry_for(request, default_hours))
 
     @setup
     @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))
     def provision(request: dict, tags: dict) -> list[dict]:
         from dlbench.pipeline import steps
+        from dlbench.pipeline.airflow_support import failures_recorded
 
-        return steps.provision(request, tags)
+        with failures_recorded(get_current_context()["ti"]):
+            return steps.provision(request, tags)
 
     @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
           map_index_template="{{ job_label }}")
@@ -148,40 +158,64 @@ def dlbench_benchmark() -> None:
 
     @teardown(on_failure_fail_dagrun=True)  # a failed release may leak machines: fail the run loudly
     @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45))
-    def release(request: dict, tags: dict, targets: list[dict] | None) -> None:
-        from dlbench.pipeline import steps
+    def release(request: dict | None, tags: dict | None, targets: list[dict] | None) -> None:
+        from airflow.sdk.exceptions import AirflowSkipException
 
-        steps.release(request, tags, targets)
+        from dlbench.pipeline import steps
+        from dlbench.pipeline.airflow_support import failures_recorded, first_failure, not_run_because
+
+        ti = get_current_context()["ti"]
+        if request is None or tags is None:  # nothing was provisioned: nothing carries the run's tags
+            raise AirflowSkipException(not_run_because(first_failure(ti, "release"), "release"))
+        with failures_recorded(ti):
+            steps.release(request, tags, targets)
 
     @task(trigger_rule="all_done", retries=2, retry_delay=timedelta(seconds=30))
-    def load(request: dict) -> dict:
+    def load(request: dict | None) -> dict:
         """Load every archived document of this run (failed and skipped ones too)."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
         from dlbench.pipeline import airflow_support, steps
 
         ctx = get_current_context()
-        return steps.load_run(ctx["run_id"], request, ctx["dag"].dag_id, airflow_support.warehouse_url())
+        if request is None:
+            raise AirflowSkipException(airflow_support.not_run_because(
+                airflow_support.first_failure(ctx["ti"], "load"), "load"))
+        with airflow_support.failures_recorded(ctx["ti"]):
+            return steps.load_run(ctx["run_id"], request, ctx["dag"].dag_id, airflow_support.warehouse_url())
 
     @task(trigger_rule="all_done")
-    def report(loaded: dict) -> dict:
+    def report(loaded: dict | None) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
         from dlbench.pipeline import airflow_support, steps
 
-        result = steps.report_run(loaded["run_id"], airflow_support.warehouse_url())
+        ti = get_current_context()["ti"]
+        if not loaded:
+            raise AirflowSkipException(airflow_support.not_run_because(
+                airflow_support.first_failure(ti, "report"), "report"))
+        with airflow_support.failures_recorded(ti):
+            result = steps.report_run(loaded["run_id"], airflow_support.warehouse_url())
         print(result["table"])
         print(f"report: {result['html']}")
         return {"html": result["html"]}
 
     @task(trigger_rule="all_done")
-    def check(jobs: list[dict], report_result: dict | None) -> dict:
-        """Make the DAG run fail visibly when a job, the load or the report failed (skips are
-        reported, not failures): the leaf that decides the run's state."""
-        from dlbench.pipeline import steps
+    def check(jobs: list[dict] | None, report_result: dict | None) -> dict:
+        """Make the DAG run fail visibly when a step or a job failed (skips are reported, not
+        failures): the leaf that decides the run's state. It repeats the FIRST failure of the
+        run (e.g. the validation error), not a later symptom."""
+        from dlbench.pipeline import airflow_support, steps
 
-        if not report_result:
-            raise RuntimeError("the warehouse load or the report failed; see the load and report tasks")
-        outcome = steps.outcome(get_current_context()["run_id"], len(jobs))
-        if outcome["failures"] or outcome["counts"]["missing"]:
-            raise RuntimeError(f"benchmark run incomplete: {outcome}")
-        return outcome
+        ctx = get_current_context()
+        with airflow_support.failures_recorded(ctx["ti"]):
+            failure = airflow_support.first_failure(ctx["ti"])
+            if failure:
+                raise RuntimeError(f"{failure['task']} failed: {failure['error']}")
+            outcome = steps.outcome(ctx["run_id"], len(jobs or []))
+            if outcome["failures"] or outcome["counts"]["missing"] or not report_result:
+                raise RuntimeError(steps.describe_outcome(outcome, report_missing=not report_result))
+            return outcome
 
     request = validate_request()
     jobs = plan(request)

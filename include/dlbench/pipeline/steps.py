@@ -254,6 +254,19 @@ __all__ = [
 ]
 
 
+def describe_outcome(outcome: dict[str, Any], *, report_missing: bool = False) -> str:
+    """One readable line for a run whose jobs did not all succeed: counts, then the first failures."""
+    counts = outcome["counts"]
+    planned = sum(counts.values())
+    parts = [f"benchmark run incomplete: {counts['failed']} of {planned} jobs failed, {counts['missing']} missing, "
+             f"{counts['skipped']} skipped, {counts['ok']} ok"]
+    if outcome["failures"]:
+        parts.append("first failure: " + outcome["failures"][0])
+    if report_missing:
+        parts.append("the report was not produced (see the load and report tasks)")
+    return "; ".join(parts)
+
+
 def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None) -> dict[str, Any]:
     """Load every archived document of the run into the warehouse (idempotent)."""
     from dlbench.warehouse import archive, db, load

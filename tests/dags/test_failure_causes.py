@@ -1,0 +1,62 @@
+"""Failures name their cause (dag.test()): when a step fails, the tasks after it are skipped
+saying which task failed and why, and the final task repeats the FIRST failure, not a symptom."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def dag(airflow_db):
+    """A fresh DAG object per test: dag.test() in one process keeps a run's conf in the DAG's params."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py")).dags["dlbench_benchmark"]
+
+
+def run(dag, conf: dict) -> tuple[object, dict[str, str], dict[str, object]]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    result = dag.test(run_conf=conf)
+    states = {ti.task_id: str(ti.state) for ti in result.get_task_instances() if ti.map_index < 0}
+    with create_session() as session:
+        rows = session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == result.run_id,
+                                               XComModel.key == "dlbench_failure").all()
+        failures = {row.task_id: row.value if isinstance(row.value, dict) else json.loads(row.value) for row in rows}
+    return result, states, failures
+
+
+def test_validation_failure_is_the_cause_every_later_task_names(dag):
+    result, states, failures = run(dag, {"provider": "ironic", "ironic": {"cloud": "no-such-cloud"},
+                                         "platforms": ["bare_metal"], "suites": ["cpu"]})
+    assert not str(result.state).endswith("success")
+    assert states["validate_request"].endswith("failed"), states
+    assert states["load"].endswith("skipped") and states["report"].endswith("skipped"), states
+    assert states["check"].endswith("failed"), states
+    assert "unknown cloud 'no-such-cloud'" in failures["validate_request"]["error"]
+    # The final task repeats the first failure, naming the task (not "the load or the report failed").
+    assert failures["check"]["error"].startswith("RuntimeError: validate_request failed:"), failures["check"]
+    assert "unknown cloud 'no-such-cloud'" in failures["check"]["error"]
+
+
+def test_every_job_failing_is_reported_with_the_first_failure(dag):
+    result, states, failures = run(dag, {"platforms": ["bare_metal"], "suites": ["tf_cnn"], "models": ["alexnet"],
+                                         "data": ["real"], "repetitions": 2, "data_dir": "/nonexistent/imagenet"})
+    assert not str(result.state).endswith("success")
+    assert states["load"].endswith("success") and states["report"].endswith("success"), states
+    error = failures["check"]["error"]
+    assert "2 of 2 jobs failed" in error and "no TFRecord files" in error, error
+
+
+def test_load_failure_is_named_by_the_report_and_the_final_task(dag, monkeypatch):
+    # The warehouse connection points at a port where nothing listens (loopback only).
+    monkeypatch.setenv("AIRFLOW_CONN_DLBENCH_WAREHOUSE", "postgres://dlbench:x@127.0.0.1:1/dlbench")
+    result, states, failures = run(dag, {"platforms": ["bare_metal"], "suites": ["cpu"], "repetitions": 1})
+    assert states["load"].endswith("failed") and states["report"].endswith("skipped"), states
+    assert failures["check"]["error"].startswith("RuntimeError: load failed:"), failures["check"]
+    assert "127.0.0.1" in failures["check"]["error"] or "connect" in failures["check"]["error"].lower()
