@@ -59,7 +59,8 @@ def test_scheduled_runs_take_their_request_from_the_variable():
         steps.request_params(form, scheduled=True, scheduled_request=None)
     with pytest.raises(steps.ConfigError, match="not JSON"):
         steps.request_params(form, scheduled=True, scheduled_request="{provider: ironic")
-    stored = '{"provider": "ironic", "platforms": ["bare_metal"], "ironic": {"cloud": "prod", "nodes": {"bare_metal": 4}}}'
+    stored = ('{"provider": "ironic", "platforms": ["bare_metal"], '
+              '"ironic": {"cloud": "prod", "nodes": {"bare_metal": 4}}}')
     params = steps.request_params(form, scheduled=True, scheduled_request=stored)
     assert params["provider"] == "ironic" and params["ironic"]["nodes"] == {"bare_metal": 4}
     from dlbench.config import parse_request
