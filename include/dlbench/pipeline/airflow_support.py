@@ -34,16 +34,39 @@ def url_from_connection(conn_type: str, host: str | None, login: str | None, pas
     raise ValueError(f"connection {WAREHOUSE_CONN_ID}: conn_type {conn_type!r} unsupported; allowed: postgres, sqlite")
 
 
-def warehouse_url() -> str | None:
-    """The URL of the ``dlbench_warehouse`` connection, or None for the embedded SQLite default."""
+def warehouse_location() -> tuple[str | None, str]:
+    """(URL or None for the embedded default, where it came from). The one documented precedence:
+
+    1. ``DLBENCH_WAREHOUSE_URL`` (environment): an explicit override for this process/worker;
+    2. the Airflow connection ``dlbench_warehouse``;
+    3. the embedded SQLite file ``$DLBENCH_HOME/warehouse.db``.
+    """
+    import os
+
+    from dlbench.warehouse.db import URL_ENV
+
+    if os.environ.get(URL_ENV):
+        return os.environ[URL_ENV], f"environment variable {URL_ENV}"
     from airflow.sdk import BaseHook
 
     try:
         conn = BaseHook.get_connection(WAREHOUSE_CONN_ID)
     except Exception:  # noqa: BLE001 - not defined: the embedded default applies
-        return None
-    return url_from_connection(conn.conn_type, conn.host, conn.login, conn.password, conn.port, conn.schema,
-                               conn.extra_dejson)
+        return None, "embedded default (no DLBENCH_WAREHOUSE_URL, no dlbench_warehouse connection)"
+    return (url_from_connection(conn.conn_type, conn.host, conn.login, conn.password, conn.port, conn.schema,
+                                conn.extra_dejson), f"Airflow connection {WAREHOUSE_CONN_ID}")
+
+
+def warehouse_url() -> str | None:
+    """The warehouse URL by :func:`warehouse_location`'s precedence, logged with its source
+    (password hidden) so nobody wonders which warehouse a load wrote to."""
+    import logging
+
+    from dlbench.warehouse.db import describe_url
+
+    url, source = warehouse_location()
+    logging.getLogger(__name__).info("warehouse: %s (from %s)", describe_url(url), source)
+    return url
 
 
 # --- failures that name their cause ------------------------------------------------------------

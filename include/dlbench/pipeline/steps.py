@@ -280,7 +280,7 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
     info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.name,
                         scheduled=load.is_scheduled_run_id(run_id), config=request)
     summary = load.load_documents(engine, documents, run=info)
-    log.info("loaded %d documents of run %s: %s", len(documents), safe, summary)
+    log.info("loaded %d samples (%s) of run %s into %s", summary.samples, summary, safe, db.describe_url(url))
     return {"run_id": safe, "documents": len(documents)}
 
 

@@ -19,6 +19,13 @@ def default_url() -> str:
     return os.environ.get(URL_ENV) or f"sqlite:///{paths.home() / 'warehouse.db'}"
 
 
+def describe_url(url: str | None) -> str:
+    """The URL with its password hidden (what logs and messages may show)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url or default_url()).render_as_string(hide_password=True)
+
+
 def engine_for(url: str | None = None) -> Engine:
     """An engine for ``url`` (default: $DLBENCH_WAREHOUSE_URL, else the embedded SQLite file)."""
     url = url or default_url()
