@@ -106,7 +106,9 @@ def dlbench_benchmark() -> None:
                     else None)
                 if params.get("profile") in (None, "", "auto"):
                     params["profile"] = Variable.get("dlbench_profile", default="smoke")
-                return steps.validate(params)
+                from airflow.configuration import conf
+
+                return steps.validate(params, max_jobs=conf.getint("core", "max_map_length", fallback=1024))
             except steps.ConfigError as exc:
                 raise AirflowFailException(str(exc)) from None
 

@@ -74,3 +74,17 @@ def test_janitor_clouds_come_from_configuration():
         janitor.clouds_from('[{"name": "ironic", "cloud": "bad; rm -rf /"}]')
     dag_source = (PACKAGE.parents[1] / "dags" / "dlbench_janitor.py").read_text()
     assert "devcloud" not in dag_source  # no cloud baked into the DAG
+
+
+def test_numeric_fields_are_bounded_and_the_matrix_fits_airflow_mapping():
+    from dlbench.pipeline import steps
+
+    for field, value in [("ready_timeout", 1e12), ("release_timeout", -1), ("expiry_hours", 1e9),
+                         ("poll_interval", float("nan")), ("root_gb", 10**9), ("nodes", {"bare_metal": 5000}),
+                         ("allocate_timeout", float("inf"))]:
+        with pytest.raises(ConfigError, match=rf"ironic[.:] ?{field}"):
+            parse_request({"provider": "ironic", "ironic": {"cloud": "prod", field: value}})
+    with pytest.raises(ConfigError, match="repetitions"):
+        parse_request({"repetitions": 101})
+    with pytest.raises(ConfigError, match=r"expands to 1100 jobs, more than .* max_map_length \(1024\)"):
+        steps.validate({"platforms": ["bare_metal", "container_on_bare_metal"], "repetitions": 50}, max_jobs=1024)

@@ -65,10 +65,17 @@ def request_params(form: dict[str, Any], *, scheduled: bool, scheduled_request: 
     return data
 
 
-def validate(params: dict[str, Any]) -> dict[str, Any]:
+def validate(params: dict[str, Any], max_jobs: int | None = None) -> dict[str, Any]:
     """Validate the request before anything is provisioned (ConfigError names the field); the
-    provider's preflight checks its cloud (names, credentials, capacity) too."""
+    provider's preflight checks its cloud (names, credentials, capacity) too. ``max_jobs`` is
+    Airflow's ``[core] max_map_length``: a matrix larger than that would fail only at mapping time."""
     request = parse_request(params)
+    if max_jobs is not None:
+        count = len(plan_jobs(request, "validate"))
+        if count > max_jobs:
+            raise ConfigError(f"invalid benchmark request: the request expands to {count} jobs, more than Airflow's "
+                              f"[core] max_map_length ({max_jobs}); lower repetitions or choose fewer platforms, "
+                              "suites, models or data kinds (or raise max_map_length)")
     try:
         backend_for(request.provider).preflight(request)
     except ConfigError:
