@@ -438,8 +438,14 @@ def ssh_down(i: int) -> None:
 def ssh_up(i: int) -> None:
     machine.ssh_down_flag(STATE, i).unlink(missing_ok=True)
     if wait_booted(i) and not machine.sshd_pids(STATE, i):
-        machine.start_sshd(STATE, i)
-        wait_for(f"sshd of node {i}", lambda: bool(machine.sshd_pids(STATE, i)), timeout=10, interval=0.05)
+        try:
+            machine.start_sshd(STATE, i)
+        except machine.MachineError:
+            if machine.running(STATE, i):
+                raise
+            return  # the machine was switched off meanwhile (an undeploy): nothing to start
+        wait_for(f"sshd of node {i}", lambda: bool(machine.sshd_pids(STATE, i)) or not machine.running(STATE, i),
+                 timeout=10, interval=0.05)
 
 
 def wait_booted(i: int, timeout: float = 20) -> bool:
