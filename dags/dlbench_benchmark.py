@@ -123,7 +123,8 @@ def dlbench_benchmark() -> None:
 
     @task(retries=0, execution_timeout=timedelta(minutes=2))
     def run_tags(request: dict) -> dict:
-        """Run id, DAG run and expiry written on every resource (the janitor's key)."""
+        """Run id, DAG run and expiry written on every resource (the janitor's key); the run's
+        request, DAG, provider and tags are archived beside its documents."""
         from airflow.sdk import Variable
 
         from dlbench.pipeline import steps
@@ -132,8 +133,11 @@ def dlbench_benchmark() -> None:
         ctx = get_current_context()
         with failures_recorded(ctx["ti"]):
             default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
-            return steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
+            tags = steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
                                   expiry=steps.expiry_for(request, default_hours))
+            scheduled = str(getattr(ctx["dag_run"], "run_type", "")).lower().endswith("scheduled")
+            steps.archive_run(ctx["run_id"], request, ctx["dag"].dag_id, tags, scheduled)  # self-describing archive
+            return tags
 
     @setup
     @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))

@@ -166,7 +166,7 @@ def test_cli_upgrade_load_reload_and_report(warehouse_url, real_documents, tmp_p
 
     try:
         upgraded = dlbench("db", "upgrade")
-        assert upgraded.returncode == 0 and "at revision 0002" in upgraded.stdout, upgraded.stderr
+        assert upgraded.returncode == 0 and "at revision 0003" in upgraded.stdout, upgraded.stderr
         first = sorted(real_documents.glob("*.json"))[:1]
         loaded = dlbench("load", *map(str, first))
         assert loaded.returncode == 0 and "1 documents (1 new, 0 reloaded)" in loaded.stdout, loaded.stderr

@@ -54,7 +54,7 @@ def doc(platform: str, rep: int, throughput: float, *, run_id: str = "r1", job_i
 
 
 def test_migrations_match_the_models_and_go_both_ways(engine):
-    assert db.current_revision(engine) == db.head_revision() == "0002"
+    assert db.current_revision(engine) == db.head_revision() == "0003"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == [], diff
@@ -65,6 +65,9 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         indexes = {i["name"]: i["column_names"] for t in TABLES for i in inspector.get_indexes(t)}
         assert indexes["ix_executions_benchmark_id_platform"] == ["benchmark_id", "platform"]
         assert indexes["ix_runs_scheduled_started_at"] == ["scheduled", "started_at"]
+    db.downgrade(engine, "0002")
+    with engine.connect() as conn:
+        assert "tags" not in {c["name"] for c in inspect(conn).get_columns("runs")}
     db.downgrade(engine, "0001")
     assert db.current_revision(engine) == "0001"
     db.downgrade(engine, "base")
@@ -72,7 +75,7 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         assert not set(TABLES) & set(inspect(conn).get_table_names())
     db.upgrade(engine)
     db.upgrade(engine)  # idempotent: the DAG calls it before every load
-    assert db.current_revision(engine) == "0002"
+    assert db.current_revision(engine) == "0003"
 
 
 def test_engine_for_defaults_to_sqlite_in_dlbench_home(monkeypatch, tmp_path):
@@ -158,6 +161,31 @@ def test_archive_layout_and_reload_into_an_empty_warehouse(engine, monkeypatch, 
     assert str(archive.archive_path(weekly, "w1")) in paths_
     with pytest.raises(FileNotFoundError, match="no result archive"):
         reload_archive(engine, tmp_path / "missing")
+
+
+def test_the_archive_describes_its_runs_so_a_rebuilt_warehouse_is_complete(engine, monkeypatch, tmp_path):
+    """Request, DAG, provider and tags are archived with the documents (``run.info.json``), and
+    reload-archive restores them into an empty warehouse; reloading twice changes nothing."""
+    from dlbench.pipeline import steps
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    run_id = "manual__2026-11-22T10:00:00+00:00"
+    request = steps.validate({"provider": "local", "platforms": ["bare_metal"], "suites": ["cpu"]})
+    tags = steps.tags_for(run_id, "dlbench_benchmark", run_id)
+    steps.archive_run(run_id, request, "dlbench_benchmark", tags)
+    safe = steps.safe_run_id(run_id)
+    doc("bare_metal", 0, 50.0, run_id=safe, job_id="j0").write(archive.archive_path(safe, "j0"))
+    for _ in range(2):
+        summary = reload_archive(engine)
+        assert summary.documents == 1
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT dag_id, provider, profile, config, tags FROM runs WHERE run_id = :r"),
+                           {"r": safe}).one()
+    config = row.config if isinstance(row.config, dict) else json.loads(row.config)
+    stored_tags = row.tags if isinstance(row.tags, dict) else json.loads(row.tags)
+    assert (row.dag_id, row.provider, row.profile) == ("dlbench_benchmark", "local", "smoke")
+    assert config == request and stored_tags == tags
+    assert count(engine, "SELECT count(*) FROM executions") == 1
 
 
 def test_environments_and_benchmarks_are_deduplicated(engine):

@@ -116,6 +116,18 @@ def tags_from(data: dict[str, Any]) -> Tags:
     return tags
 
 
+def archive_run(run_id: str, request: dict[str, Any], dag_id: str, tags: dict[str, Any],
+                scheduled: bool = False) -> None:
+    """Archive what describes the run (request, DAG, provider, tags: no secrets) beside its
+    documents before any job runs, so a warehouse rebuilt from the archive alone is complete."""
+    from dlbench.warehouse import archive
+
+    req = request_from(request)
+    archive.write_run_info(safe_run_id(run_id), {
+        "dag_id": dag_id, "dag_run_id": run_id, "provider": req.provider.name, "profile": req.profile,
+        "scheduled": scheduled, "request": request, "tags": tags})
+
+
 def provision(request: dict[str, Any], tags: dict[str, Any]) -> list[dict[str, Any]]:
     """Setup: targets for every platform. The backend undoes its own partial work on failure."""
     req = request_from(request)
@@ -244,7 +256,7 @@ def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     from dlbench.warehouse import archive
 
     directory = archive.archive_dir(safe_run_id(run_id))
-    for path in sorted(directory.glob("*.json")) if directory.exists() else []:
+    for path in archive.archive_files(directory) if directory.exists() else []:
         doc = ResultDocument.read(path)
         if doc.benchmark.suite == "provisioning":
             continue  # per-node provisioning timings, not jobs of the matrix
@@ -282,10 +294,14 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
     engine = db.engine_for(url)
     db.upgrade(engine)
     directory = archive.archive_dir(safe)
-    documents = sorted(directory.glob("*.json")) if directory.exists() else []
-    req = request_from(request)
-    info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.name,
-                        scheduled=load.is_scheduled_run_id(run_id), config=request)
+    documents = archive.archive_files(directory) if directory.exists() else []
+    archived = archive.read_run_info(directory) if directory.exists() else None
+    if archived:
+        info = load.RunInfo.from_archive(archived)
+    else:
+        req = request_from(request)
+        info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.name,
+                            scheduled=load.is_scheduled_run_id(run_id), config=request)
     summary = load.load_documents(engine, documents, run=info)
     log.info("loaded %d samples (%s) of run %s into %s", summary.samples, summary, safe, db.describe_url(url))
     return {"run_id": safe, "documents": len(documents)}

@@ -38,6 +38,14 @@ class RunInfo:
     scheduled: bool = False
     started_at: datetime | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, Any] | None = None
+
+    @classmethod
+    def from_archive(cls, info: dict[str, Any]) -> RunInfo:
+        """From an archived ``run.info.json`` (see :mod:`dlbench.warehouse.archive`)."""
+        return cls(run_id=str(info["run_id"]), dag_id=info.get("dag_id"), profile=info.get("profile"),
+                   provider=info.get("provider"), scheduled=bool(info.get("scheduled", False)),
+                   config=dict(info.get("request") or {}), tags=info.get("tags"))
 
 
 @dataclass
@@ -98,6 +106,7 @@ def _get_or_create_run(session: Session, run_id: str, info: RunInfo | None, doc:
     if info is not None and info.run_id == run_id:
         run.dag_id, run.profile, run.provider = info.dag_id, info.profile, info.provider
         run.scheduled, run.config = info.scheduled, info.config
+        run.tags = info.tags if info.tags is not None else run.tags
         run.started_at = info.started_at or run.started_at
     if run.profile is None:
         run.profile = str(doc.benchmark.parameters.get("profile")) if "profile" in doc.benchmark.parameters else None
@@ -196,9 +205,23 @@ def load_documents(engine: Engine, documents: Iterable[ResultDocument | str | os
 
 
 def reload_archive(engine: Engine, path: str | os.PathLike[str] | None = None) -> LoadSummary:
-    """Rebuild the warehouse rows from the raw archive (default: all of it), in one transaction.
+    """Rebuild the warehouse rows from the raw archive (default: all of it), one transaction per run.
 
-    Run rows keep what an earlier load recorded (DAG id, profile, config); documents only
-    refresh executions and samples. Used after a migration or to fill a new (PostgreSQL) warehouse.
+    Each run's ``run.info.json`` restores its row (DAG, provider, profile, request, tags); a run
+    archived without one keeps what an earlier load recorded. Used after a migration or to fill a
+    new (PostgreSQL) warehouse.
     """
-    return load_documents(engine, archive_files(path if path is not None else archive_root()))
+    from dlbench.warehouse.archive import read_run_info
+
+    files = archive_files(path if path is not None else archive_root())
+    summary = LoadSummary()
+    for run_dir in sorted({f.parent for f in files}):
+        info = read_run_info(run_dir)
+        part = load_documents(engine, [f for f in files if f.parent == run_dir],
+                              run=RunInfo.from_archive(info) if info else None)
+        summary.documents += part.documents
+        summary.executions_created += part.executions_created
+        summary.executions_updated += part.executions_updated
+        summary.samples += part.samples
+        summary.runs |= part.runs
+    return summary

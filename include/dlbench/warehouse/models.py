@@ -61,6 +61,7 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     config: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    tags: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
 
     executions: Mapped[list[Execution]] = relationship(back_populates="run")
 
