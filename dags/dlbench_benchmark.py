@@ -145,8 +145,12 @@ def dlbench_benchmark() -> None:
         from dlbench.pipeline import steps
         from dlbench.pipeline.airflow_support import failures_recorded
 
-        with failures_recorded(get_current_context()["ti"]):
-            return steps.provision(request, tags)
+        ctx = get_current_context()
+        timeout = ctx["task"].execution_timeout
+        with failures_recorded(ctx["ti"]):
+            # The rollback budget comes out of the task's own execution_timeout (issue: a setup
+            # that times out must still have time to release what it made).
+            return steps.provision(request, tags, budget_s=timeout.total_seconds() if timeout else None)
 
     @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
           map_index_template="{{ job_label }}")

@@ -21,7 +21,7 @@ class LocalBackend(ProviderBackend):
     def preflight(self, request: BenchmarkRequest) -> None:
         """Nothing to check beyond the request model (it refuses platforms this host cannot offer)."""
 
-    def acquire(self, request: BenchmarkRequest, tags: Tags) -> list[Target]:
+    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         data_dir = ensure_dataset(request)
         targets: list[Target] = []
         for platform in request.platforms:

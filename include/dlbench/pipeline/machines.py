@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.pipeline.providers import ProviderBackend
 from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags
-from dlbench.provisioning.polling import Deadline
+from dlbench.provisioning.polling import Deadline, WaitTimeout
 from dlbench.provisioning.settings import MachineSettings
 from dlbench.workloads.profiles import DataKind
 from dlbench.workloads.result import Platform
@@ -119,9 +119,21 @@ class MachineBackend(ProviderBackend):
         self.driver.preflight(plan_demands(request, self.settings))
 
     # -- setup ----------------------------------------------------------------------------------
-    def acquire(self, request: BenchmarkRequest, tags: Tags) -> list[Target]:
+    def budgets(self, budget_s: float | None) -> tuple[Deadline, float]:
+        """(deadline for the provisioning work, seconds kept for the rollback).
+
+        The setup task's ``execution_timeout`` is the whole budget: provisioning gets what is left
+        after a reserve for releasing everything again, so a setup that runs out of time still
+        has time to roll back before Airflow kills it."""
+        s = self.settings
+        total = budget_s if budget_s else s.ready_timeout + s.ssh_timeout + s.prepare_timeout + s.release_timeout
+        reserve = min(s.release_timeout, max(30.0, 0.25 * total))
+        return Deadline(max(total - reserve, 1.0), f"provisioning within the setup budget ({total:.0f} s)"), reserve
+
+    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         s = self.settings
         demands = plan_demands(request, s)
+        work, reserve = self.budgets(budget_s)
         self.driver.preflight(demands)
         generated = s.ssh_key_path is None
         try:
@@ -133,19 +145,20 @@ class MachineBackend(ProviderBackend):
                 key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
             known_hosts = str(key_dir(tags.run_id) / "known_hosts")
             boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
-            deadline = Deadline(s.ready_timeout, f"machines of run {tags.run_id} ready")
+            deadline = Deadline(min(s.ready_timeout, max(work.remaining(), 0.1)),
+                                f"machines of run {tags.run_id} ready")
             by_platform: dict[Platform, list[Instance]] = {}
             for demand in demands:
                 by_platform[Platform(demand.platform)] = self.driver.create(demand, tags, boot, deadline)
             machines = self._machines(request, by_platform)
             self.driver.wait_ready([m.instance for m in machines], deadline)
-            self._make_ready(request, machines, str(key_path), known_hosts)
+            self._make_ready(request, machines, str(key_path), known_hosts, work)
             return self._targets(request, tags, by_platform, machines, str(key_path), known_hosts)
         except BaseException as exc:
             log.error("acquire failed (%s: %s); releasing every resource tagged with run %s",
                       type(exc).__name__, exc, tags.run_id)
             try:
-                self._release_by_tag(tags)
+                self._release_by_tag(tags, Deadline(max(reserve, 30.0), f"rollback of run {tags.run_id}"))
             except Exception as cleanup:  # noqa: BLE001 - the janitor retries by tag; keep the first error
                 log.error("release after failed acquire incomplete (the janitor will retry): %s", cleanup)
             finally:
@@ -165,7 +178,7 @@ class MachineBackend(ProviderBackend):
         return by_platform[self.settings.host_platform_of(platform)]  # type: ignore[index]
 
     def _make_ready(self, request: BenchmarkRequest, machines: list[Machine], key_path: str,
-                    known_hosts: str) -> None:
+                    known_hosts: str, work: Deadline) -> None:
         """Reachable over SSH, prepared, data staged: every machine in parallel, each timed."""
         s = self.settings
         local_data = ensure_dataset(request) if not request.data_dir else None
@@ -176,7 +189,8 @@ class MachineBackend(ProviderBackend):
 
             inst = machine.instance
             inst.timings["reachable_over_ssh"] = wait_reachable(
-                str(inst.address), s.ssh_user, key_path, s.ssh_timeout, s.poll_interval, known_hosts)
+                str(inst.address), s.ssh_user, key_path, min(s.ssh_timeout, max(work.remaining(), 0.1)),
+                s.poll_interval, known_hosts)
             access = SSHHost(address=str(inst.address), user=s.ssh_user, key_path=key_path, known_hosts=known_hosts,
                              python=s.remote_python or "python3")
             runtimes = {s.runtime_for(p) for p in machine.platforms}
@@ -196,10 +210,16 @@ class MachineBackend(ProviderBackend):
             except BaseException as exc:  # noqa: BLE001 - re-raised below, naming the machine
                 errors.append(type(exc)(f"{machine.instance.name}: {exc}") if isinstance(exc, Exception) else exc)
 
-        with ThreadPoolExecutor(max_workers=min(16, len(machines)) or 1, thread_name_prefix="make-ready") as pool:
-            list(pool.map(guarded, machines))
+        pool = ThreadPoolExecutor(max_workers=min(16, len(machines)) or 1, thread_name_prefix="make-ready")
+        futures = [pool.submit(guarded, m) for m in machines]
+        limit = min(work.remaining(), self.settings.ssh_timeout + self.settings.prepare_timeout)
+        done, pending = wait(futures, timeout=max(limit, 0.1))
+        pool.shutdown(wait=False, cancel_futures=True)  # a stuck SSH session must not hold the rollback
         if errors:
             raise errors[0]
+        if pending:
+            raise WaitTimeout(f"{len(pending)} machine(s) not ready (SSH, prepare, data) within {limit:.0f} s "
+                              f"({work.what})")
 
     def _prepare(self, machine: Machine, host: object, runtimes: set[str]) -> None:
         from dlbench.execution.prepare import prepare
@@ -261,10 +281,11 @@ class MachineBackend(ProviderBackend):
         return targets
 
     # -- teardown -------------------------------------------------------------------------------
-    def _release_by_tag(self, tags: Tags) -> dict[str, float]:
+    def _release_by_tag(self, tags: Tags, deadline: Deadline | None = None) -> dict[str, float]:
         found = self.driver.find(tags.run_id).get(tags.run_id, [])
         started = time.monotonic()
-        timings = self.driver.delete(found, Deadline(self.settings.release_timeout, f"release of run {tags.run_id}"))
+        timings = self.driver.delete(found, deadline or Deadline(self.settings.release_timeout,
+                                                                 f"release of run {tags.run_id}"))
         log.info("released %d resource(s) of run %s in %.1f s: %s", len(found), tags.run_id,
                  time.monotonic() - started, ", ".join(i.name for i in found) or "(none)")
         return timings

@@ -25,8 +25,9 @@ class ProviderBackend(abc.ABC):
         """Everything checkable without provisioning (raises ValueError-like errors naming the field)."""
 
     @abc.abstractmethod
-    def acquire(self, request: BenchmarkRequest, tags: Tags) -> list[Target]:
-        """Targets for every requested platform. Must undo its own partial work (and remove the
+    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
+        """Targets for every requested platform within ``budget_s`` (the setup task's
+        execution_timeout, rollback included). Must undo its own partial work (and remove the
         run's key) before raising: Airflow does not run a teardown whose setup failed."""
 
     @abc.abstractmethod

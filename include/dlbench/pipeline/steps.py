@@ -128,10 +128,11 @@ def archive_run(run_id: str, request: dict[str, Any], dag_id: str, tags: dict[st
         "scheduled": scheduled, "request": request, "tags": tags})
 
 
-def provision(request: dict[str, Any], tags: dict[str, Any]) -> list[dict[str, Any]]:
-    """Setup: targets for every platform. The backend undoes its own partial work on failure."""
+def provision(request: dict[str, Any], tags: dict[str, Any], budget_s: float | None = None) -> list[dict[str, Any]]:
+    """Setup: targets for every platform within ``budget_s`` (the task's execution_timeout). The
+    backend undoes its own partial work on failure, timeouts and kills included."""
     req = request_from(request)
-    targets = backend_for(req.provider).acquire(req, tags_from(tags))
+    targets = backend_for(req.provider).acquire(req, tags_from(tags), budget_s)
     for target in targets:
         if target.skip_reason:
             log.warning("%s: %s", target.platform.value, target.skip_reason)

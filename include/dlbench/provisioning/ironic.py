@@ -342,7 +342,7 @@ class IronicDriver(Driver):
 
     def _release_quietly(self, instances: list[Instance]) -> None:
         try:
-            self.delete(instances, Deadline(max(600.0, self.spec.allocate_timeout), "release after failure"))
+            self.delete(instances, Deadline(min(600.0, max(60.0, self.spec.allocate_timeout)), "release after failure"))
         except Exception as exc:  # noqa: BLE001 - the original error is what the caller must see
             log.error("partial release failed (the janitor will retry by tag): %s", exc)
 
