@@ -248,6 +248,24 @@ def module_fleet(conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     nodes.release()
 
 
+@pytest.fixture(scope="session")
+def engine_node(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image: str) -> Iterator[Any]:
+    """One node with its own container engine and the workload image loaded by prepare (the
+    load takes about a minute: done once per session, shared by the docker-runtime tests)."""
+    from dlbench.execution.prepare import prepare
+
+    nodes = Fleet(conn, tmp_path_factory.mktemp("engine-fleet"))
+    try:
+        (machine,) = nodes.deploy(1, image="dlbench-node" if NODE_IMAGE.exists() else "stock")
+        with machine.host() as host:
+            prep = prepare(host, host_runtime=False, docker_image=workload_image)
+        require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
+        assert prep.image_loaded, prep.image_reason
+        yield machine, prep
+    finally:
+        nodes.release()
+
+
 def controller_python_access(machine: Machine) -> dict[str, str]:
     """While the nodes share this filesystem, the controller's own venv runs on them."""
     return {"python": sys.executable, "pythonpath": str(ROOT / "include")}

@@ -8,7 +8,6 @@ import pytest
 
 from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.peer import PeerError, network_peer
-from dlbench.execution.prepare import prepare
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import Status
 from tests.conftest import require
@@ -57,19 +56,22 @@ def test_a_peer_that_cannot_serve_fails_clearly_and_leaves_nothing(fleet):
     assert not listening(machine, 5311)
 
 
-def test_container_peer_publishes_its_ports_and_is_removed(fleet, run_id, workload_image, tmp_path):
-    require(NODE_IMAGE.exists(), "a container peer needs nodes with their own engine (dlbench-node image)")
-    server, client = fleet.deploy(2, image="dlbench-node")
-    with server.host() as host:
-        prep = prepare(host, host_runtime=False, docker_image=workload_image)
-    require(bool(prep.engine), prep.engine_reason)
+def test_container_peer_publishes_its_ports_and_is_removed(engine_node, fleet, run_id, tmp_path):
+    """The peer in the workload image on the node's own engine, ports published on the node."""
+    server, _ = engine_node
+    require(server.image == "dlbench-node" and not server.shared_fs,
+            "a container peer needs nodes with their own engine and network (dlbench-node image)")
+    (client,) = fleet.deploy(1, image="dlbench-node")
     server_target = server.target("container_on_bare_metal", server.docker_access(DEFAULT_TAG),
                                   labels={"run_id": run_id})
     client_target = client.target("bare_metal", client.access(**workload_access(client)))
     with network_peer(server_target, 5321) as address:
+        assert address == server.address
         doc = SSHExecutor().execute(job(run_id, suite="network", command="network", server=address, port=5321),
                                     client_target, tmp_path / "net.json", timeout=180)
     assert doc.status is Status.OK, doc.error
+    assert doc.sample("tcp_throughput").value > 0.05
     with server.host() as host:
         _, out = host.run(["docker", "ps", "-a", "-q", "--filter", f"label=dlbench.run_id={run_id}"], 60)
     assert out.strip() == ""
+    assert not listening(server, 5321)

@@ -4,8 +4,6 @@ with its process group killed on timeout. Results come back over SFTP; nothing s
 
 from __future__ import annotations
 
-import pytest
-
 from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.prepare import local_image_context, prepare, remote_image_context
 from dlbench.execution.ssh import SSHExecutor
@@ -18,16 +16,6 @@ def engine_image() -> str:
     """Nodes with an engine: the dlbench-node image when built, else the stock one (which has an
     engine only while the devcloud nodes share this machine's filesystem and Docker socket)."""
     return "dlbench-node" if NODE_IMAGE.exists() else "stock"
-
-
-@pytest.fixture(scope="module")
-def engine_node(module_fleet, workload_image):
-    (machine,) = module_fleet.deploy(1, image=engine_image())
-    with machine.host() as host:
-        prep = prepare(host, host_runtime=False, docker_image=workload_image)
-    require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
-    assert prep.image_loaded, prep.image_reason
-    return machine, prep
 
 
 def containers_of(machine, run_id: str) -> list[str]:
