@@ -154,7 +154,7 @@ def dlbench_benchmark() -> None:
 
     @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
           map_index_template="{{ job_label }}")
-    def run_job(job: dict, targets: list[dict]) -> dict:
+    def run_job(job: dict, targets: list[dict], request: dict, tags: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from dlbench.config import Job
@@ -162,7 +162,7 @@ def dlbench_benchmark() -> None:
 
         get_current_context()["job_label"] = Job.model_validate(job).label  # names the mapped index in the UI
         try:
-            return steps.run_job(job, targets)
+            return steps.run_job(job, targets, request=request, tags=tags)  # holds the run's lease
         except steps.JobSkipped as exc:
             raise AirflowSkipException(str(exc)) from None
 
@@ -231,7 +231,7 @@ def dlbench_benchmark() -> None:
     jobs = plan(request)
     tags = run_tags(request)
     targets = provision(request, tags)
-    results = run_job.partial(targets=targets).expand(job=jobs)
+    results = run_job.partial(targets=targets, request=request, tags=tags).expand(job=jobs)
     released = release(request, tags, targets)
     results >> released
     loaded = load(request)

@@ -1,4 +1,4 @@
-"""``make run``: the main DAG, end to end, in this process with Airflow's ``dag.test()``.
+"""``make run``: the main DAG, end to end, with Airflow's ``dag.test()``; Ctrl-C releases, then exits.
 
 Airflow's own log is verbose; it goes to ``$DLBENCH_HOME/last-run.log`` while this prints one
 line per finished task, then the comparison table and the report path. The run is a real Airflow
@@ -45,9 +45,99 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conf", default="{}", help="trigger-form values as JSON, e.g. '{\"profile\": \"smoke\"}'")
     parser.add_argument("--dag-id", default="dlbench_benchmark")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    conf = json.loads(args.conf)
+    if args.child:
+        return run_dag(args)
+    return supervise(args, argv if argv is not None else sys.argv[1:])
 
+
+def supervise(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the DAG in a child process (its own process group) and stay responsive to Ctrl-C:
+    on SIGINT/SIGTERM the child is stopped, everything the run holds is released by tag (from
+    the run's request and tags in Airflow's metadata), the DAG run is marked failed, exit 130.
+    Inside ``dag.test()`` an interrupt would only fail the current task and the run would go on."""
+    import signal
+    import subprocess
+
+    started_at = time.time()
+    child = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--child", *argv],
+                             start_new_session=True)
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while child.poll() is None and not interrupted:
+            time.sleep(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not interrupted:
+        return child.returncode
+    print("\ndlbench: interrupted: stopping the run, then releasing everything it holds ...", flush=True)
+    _stop(child)
+    released = release_interrupted(args.dag_id, started_at)
+    print(f"dlbench: {released}", flush=True)
+    return 130
+
+
+def _stop(child: object) -> None:
+    import os as _os
+    import signal
+
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            _os.killpg(child.pid, sig)  # type: ignore[attr-defined]
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while child.poll() is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.1)
+        if child.poll() is not None:  # type: ignore[attr-defined]
+            return
+
+
+def release_interrupted(dag_id: str, since: float) -> str:
+    """Release what the interrupted run holds, by tag, and mark its DAG run failed."""
+    from datetime import UTC, datetime
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+
+    from dlbench.pipeline import steps
+
+    with create_session() as session:
+        run = (session.query(DagRun).filter(DagRun.dag_id == dag_id,
+                                            DagRun.start_date >= datetime.fromtimestamp(since - 5, UTC))
+               .order_by(DagRun.start_date.desc()).first())
+        if run is None:
+            return "the run had not started: nothing to release"
+
+        def pulled(task_id: str) -> object:
+            row = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
+                                                  XComModel.task_id == task_id, XComModel.key == "return_value",
+                                                  XComModel.map_index == -1).first()
+            if row is None:
+                return None
+            return row.value if not isinstance(row.value, str) else json.loads(row.value)
+
+        request, tags, targets = pulled("validate_request"), pulled("run_tags"), pulled("provision")
+        run.set_state(DagRunState.FAILED)
+        session.merge(run)
+        run_id = run.run_id
+    if not request or not tags:
+        return f"run {run_id} marked failed; nothing was provisioned yet"
+    steps.release(dict(request), dict(tags), list(targets or []))  # type: ignore[arg-type]
+    return f"run {run_id} marked failed; released everything tagged with it"
+
+
+def run_dag(args: argparse.Namespace) -> int:
+    conf = json.loads(args.conf)
     home = paths.home()
     home.mkdir(parents=True, exist_ok=True)
     log_path = home / "last-run.log"

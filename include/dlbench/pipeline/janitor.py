@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dlbench.provisioning.base import RunIsActive, SweepAction, Tags
+from dlbench.provisioning.base import Instance, RunIsActive, SweepAction, Tags
 from dlbench.provisioning.polling import Deadline
 from dlbench.provisioning.registry import driver_for, parse_settings
 from dlbench.provisioning.settings import MachineSettings, ProviderSettings
@@ -67,6 +67,28 @@ def airflow_run_is_active(count_runs: Callable[..., int]) -> RunIsActive:
     return is_active
 
 
+def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
+    """(reason, keep?) for one run's resources.
+
+    The lease decides when there is one: valid = a live task renews it (kept, even past the
+    expiry: a long paper run is alive); lapsed = nothing of the run is alive (released, whatever
+    Airflow's metadata says: a killed ``dag.test()`` never gets marked failed). Resources without
+    a lease fall back to the expiry and the DAG run's state."""
+    tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
+    leases = [i.tags.lease_until for i in instances if i.tags.lease_until is not None]
+    if leases:
+        lease = max(leases)
+        if lease > now:
+            past = " (its expiry has passed: a long run)" if tags.expired(now) else ""
+            return f"lease held until {lease.isoformat()} by a live task of the run{past}", True
+        return f"lease lapsed at {lease.isoformat()}: no live task of the run renewed it", False
+    if tags.expired(now):
+        return f"expired at {tags.expires_at.isoformat()}", False
+    if not is_active(tags):
+        return f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running", False
+    return f"run still active, expires at {tags.expires_at.isoformat()}", True
+
+
 def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: datetime | None = None,
                    dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """(released or would-release actions, kept runs with the reason) for one cloud."""
@@ -74,14 +96,9 @@ def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: da
     driver = driver_for(settings)
     actions, kept = [], []
     for run_id, instances in driver.find().items():
-        tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
-        if tags.expired(now):
-            reason = f"expired at {tags.expires_at.isoformat()}"
-        elif not is_active(tags):
-            reason = f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running"
-        else:
-            kept.append({"run_id": run_id, "resources": str(len(instances)),
-                         "reason": f"run still active, expires at {tags.expires_at.isoformat()}"})
+        reason, keep = decide(instances, is_active, now)
+        if keep:
+            kept.append({"run_id": run_id, "resources": str(len(instances)), "reason": reason})
             continue
         error = ""
         if not dry_run:

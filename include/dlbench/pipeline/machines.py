@@ -21,12 +21,14 @@ delete / find; this backend owns everything providers share:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dlbench import paths
@@ -34,6 +36,7 @@ from dlbench.config import BenchmarkRequest, Suite
 from dlbench.execution.base import ExecutionError
 from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
+from dlbench.pipeline.leases import LeaseKeeper
 from dlbench.pipeline.providers import ProviderBackend
 from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags
 from dlbench.provisioning.polling import Deadline, WaitTimeout
@@ -136,24 +139,10 @@ class MachineBackend(ProviderBackend):
         work, reserve = self.budgets(budget_s)
         self.driver.preflight(demands)
         generated = s.ssh_key_path is None
+        tags = dataclasses.replace(tags, lease_until=datetime.now(UTC) + timedelta(minutes=s.lease_minutes))
         try:
-            if generated:
-                key_path, public = generate_keypair(key_dir(tags.run_id))
-            else:
-                key_path = Path(str(s.ssh_key_path))
-                public = Path(f"{s.ssh_key_path}.pub").read_text().strip()
-                key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
-            known_hosts = str(key_dir(tags.run_id) / "known_hosts")
-            boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
-            deadline = Deadline(min(s.ready_timeout, max(work.remaining(), 0.1)),
-                                f"machines of run {tags.run_id} ready")
-            by_platform: dict[Platform, list[Instance]] = {}
-            for demand in demands:
-                by_platform[Platform(demand.platform)] = self.driver.create(demand, tags, boot, deadline)
-            machines = self._machines(request, by_platform)
-            self.driver.wait_ready([m.instance for m in machines], deadline)
-            self._make_ready(request, machines, str(key_path), known_hosts, work)
-            return self._targets(request, tags, by_platform, machines, str(key_path), known_hosts)
+            with self.keep_alive(tags):
+                return self._acquire(request, tags, demands, work, generated)
         except BaseException as exc:
             log.error("acquire failed (%s: %s); releasing every resource tagged with run %s",
                       type(exc).__name__, exc, tags.run_id)
@@ -164,6 +153,30 @@ class MachineBackend(ProviderBackend):
             finally:
                 remove_run_state(tags.run_id)
             raise
+
+    def keep_alive(self, tags: Tags) -> LeaseKeeper:
+        return LeaseKeeper(self.driver, tags.run_id, timedelta(minutes=self.settings.lease_minutes))
+
+    def _acquire(self, request: BenchmarkRequest, tags: Tags, demands: list[Demand], work: Deadline,
+                 generated: bool) -> list[Target]:
+        s = self.settings
+        if generated:
+            key_path, public = generate_keypair(key_dir(tags.run_id))
+        else:
+            key_path = Path(str(s.ssh_key_path))
+            public = Path(f"{s.ssh_key_path}.pub").read_text().strip()
+            key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
+        known_hosts = str(key_dir(tags.run_id) / "known_hosts")
+        boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
+        deadline = Deadline(min(s.ready_timeout, max(work.remaining(), 0.1)),
+                            f"machines of run {tags.run_id} ready")
+        by_platform: dict[Platform, list[Instance]] = {}
+        for demand in demands:
+            by_platform[Platform(demand.platform)] = self.driver.create(demand, tags, boot, deadline)
+        machines = self._machines(request, by_platform)
+        self.driver.wait_ready([m.instance for m in machines], deadline)
+        self._make_ready(request, machines, str(key_path), known_hosts, work)
+        return self._targets(request, tags, by_platform, machines, str(key_path), known_hosts)
 
     def _machines(self, request: BenchmarkRequest, by_platform: dict[Platform, list[Instance]]) -> list[Machine]:
         machines: dict[str, Machine] = {}

@@ -12,6 +12,7 @@ any worker can run any of these steps.
 from __future__ import annotations
 
 import abc
+from contextlib import AbstractContextManager, nullcontext
 
 from dlbench.config import BenchmarkRequest
 from dlbench.execution.targets import Target
@@ -29,6 +30,10 @@ class ProviderBackend(abc.ABC):
         """Targets for every requested platform within ``budget_s`` (the setup task's
         execution_timeout, rollback included). Must undo its own partial work (and remove the
         run's key) before raising: Airflow does not run a teardown whose setup failed."""
+
+    def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:
+        """Held by every live task of the run: renews the lease on the run's resources."""
+        return nullcontext()
 
     @abc.abstractmethod
     def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:

@@ -153,9 +153,19 @@ def pick_target(job: Job, targets: list[Target]) -> Target:
     return candidates[int(job.job_id, 16) % len(candidates)]
 
 
-def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float = 3600) -> dict[str, Any]:
+def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float = 3600,
+            request: dict[str, Any] | None = None, tags: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one job and archive its document. Raises JobFailed / JobSkipped after archiving, so
-    Airflow shows the state while the document still reaches the warehouse."""
+    Airflow shows the state while the document still reaches the warehouse. With the run's
+    request and tags, the job holds the run's lease while it runs (the run is alive)."""
+    if request is not None and tags is not None:
+        req = request_from(request)
+        with backend_for(req.provider).keep_alive(tags_from(tags)):
+            return _run_job(job, targets, timeout)
+    return _run_job(job, targets, timeout)
+
+
+def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
     from dlbench.execution import executor_for
 
     the_job = Job.model_validate(job)

@@ -22,6 +22,9 @@ RESOURCE_PREFIX = "dlbench"
 DEFAULT_EXPIRY = timedelta(hours=6)
 """How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
 TAG_KEY = "dlbench"
+LEASE_KEY = "dlbench_lease_until"
+TAG_KEYS = (TAG_KEY, "dlbench_run_id", "dlbench_dag_id", "dlbench_dag_run_id", "dlbench_expires_at", LEASE_KEY)
+"""Every key we may write on a resource (what a release removes again)."""
 
 
 @dataclass(frozen=True)
@@ -32,15 +35,21 @@ class Tags:
     dag_id: str = ""
     dag_run_id: str = ""
     expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + DEFAULT_EXPIRY)
+    lease_until: datetime | None = None
+    """Renewed by the run's live tasks (:mod:`dlbench.pipeline.leases`): past it, nothing of the run
+    is alive and the janitor releases the resource, whatever Airflow's metadata says."""
 
     def as_dict(self) -> dict[str, str]:
-        return {
+        tags = {
             TAG_KEY: "1",
             "dlbench_run_id": self.run_id,
             "dlbench_dag_id": self.dag_id,
             "dlbench_dag_run_id": self.dag_run_id,
             "dlbench_expires_at": self.expires_at.astimezone(UTC).isoformat(),
         }
+        if self.lease_until is not None:
+            tags[LEASE_KEY] = self.lease_until.astimezone(UTC).isoformat()
+        return tags
 
     @classmethod
     def from_dict(cls, data: dict[str, object] | None) -> Tags | None:
@@ -51,11 +60,18 @@ class Tags:
             expires = datetime.fromisoformat(str(data["dlbench_expires_at"]))
         except (KeyError, ValueError):
             expires = datetime.fromtimestamp(0, UTC)  # unreadable expiry: treat as expired
+        lease = None
+        if data.get(LEASE_KEY):
+            try:
+                lease = datetime.fromisoformat(str(data[LEASE_KEY]))
+            except ValueError:
+                lease = datetime.fromtimestamp(0, UTC)  # unreadable lease: lapsed
         return cls(
             run_id=str(data["dlbench_run_id"]),
             dag_id=str(data.get("dlbench_dag_id", "")),
             dag_run_id=str(data.get("dlbench_dag_run_id", "")),
             expires_at=expires,
+            lease_until=lease,
         )
 
     def expired(self, now: datetime | None = None) -> bool:
@@ -144,6 +160,10 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
         """Release the instances and wait until gone; seconds per instance id. Idempotent."""
+
+    @abc.abstractmethod
+    def renew(self, instances: list[Instance], until: datetime) -> None:
+        """Write the lease ``until`` on the instances' tags (the run is alive until then)."""
 
     @abc.abstractmethod
     def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:

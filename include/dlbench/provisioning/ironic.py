@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
-from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags, resource_name
+from dlbench.provisioning.base import LEASE_KEY, TAG_KEYS, BootConfig, Demand, Driver, Instance, Tags, resource_name
 from dlbench.provisioning.polling import Deadline, WaitTimeout, poll, retry_call
 from dlbench.provisioning.settings import OpenStackSettings, Runtime
 from dlbench.workloads.result import Platform
@@ -83,15 +85,17 @@ class IronicDriver(Driver):
     def __init__(self, settings: IronicSettings, conn: Any = None) -> None:
         self.spec = settings
         self._conn = conn
+        self._lock = threading.Lock()  # the lease thread and the lifecycle share the connection
 
     def __repr__(self) -> str:  # the connection object may know credentials: never print it
         return f"IronicDriver(resource_class={self.spec.resource_class!r})"
 
     @property
     def conn(self) -> Any:
-        if self._conn is None:
-            self._conn = self.spec.connect()
-        return self._conn
+        with self._lock:
+            if self._conn is None:
+                self._conn = self.spec.connect()
+            return self._conn
 
     # -- API access with retries --------------------------------------------------------------
     @property
@@ -333,7 +337,7 @@ class IronicDriver(Driver):
         return bool((tags and tags.run_id == run_id) or (allocation_id and node.allocation_id == allocation_id))
 
     def _untag(self, node: Any, deadline: Deadline) -> None:
-        patch = [{"op": "remove", "path": f"/extra/{k}"} for k in Tags("x").as_dict() if k in (node.extra or {})]
+        patch = [{"op": "remove", "path": f"/extra/{k}"} for k in TAG_KEYS if k in (node.extra or {})]
         if node.provision_state == "available" and node.instance_info:
             patch.append({"op": "remove", "path": "/instance_info"})
         if patch:
@@ -346,9 +350,18 @@ class IronicDriver(Driver):
         except Exception as exc:  # noqa: BLE001 - the original error is what the caller must see
             log.error("partial release failed (the janitor will retry by tag): %s", exc)
 
+    def renew(self, instances: list[Instance], until: datetime) -> None:
+        """The lease lives in node ``extra`` (always writable, also on an active node)."""
+        value = until.astimezone(UTC).isoformat()
+        for inst in instances:
+            if inst.id:
+                self._call("renew lease", self.bm.patch_node, inst.id,
+                           [{"op": "add", "path": f"/extra/{LEASE_KEY}", "value": value}])
+
     def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
         """Our resources by run id (allocations and nodes by their extra tags); untagged
-        resources are never listed."""
+        resources are never listed. A node's tags (which carry the renewed lease) win over its
+        allocation's."""
         by_run: dict[str, dict[str, Instance]] = {}
         for alloc in self._call("list allocations", lambda: list(self.bm.allocations())):
             tags = Tags.from_dict(alloc.extra)
@@ -366,4 +379,6 @@ class IronicDriver(Driver):
             if node.id not in known:
                 known[node.id] = Instance(id=node.id, name=node.name or node.id, platform="", provider=PROVIDER,
                                           tags=tags, details={"allocation_id": node.allocation_id or ""})
+            else:
+                known[node.id].tags = tags
         return {run: list(items.values()) for run, items in by_run.items()}

@@ -60,6 +60,9 @@ class MachineSettings(ProviderSettings):
     ssh_timeout: float = Field(default=300, gt=0, le=3600, description="s until a ready machine answers SSH")
     prepare_timeout: float = Field(default=1800, gt=0, le=6 * 3600)
     release_timeout: float = Field(default=1800, gt=0, le=6 * 3600, description="s per release of the run")
+    lease_minutes: float = Field(
+        default=15, ge=0.05, le=24 * 60,
+        description="a dead run's resources are released this long after its last live task stopped renewing")
 
     @model_validator(mode="after")
     def _known_platforms(self) -> MachineSettings:

@@ -1,0 +1,55 @@
+"""`make run` interrupted (Ctrl-C): the run stops, everything it holds is released, exit 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def start_embedded(conf: dict) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "include")}
+    return subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def wait_for(check, timeout: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_ctrl_c_during_a_container_job_releases_and_exits_130(airflow_db, docker_client, workload_image):
+    conf = {"profile": "smoke", "platforms": ["container_on_bare_metal"], "suites": ["tf_cnn"],
+            "models": ["inception3"], "data": ["synthetic"], "repetitions": 3}
+    proc = start_embedded(conf)
+    ours = {"label": ["dlbench=1"]}
+    try:
+        wait_for(lambda: docker_client.containers.list(filters=ours), 300, "a workload container")
+        run_ids = {c.labels["dlbench.run_id"] for c in docker_client.containers.list(filters=ours)}
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-3000:]
+    assert time.monotonic() - started < 60
+    assert "released everything tagged with it" in out, out[-3000:]
+    for run_id in run_ids:  # the interrupted run's containers are gone
+        assert not docker_client.containers.list(all=True, filters={"label": [f"dlbench.run_id={run_id}"]})
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    safe = Path(next(iter(run_ids))).name
+    with create_session() as session:
+        runs = [r for r in session.query(DagRun).filter(DagRun.dag_id == "dlbench_benchmark").all()
+                if r.run_id.replace(":", "-").replace("+", "-") == safe]
+    assert runs and str(runs[0].state).endswith("failed")
