@@ -61,9 +61,9 @@ def main() -> int:
 def compare(args: argparse.Namespace, image: str, work: Path) -> int:
     """The interleaved rounds and the side-by-side table."""
     from dlbench.config import Job
-    from dlbench.execution.base import Target
     from dlbench.execution.docker import DockerExecutor
     from dlbench.execution.local import LocalProcessExecutor
+    from dlbench.execution.targets import LocalDocker, LocalProcess, Target
     from dlbench.workloads.result import Platform, Status
 
     data_dir = None
@@ -74,9 +74,11 @@ def compare(args: argparse.Namespace, image: str, work: Path) -> int:
         write_imagenet_tfrecords(Path(data_dir), images=64, shards=2, image_size=80)
 
     sides = {
-        "host": (LocalProcessExecutor(), Platform.BARE_METAL, Target("host", "bare_metal", data_dir=data_dir)),
+        "host": (LocalProcessExecutor(), Platform.BARE_METAL,
+                 Target(name="host", platform=Platform.BARE_METAL, access=LocalProcess(), data_dir=data_dir)),
         "container": (DockerExecutor(image), Platform.CONTAINER_ON_BARE_METAL,
-                      Target("docker", "container_on_bare_metal", runtime="docker", data_dir=data_dir)),
+                      Target(name="docker", platform=Platform.CONTAINER_ON_BARE_METAL,
+                             access=LocalDocker(image=image), data_dir=data_dir)),
     }
     values: dict[str, dict[str, list[float]]] = {side: {m: [] for m in METRICS} for side in sides}
     for round_ in range(args.rounds):

@@ -172,9 +172,8 @@ class ContainerLaunch:
 
 
 def resources_of(target: Target) -> Resources:
-    """The container limits a target's access asks for. The access models do not declare them
-    yet (``cpus``/``memory``/``gpus``/``network`` on LocalDocker and SSHDocker is the proposed
-    shape); until they do, every launch runs without limits, identically on both executors."""
+    """The container limits a target's access asks for (``ContainerLimits`` on LocalDocker and
+    SSHDocker), applied identically by both executors."""
     access = target.access
     cpus, gpus = getattr(access, "cpus", None), getattr(access, "gpus", None)
     return Resources(cpus=float(cpus) if cpus else None, memory=getattr(access, "memory", None),

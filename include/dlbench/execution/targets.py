@@ -34,7 +34,16 @@ class LocalProcess(_Access):
     python: str | None = Field(default=None, description="interpreter; default: the worker's own")
 
 
-class LocalDocker(_Access):
+class ContainerLimits(_Access):
+    """Limits of the workload's container, the same on every engine (one launch builder)."""
+
+    cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU cores (docker --cpus)")
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+[kmgKMG]?$", description="e.g. 8g")
+    gpus: str | None = Field(default=None, pattern=r"^(all|[0-9]{1,3})$", description="'all' or a count")
+    network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="e.g. host")
+
+
+class LocalDocker(ContainerLimits):
     kind: Literal["docker"] = "docker"
     image: str
 
@@ -52,7 +61,7 @@ class SSHHost(_Access):
     pythonpath: str | None = Field(default=None, description="PYTHONPATH for the workload package (prepare stage)")
 
 
-class SSHDocker(SSHHost):
+class SSHDocker(SSHHost, ContainerLimits):
     """The workload image on the remote machine's own container engine (``engine`` CLI over SSH)."""
 
     kind: Literal["ssh_docker"] = "ssh_docker"  # type: ignore[assignment]
