@@ -80,3 +80,32 @@ def test_run_tags_carry_the_expiry_of_the_request():
     assert steps.expiry_for(ironic, 6) == timedelta(hours=1)  # the provider's settings win
     tags = Tags.from_dict(steps.tags_for("r", expiry=steps.expiry_for(ironic, 6)))
     assert timedelta(minutes=59) < tags.expires_at - datetime.now(UTC) <= timedelta(hours=1)
+
+
+def test_workloads_do_not_inherit_the_workers_secrets(monkeypatch, tmp_path):
+    """A local workload sees locale/paths/TF knobs, never AIRFLOW_CONN_*, OS_* or the warehouse URL."""
+    from dlbench.config import Job
+    from dlbench.execution.local import LocalProcessExecutor
+    from dlbench.execution.targets import LocalProcess, Target
+
+    monkeypatch.setenv("AIRFLOW_CONN_SECRET_DB", "postgres://u:hunter2@db/x")
+    monkeypatch.setenv("OS_PASSWORD", "hunter2")
+    monkeypatch.setenv("DLBENCH_WAREHOUSE_URL", "postgresql://u:hunter2@db/w")
+    monkeypatch.setenv("TF_NUM_INTEROP_THREADS", "1")
+    probe = tmp_path / "probe"
+    (probe / "dlbench" / "workloads").mkdir(parents=True)
+    (probe / "dlbench" / "__init__.py").write_text("")
+    (probe / "dlbench" / "workloads" / "__init__.py").write_text("")
+    seen_file = tmp_path / "seen.json"
+    (probe / "dlbench" / "workloads" / "__main__.py").write_text(
+        f"import json, os\nopen({str(seen_file)!r}, 'w').write(json.dumps(dict(os.environ)))\n")
+    monkeypatch.setenv("PYTHONPATH", str(probe))
+    job = Job(job_id="e" * 24, run_id="envtest", platform="bare_metal", suite="cpu", command="cpu", profile="smoke")
+    out = tmp_path / "archive" / "doc.json"
+    import json
+
+    LocalProcessExecutor().execute(job, Target(name="h", platform="bare_metal", access=LocalProcess()), out, 60)
+    seen = json.loads(seen_file.read_text())
+    assert "AIRFLOW_CONN_SECRET_DB" not in seen and "OS_PASSWORD" not in seen and "DLBENCH_WAREHOUSE_URL" not in seen
+    assert "hunter2" not in json.dumps(seen)
+    assert seen["TF_NUM_INTEROP_THREADS"] == "1" and "PATH" in seen

@@ -14,6 +14,19 @@ from dlbench.execution.base import Executor, finish, read_document
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
+WORKLOAD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH",
+                "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
+                "DLBENCH_TRACE_SYSCALLS")
+WORKLOAD_ENV_PREFIXES = ("LC_", "TF_", "XLA_", "NCCL_")
+"""What a workload may inherit from the worker: locale, paths, GPU and TensorFlow knobs. Never the
+worker's wholesale environment (Airflow connections in AIRFLOW_CONN_*, cloud credentials in OS_*,
+the warehouse URL...): a benchmark process has no business with them."""
+
+
+def workload_environment(source: dict[str, str] | None = None) -> dict[str, str]:
+    source = dict(os.environ if source is None else source)
+    return {k: v for k, v in source.items() if k in WORKLOAD_ENV or k.startswith(WORKLOAD_ENV_PREFIXES)}
+
 
 class LocalProcessExecutor(Executor):
     """``python -m dlbench.workloads ...`` in a fresh process, so elapsed time includes start-up."""
@@ -28,7 +41,7 @@ class LocalProcessExecutor(Executor):
         with tempfile.TemporaryDirectory(prefix="dlbench-job-") as tmp:
             out = Path(tmp) / "result.json"
             argv = [self.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
-            env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(self.env or {})}
+            env = {**workload_environment(), "TF_CPP_MIN_LOG_LEVEL": "2", **(self.env or {})}
             launched = time.monotonic()
             try:
                 proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
