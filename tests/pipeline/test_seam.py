@@ -88,3 +88,33 @@ def test_numeric_fields_are_bounded_and_the_matrix_fits_airflow_mapping():
         parse_request({"repetitions": 101})
     with pytest.raises(ConfigError, match=r"expands to 1100 jobs, more than .* max_map_length \(1024\)"):
         steps.validate({"platforms": ["bare_metal", "container_on_bare_metal"], "repetitions": 50}, max_jobs=1024)
+
+
+def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tmp_path):
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from dlbench import paths
+    from dlbench.pipeline.machines import RUN_STATE_TAGS, generate_keypair, key_dir
+    from dlbench.provisioning.base import Tags
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    runs = {"live": Tags("live", "d", "r-live", soon), "ended": Tags("ended", "d", "r-ended", soon),
+            "old": Tags("old", "d", "r-old", datetime.now(UTC) - timedelta(minutes=1)),
+            "lapsed": Tags("lapsed", "d", "r-lapsed", soon)}
+    for run_id, tags in runs.items():
+        generate_keypair(key_dir(run_id))
+        (key_dir(run_id).parent / RUN_STATE_TAGS).write_text(json.dumps(tags.as_dict()))
+    (paths.runs_dir() / "fresh-untagged").mkdir()  # a setup killed a moment ago, before writing tags
+
+    def active(tags: Tags) -> bool:
+        return tags.dag_run_id != "r-ended"
+
+    dry = janitor.sweep_run_state(active, dry_run=True, released_runs={"lapsed"})
+    assert {a["run_id"] for a in dry} == {"ended", "old", "lapsed"}
+    assert all((paths.runs_dir() / r).exists() for r in runs)
+    done = {a["run_id"]: a["reason"] for a in janitor.sweep_run_state(active, released_runs={"lapsed"})}
+    assert "no longer running" in done["ended"] and done["old"].startswith("expired")
+    assert "released in this sweep" in done["lapsed"]
+    assert sorted(p.name for p in paths.runs_dir().iterdir()) == ["fresh-untagged", "live"]

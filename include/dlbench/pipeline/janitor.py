@@ -108,15 +108,61 @@ def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: da
                 error = str(exc)
         for inst in instances:
             actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
-                                       name=inst.name, reason=reason, released=not dry_run and not error, error=error))
+                                       name=inst.name, reason=reason, released=not dry_run and not error, error=error,
+                                       run_id=run_id))
     return actions, kept
+
+
+STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
+"""A run directory without readable tags (a setup killed before writing them) is removed after a day."""
+
+
+def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False,
+                    released_runs: set[str] | None = None) -> list[dict[str, str]]:
+    """Remove the private state (SSH keys, known_hosts) of runs that are over, from this worker's
+    ``$DLBENCH_HOME/runs``: expired, DAG run no longer running, or released in this sweep. A setup
+    that failed removes its own; this catches a process that was killed before it could."""
+    import json
+    import shutil
+    import time
+
+    from dlbench import paths
+    from dlbench.pipeline.machines import RUN_STATE_TAGS
+
+    now = now or datetime.now(UTC)
+    root = paths.runs_dir()
+    actions = []
+    for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
+        if not run_dir.is_dir():
+            continue
+        try:
+            tags = Tags.from_dict(json.loads((run_dir / RUN_STATE_TAGS).read_text()))
+        except (OSError, ValueError):
+            tags = None
+        if tags is None:
+            if time.time() - run_dir.stat().st_mtime < STATE_WITHOUT_TAGS_MAX_AGE_S:
+                continue
+            reason = "no readable tags and older than a day"
+        elif run_dir.name in (released_runs or set()):
+            reason = "its resources were released in this sweep"
+        elif tags.expired(now):
+            reason = f"expired at {tags.expires_at.isoformat()}"
+        elif not is_active(tags):
+            reason = f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running"
+        else:
+            continue
+        if not dry_run:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        actions.append({"run_id": run_dir.name, "reason": reason})
+    return actions
 
 
 def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bool = False, docker: bool = True,
           now: datetime | None = None) -> dict[str, Any]:
     """Sweep every configured cloud and the local Docker engine; a JSON-able report of what was
     (or, dry run, would be) released, what was kept and why, and errors."""
-    report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "errors": []}
+    report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "keys": [],
+                              "errors": []}
     if not clouds:
         log.info("janitor: no clouds configured (Airflow Variable %s); sweeping local containers only",
                  CLOUDS_VARIABLE)
@@ -139,6 +185,11 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
                 report["containers"] = sweep_containers(now=now, dry_run=dry_run)
         except Exception as exc:  # noqa: BLE001
             report["errors"].append(f"docker: {type(exc).__name__}: {exc}")
+    try:
+        released_runs = {r["run_id"] for r in report["released"] if r["released"]}
+        report["keys"] = sweep_run_state(is_active, now=now, dry_run=dry_run, released_runs=released_runs)
+    except Exception as exc:  # noqa: BLE001
+        report["errors"].append(f"run state: {type(exc).__name__}: {exc}")
     verb = "would release" if dry_run else "released"
     for action in report["released"]:
         log.info("%s %s on %s (%s)%s", verb, action["name"], action["cloud"], action["reason"],
@@ -148,6 +199,9 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
                  item["reason"])
     for name in report["containers"]:
         log.info("%s container %s (expired)", verb, name)
+    for item in report["keys"]:
+        log.info("%s the private state (SSH key) of run %s: %s", "would remove" if dry_run else "removed",
+                 item["run_id"], item["reason"])
     log.info("janitor: %d resource(s) %s, %d run(s) kept, %d container(s), %d error(s)", len(report["released"]),
              verb, len(report["kept"]), len(report["containers"]), len(report["errors"]))
     return report

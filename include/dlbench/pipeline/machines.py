@@ -22,6 +22,7 @@ delete / find; this backend owns everything providers share:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -52,6 +53,10 @@ ROLES = {Platform.BARE_METAL: "bm", Platform.CONTAINER_ON_BARE_METAL: "cbm", Pla
 
 
 # --- the run's SSH key -------------------------------------------------------------------------
+
+RUN_STATE_TAGS = "tags.json"
+"""Beside the run's key: its tags, read by the janitor (:func:`dlbench.pipeline.janitor.sweep_run_state`)."""
+
 
 def key_dir(run_id: str) -> Path:
     return paths.runs_dir() / run_id / "ssh"
@@ -166,6 +171,8 @@ class MachineBackend(ProviderBackend):
             key_path = Path(str(s.ssh_key_path))
             public = Path(f"{s.ssh_key_path}.pub").read_text().strip()
             key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
+        # The run's tags beside its key (no secret), so the janitor can tell when the key's run is over.
+        (key_dir(tags.run_id).parent / RUN_STATE_TAGS).write_text(json.dumps(tags.as_dict()))
         known_hosts = str(key_dir(tags.run_id) / "known_hosts")
         boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
         deadline = Deadline(min(s.ready_timeout, max(work.remaining(), 0.1)),

@@ -125,6 +125,7 @@ class SweepAction:
     reason: str
     released: bool
     error: str = ""
+    run_id: str = ""
 
 
 RunIsActive = Callable[[Tags], bool]
