@@ -8,7 +8,9 @@ import hashlib
 from dlbench.workloads import environment
 from dlbench.workloads.result import Benchmark, Platform, ResultDocument
 
-PHASES = ("allocate", "deploy_to_active", "reachable_over_ssh", "undeploy")
+PHASES = ("allocate", "create_to_active", "deploy_to_active", "reachable_over_ssh", "prepare", "stage_data",
+          "undeploy", "delete")
+"""Known phases, in lifecycle order (drivers name their own; unknown ones follow, sorted)."""
 SUITE = "provisioning"
 
 
@@ -24,9 +26,8 @@ def timings_document(run_id: str, provider: str, node: str, platform: str, timin
         environment=environment.collect(Platform(platform)),
     )
     doc.environment.hostname = node  # the provisioned node, not the controller that measured it
-    for phase in PHASES:
-        if phase in timings:
-            doc.add(f"{phase}_time", float(timings[phase]), "s", phase=phase)
+    for phase in [*(p for p in PHASES if p in timings), *sorted(set(timings) - set(PHASES))]:
+        doc.add(f"{phase}_time", float(timings[phase]), "s", phase=phase)
     doc.labels["job_label"] = f"{platform}/{SUITE}/{node}"
     doc.labels["node"] = node
     return doc
