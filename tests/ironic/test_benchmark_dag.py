@@ -53,7 +53,45 @@ def network_labels(run_id: str) -> list[dict]:
     return [d.labels for d in docs if d.benchmark.suite == "network"]
 
 
-def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud):
+def secret_findings(run_id: str, secret: str, captured: str) -> list[str]:
+    """Where ``secret`` appears: the run's logs, XCom, rendered templates, the archive, the
+    embedded run log, and everything the run printed."""
+    import os
+    from pathlib import Path
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    found = []
+    with create_session() as session:
+        for row in session.query(XComModel).filter(XComModel.run_id == run_id).all():
+            if secret in str(row.value):
+                found.append(f"XCom {row.task_id}/{row.key}")
+        for row in session.query(RenderedTaskInstanceFields).filter(RenderedTaskInstanceFields.run_id == run_id):
+            if secret in str(row.rendered_fields):
+                found.append(f"rendered fields of {row.task_id}")
+    for root in (Path(os.environ["AIRFLOW_HOME"]) / "logs", paths.results_dir(), paths.home() / "last-run.log"):
+        for path in ([root] if root.is_file() else root.rglob("*") if root.exists() else []):
+            if path.is_file() and secret in path.read_text(errors="replace"):
+                found.append(str(path))
+    if secret in captured:
+        found.append("the run's console output")
+    return found
+
+
+def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud, monkeypatch, capfd):
+    from dlbench.pipeline import machines
+
+    keys: list[str] = []
+    original = machines.generate_keypair
+
+    def recording(directory):  # noqa: ANN001, ANN202 - records the run's private key to look for it later
+        path, public = original(directory)
+        keys.append(path.read_text())
+        return path, public
+
+    monkeypatch.setattr(machines, "generate_keypair", recording)
     run, states = run_ironic(dag, ["bare_metal"], nodes={"bare_metal": 2})
     assert str(run.state).endswith("success"), states
     assert all(v.endswith("success") for k, v in states.items() if k[0] == "run_job"), states
@@ -64,6 +102,11 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud):
     assert found.get(("bare_metal", "provisioning"), 0) >= 2 * 6, found
     (labels,) = network_labels(run.run_id)
     assert "across machines" in labels["network_path"], labels  # peer = the other node, never itself
+    # No secret anywhere after the run: the private key's body is in no log, XCom, rendered
+    # template, archived document or console output.
+    (private,) = keys
+    body = max(private.splitlines(), key=len)  # the longest base64 line of the OpenSSH key
+    assert len(body) > 40 and not secret_findings(run.run_id, body, "".join(capfd.readouterr()))
     from dlbench.pipeline.steps import safe_run_id
 
     assert not (paths.runs_dir() / safe_run_id(run.run_id)).exists()  # the run's key and workdir are gone

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dlbench.provisioning.base import Tags
 from tests.conftest import ROOT
@@ -90,3 +91,85 @@ def test_janitor_dag_parses_without_openstacksdk():
                          capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _sweep_report(dag, conf: dict) -> dict:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    result = dag.test(run_conf=conf)
+    assert str(result.state).endswith("success")
+    with create_session() as session:
+        row = session.query(XComModel).filter(XComModel.dag_id == "dlbench_janitor", XComModel.run_id == result.run_id,
+                                              XComModel.task_id == "sweep", XComModel.key == "return_value").one()
+    return row.value if isinstance(row.value, dict) else json.loads(row.value)
+
+
+def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, airflow_db):
+    """The process driving a run (make run / dag.test()) is SIGKILLed mid-run: no scheduler will
+    ever mark the DAG run failed, its nodes stay deployed with the run's key. The janitor keeps
+    them while the lease is fresh (a live run past its expiry would look the same), then releases
+    them within a lease period, whatever Airflow's metadata says, and removes the run's key."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from dlbench import paths
+    from tests.ironic.conftest import node_image
+
+    lease_s = 20
+    ironic = settings(nodes={"bare_metal": 1}, image_source=node_image(), lease_minutes=lease_s / 60)
+    conf = {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "models": ["inception3"],
+            "data": ["synthetic"], "profile": "smoke", "repetitions": 5,
+            "ironic": ironic.model_dump(exclude={"name"})}
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
+    conn = clean_cloud
+    try:
+        deadline = time.monotonic() + 300
+        while not any(n.provision_state == "active" and (n.extra or {}).get("dlbench_lease_until")
+                      for n in conn.baremetal.nodes(details=True)):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never deployed a node"
+            time.sleep(0.5)
+        time.sleep(8)  # into the jobs: the setup task is over, a job task holds the lease
+    finally:
+        for pid in [*_children(proc.pid), proc.pid]:
+            try:
+                os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        proc.wait()
+    killed = [n for n in conn.baremetal.nodes(details=True) if (n.extra or {}).get("dlbench_run_id")]
+    assert len(killed) == 1 and killed[0].provision_state == "active"
+    run_id = killed[0].extra["dlbench_run_id"]
+    assert (paths.runs_dir() / run_id).exists()  # the killed process could not remove its key
+
+    dag = janitor_dag()
+    clouds = {"clouds": [{"name": "ironic", "cloud": CLOUD, "clouds_file": CLOUDS_FILE, "poll_interval": 0.2}],
+              "docker": False}
+    first = _sweep_report(dag, clouds)
+    assert {k["run_id"]: k["reason"] for k in first["kept"]}.get(run_id, "").startswith("lease held until"), first
+    assert conn.baremetal.get_node(killed[0].id).provision_state == "active"
+    time.sleep(lease_s + 2)
+    dag = janitor_dag()
+    second = _sweep_report(dag, clouds)
+    released = [r for r in second["released"] if r["run_id"] == run_id]
+    assert released and all(r["released"] and "lease lapsed" in r["reason"] for r in released), second
+    assert run_id in {k["run_id"] for k in second["keys"]} and not (paths.runs_dir() / run_id).exists()
+    with create_session() as session:  # Airflow still believes the run is running: the lease decided
+        states = {str(r.state) for r in session.query(DagRun).filter(DagRun.dag_id == "dlbench_benchmark").all()
+                  if r.run_id.replace(":", "-").replace("+", "-") == run_id}
+    assert states and all(s.endswith("running") for s in states), states
+    assert_no_leaks(conn)
