@@ -129,3 +129,23 @@ def test_container_on_bare_metal_over_ssh(dag, clean_cloud, workload_image):
     assert len(paths_seen) == 2 and all("across machines" in p for p in paths_seen), paths_seen
     assert any(p.startswith("docker-to-docker") for p in paths_seen), paths_seen
     assert_no_leaks(clean_cloud)
+
+
+def test_provision_failure_is_the_cause_the_run_reports(dag, clean_cloud):
+    """Nodes deploy but never answer SSH: the setup task rolls back, the jobs do not run, and the
+    final task names provision and its error (not a later symptom such as an empty report)."""
+    nodes = [n.name for n in clean_cloud.baremetal.nodes()]
+    run, states = run_ironic(dag, ["bare_metal"], suites=("cpu",), data=("synthetic",), nodes={"bare_metal": 1},
+                             ssh_timeout=3, address_source="inventory",
+                             inventory={name: "198.18.255.254" for name in nodes})
+    assert not str(run.state).endswith("success")
+    assert states[("provision", -1)].endswith("failed") and states[("check", -1)].endswith("failed"), states
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.query(XComModel).filter(XComModel.run_id == run.run_id, XComModel.task_id == "check",
+                                              XComModel.key == "dlbench_failure").one()
+    error = (row.value if isinstance(row.value, dict) else __import__("json").loads(row.value))["error"]
+    assert error.startswith("RuntimeError: provision failed:") and "not reachable over SSH" in error, error
+    assert_no_leaks(clean_cloud)
