@@ -227,13 +227,19 @@ def api_ready() -> bool:
     return any(d.get("name") == "fake-hardware" for d in (drivers or {}).get("drivers", []))
 
 
+DEFAULT_DEPLOY_DELAY = "1,2"
+"""Ironic's [fake] deploy_delay: whole seconds "min,max" per fake deploy step."""
+
+
 def render_conf() -> Path:
     conf = STATE / "ironic.conf"
     for d in (LOGS, STATE / "tmp", STATE / "locks"):
         d.mkdir(parents=True, exist_ok=True)
+    slow = RUN / "deploy_delay"  # knob slow-deploy: a slower Ironic (fake deploy steps take longer)
     text = (ROOT / "devcloud" / "ironic.conf.tmpl").read_text().format(
         logs=LOGS, state=STATE, api_port=API_PORT, pg_port=PG_PORT,
-        deploy_callback_timeout=DEPLOY_CALLBACK_TIMEOUT)
+        deploy_callback_timeout=DEPLOY_CALLBACK_TIMEOUT,
+        deploy_delay=slow.read_text().strip() if slow.exists() else DEFAULT_DEPLOY_DELAY)
     conf.write_text(text)
     return conf
 
@@ -636,7 +642,17 @@ def fault(args: argparse.Namespace) -> None:
         ssh_up(i)
     elif knob in ("link-down", "link-up"):
         sh(["ip", "link", "set", f"dc{i}h", "down" if knob == "link-down" else "up"])
+    elif knob == "slow-deploy":
+        if i is None or not 1 <= i <= 120:
+            raise SystemExit("devcloud: fault slow-deploy needs the extra seconds per deploy step (1..120)")
+        (RUN / "deploy_delay").write_text(f"{i},{i + 1}\n")
+        ironic_down()
+        ironic_up(new_db=False)
     elif knob == "reset":
+        if (RUN / "deploy_delay").exists():  # back to the normal speed (restarts the API, ~2.5 s)
+            (RUN / "deploy_delay").unlink()
+            ironic_down()
+            ironic_up(new_db=False)
         if pid_alive("ironic", "ironic"):
             fault(argparse.Namespace(knob="api-thaw", node=None))
         else:
@@ -651,7 +667,7 @@ def fault(args: argparse.Namespace) -> None:
 
 
 KNOBS = ["api-stop", "api-kill", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok",
-         "ssh-down", "ssh-up", "link-down", "link-up", "reset"]
+         "ssh-down", "ssh-up", "link-down", "link-up", "slow-deploy", "reset"]
 
 
 def main(argv: list[str] | None = None) -> None:

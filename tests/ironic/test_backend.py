@@ -198,17 +198,24 @@ def test_provisioning_task_timeout_midway_undoes_its_work(clean_cloud, run_id):
 
 def test_setup_budget_runs_out_mid_deploy_and_the_rollback_fits_in_it(clean_cloud, run_id):
     """The setup task's execution_timeout is the whole budget: provisioning gets it minus a
-    rollback reserve, so when the deploys are too slow for it the lifecycle stops waiting, releases
-    everything and returns before the budget ends (Airflow would otherwise kill it mid-rollback)."""
+    rollback reserve, so when the deploys are too slow for it (a slowed Ironic) the lifecycle
+    stops waiting, releases everything and returns before the budget ends (Airflow would
+    otherwise kill it mid-rollback)."""
     import time
 
     from dlbench.provisioning.polling import WaitTimeout
 
-    req = request(nodes=2, release_timeout=60)
-    budget = 33.0  # reserve max(30, 0.25 x budget) = 30 s: 3 s left to deploy, a deploy needs ~4 s
-    started = time.monotonic()
-    with pytest.raises(WaitTimeout, match="deploy not active"):
-        backend_for(req.provider).acquire(req, tags_for(run_id), budget_s=budget)
-    assert time.monotonic() - started < budget
+    from tests.ironic.conftest import fault
+
+    fault("slow-deploy", 2)  # a slower Ironic: every fake deploy step takes 2-3 s (restored by reset)
+    try:
+        req = request(nodes=2, release_timeout=60)
+        budget = 40.0  # reserve max(30, 0.25 x budget) = 30 s: 10 s left, a slowed deploy needs more
+        started = time.monotonic()
+        with pytest.raises(WaitTimeout, match="deploy not active"):
+            backend_for(req.provider).acquire(req, tags_for(run_id), budget_s=budget)
+        assert time.monotonic() - started < budget
+    finally:
+        fault("reset")
     assert_no_leaks(clean_cloud)
     assert not (paths.runs_dir() / run_id).exists()
