@@ -204,7 +204,6 @@ def test_setup_budget_runs_out_mid_deploy_and_the_rollback_fits_in_it(clean_clou
     import time
 
     from dlbench.provisioning.polling import WaitTimeout
-
     from tests.ironic.conftest import fault
 
     fault("slow-deploy", 2)  # a slower Ironic: every fake deploy step takes 2-3 s (restored by reset)
