@@ -46,10 +46,11 @@ def rows_by_platform(run_id: str) -> dict[tuple[str, str], int]:
 
 
 def network_labels(run_id: str) -> list[dict]:
+    from dlbench.warehouse import archive
     from dlbench.workloads.result import ResultDocument
 
-    docs = [ResultDocument.read(p) for p in (paths.results_dir() / run_id.replace(":", "-").replace("+", "-"))
-            .glob("*.json")]
+    docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(
+        run_id.replace(":", "-").replace("+", "-")))]
     return [d.labels for d in docs if d.benchmark.suite == "network"]
 
 
