@@ -39,7 +39,8 @@ FAILED_STATES = frozenset({"deploy failed", "error", "clean failed", "inspect fa
 STABLE_STATES = frozenset({"active", "available", "manageable", "enroll", "deploy failed", "error",
                            "clean failed", "inspect failed", "rescue", "rescue failed", "adopt failed"})
 UNDEPLOYABLE = frozenset({"active", "deploy failed", "error", "wait call-back", "rescue", "rescue failed"})
-NO_CAPACITY = ("no available nodes", "no nodes", "not found any")
+NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "filtered out during reservation")
+"""Ironic's words for "no free node right now" (the last: concurrent allocations raced for the same nodes)."""
 
 
 class ProvisioningError(RuntimeError):
@@ -48,6 +49,12 @@ class ProvisioningError(RuntimeError):
 
 class NoCapacity(ProvisioningError):
     """No free node matches right now (others hold them); worth retrying until the deadline."""
+
+
+class _PartialAllocation(Exception):  # noqa: N818 - internal control flow, never leaves the driver
+    def __init__(self, instances: list[Instance], error: BaseException, no_capacity: NoCapacity | None) -> None:
+        super().__init__(str(error))
+        self.instances, self.error, self.no_capacity = instances, error, no_capacity
 
 
 class IronicSettings(OpenStackSettings):
@@ -146,11 +153,13 @@ class IronicDriver(Driver):
             while True:
                 attempt += 1
                 try:
-                    for index in range(demand.count):
-                        instances.append(self._allocate(resource_name(tags.run_id, demand.role, index), tags,
-                                                        demand, allocate))
+                    instances = self._allocate_all(demand, tags, allocate)
                     break
-                except NoCapacity as exc:
+                except _PartialAllocation as partial:
+                    instances = partial.instances  # released below, or with the retry
+                    if partial.no_capacity is None:
+                        raise partial.error from None
+                    exc = partial.no_capacity
                     self._release_quietly(instances)
                     instances = []
                     pause = min(self.spec.poll_interval * 2 ** min(attempt, 5), 10.0) * random.uniform(0.5, 1.5)
@@ -160,13 +169,37 @@ class IronicDriver(Driver):
                                                 f"(other runs hold them): {exc}") from None
                     log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
                     time.sleep(pause)
-            for instance in instances:
-                self._deploy(instance, tags, boot)
+            workers = min(16, len(instances)) or 1
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ironic-deploy") as pool:
+                list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
         except BaseException as exc:
             log.error("provisioning failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
             self._release_quietly(instances)
             raise
         return instances
+
+    def _allocate_all(self, demand: Demand, tags: Tags, deadline: Deadline) -> list[Instance]:
+        """Every allocation of the demand at once (each its own request and poll, in parallel, so
+        K nodes take about as long as one). Raises :class:`_PartialAllocation` carrying what was
+        allocated when any of them fails."""
+        names = [resource_name(tags.run_id, demand.role, index) for index in range(demand.count)]
+        results: dict[str, Instance | BaseException] = {}
+
+        def one(name: str) -> None:
+            try:
+                results[name] = self._allocate(name, tags, demand, deadline)
+            except BaseException as exc:  # noqa: BLE001 - collected, re-raised by the caller's thread
+                results[name] = exc
+
+        with ThreadPoolExecutor(max_workers=min(16, len(names)) or 1, thread_name_prefix="ironic-allocate") as pool:
+            list(pool.map(one, names))
+        made = [r for r in results.values() if isinstance(r, Instance)]
+        errors = [r for r in results.values() if isinstance(r, BaseException)]
+        if errors:
+            capacity = next((e for e in errors if isinstance(e, NoCapacity)), None)
+            other = next((e for e in errors if not isinstance(e, NoCapacity)), None)
+            raise _PartialAllocation(made, other or capacity, None if other else capacity)  # type: ignore[arg-type]
+        return [results[name] for name in names]  # type: ignore[misc]
 
     def _allocate(self, name: str, tags: Tags, demand: Demand, deadline: Deadline) -> Instance:
         started = time.monotonic()
