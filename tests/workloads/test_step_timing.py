@@ -45,3 +45,20 @@ def test_variance_and_tail_are_reported():
 def test_not_enough_steps_is_an_error():
     with pytest.raises(ValueError, match="need more than 2 step times"):
         summarize_steps([1.0, 1.0], warmup=2, images_per_step=1)
+
+
+def test_elapsed_time_is_the_process_age_on_one_clock():
+    """A controlled launcher: the workload's process age (what elapsed_time reports) matches the
+    time since the launcher started it, within 50 ms (the old btime-based start was off by up
+    to a second)."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import time; from dlbench.workloads.harness import process_age; time.sleep(0.5); "
+            "print(process_age(), time.clock_gettime(time.CLOCK_BOOTTIME))")
+    launched = time.clock_gettime(time.CLOCK_BOOTTIME)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    age, now = (float(v) for v in out.split())
+    assert now - launched - 0.05 <= age <= now - launched + 0.011, (age, now - launched)
+    assert age >= 0.5
