@@ -248,10 +248,11 @@ def module_fleet(conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     nodes.release()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def engine_node(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image: str) -> Iterator[Any]:
     """One node with its own container engine and the workload image loaded by prepare (the
-    load takes about a minute: done once per session, shared by the docker-runtime tests)."""
+    load takes about a minute: done once for this tier, shared by its docker-runtime tests, and
+    released when the tier ends: the next tiers' leak checks need every node free)."""
     from dlbench.execution.prepare import prepare
 
     nodes = Fleet(conn, tmp_path_factory.mktemp("engine-fleet"))
