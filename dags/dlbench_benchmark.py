@@ -94,10 +94,10 @@ def dlbench_benchmark() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from dlbench.pipeline import steps
-        from dlbench.pipeline.airflow_support import failures_recorded
+        from dlbench.pipeline.airflow_support import failures_recorded, is_scheduled
 
         ctx = get_current_context()
-        scheduled = str(getattr(ctx["dag_run"], "run_type", "")).lower().endswith("scheduled")
+        scheduled = is_scheduled(ctx["dag_run"])
         with failures_recorded(ctx["ti"]):
             try:
                 params = steps.request_params(
@@ -127,7 +127,7 @@ def dlbench_benchmark() -> None:
         request, DAG, provider and tags are archived beside its documents."""
         from airflow.sdk import Variable
 
-        from dlbench.pipeline import steps
+        from dlbench.pipeline import airflow_support, steps
         from dlbench.pipeline.airflow_support import failures_recorded
 
         ctx = get_current_context()
@@ -135,7 +135,7 @@ def dlbench_benchmark() -> None:
             default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
             tags = steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
                                   expiry=steps.expiry_for(request, default_hours))
-            scheduled = str(getattr(ctx["dag_run"], "run_type", "")).lower().endswith("scheduled")
+            scheduled = airflow_support.is_scheduled(ctx["dag_run"])
             steps.archive_run(ctx["run_id"], request, ctx["dag"].dag_id, tags, scheduled)  # self-describing archive
             return tags
 

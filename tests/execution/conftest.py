@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, require
+from tests.devcloud_infra.conftest import api_answers, wait_until  # one definition, shared with that tier
 
 CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
 CLOUDS_FILE = Path(os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml")))
@@ -41,24 +41,6 @@ STOCK_IMAGE = ROOT / ".devcloud" / "images" / "stock.tar"
 NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
 PLACEHOLDER = Path(tempfile.gettempdir()) / "dlbench-execution-test-image.raw"
 """Any other file boots the stock image (Ironic only checks that a file:// source exists)."""
-
-
-def api_answers() -> bool:
-    try:
-        with urllib.request.urlopen(f"{ENDPOINT}/v1", timeout=3) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def wait_until(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(POLL)
 
 
 @pytest.fixture(scope="session")

@@ -69,6 +69,11 @@ def warehouse_url() -> str | None:
     return url
 
 
+def is_scheduled(dag_run: Any) -> bool:
+    """Whether the scheduler created this DAG run (run_type ``scheduled``; a str enum or its repr)."""
+    return str(getattr(dag_run, "run_type", "")).lower().endswith("scheduled")
+
+
 # --- failures that name their cause ------------------------------------------------------------
 
 FAILURE_KEY = "dlbench_failure"

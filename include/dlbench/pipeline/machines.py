@@ -115,6 +115,19 @@ def plan_demands(request: BenchmarkRequest, settings: MachineSettings) -> list[D
     return demands
 
 
+def _named(exc: BaseException, machine: str) -> BaseException:
+    """The same error, its message prefixed with the machine it happened on. Exception types
+    whose constructor takes other arguments (SDK errors) keep their message and get a note."""
+    if isinstance(exc, Exception):
+        try:
+            named = type(exc)(f"{machine}: {exc}")
+        except TypeError:
+            exc.add_note(f"on machine {machine}")
+            return exc
+        return named.with_traceback(exc.__traceback__)
+    return exc
+
+
 class MachineBackend(ProviderBackend):
     """See the module docstring."""
 
@@ -228,7 +241,7 @@ class MachineBackend(ProviderBackend):
             try:
                 ready(machine)
             except BaseException as exc:  # noqa: BLE001 - re-raised below, naming the machine
-                errors.append(type(exc)(f"{machine.instance.name}: {exc}") if isinstance(exc, Exception) else exc)
+                errors.append(_named(exc, machine.instance.name))
 
         pool = ThreadPoolExecutor(max_workers=min(16, len(machines)) or 1, thread_name_prefix="make-ready")
         futures = [pool.submit(guarded, m) for m in machines]
