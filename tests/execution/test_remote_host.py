@@ -57,6 +57,14 @@ def test_streams_files_trees_and_timeouts(fleet, tmp_path):
             # a local process's stdout streamed into a remote command
             status, out = host.stream_from(["head", "-c", "3000000", "/dev/zero"], ["wc", "-c"], 60)
             assert status == 0 and out.strip() == "3000000"
+            # the remote consumer may end before the local producer exits (docker load stops at the
+            # archive's end marker while docker save writes padding): that is success, not a kill
+            status, out = host.stream_from(["sh", "-c", "printf abc; sleep 2; printf padding"],
+                                           ["head", "-c", "3"], 60)
+            assert status == 0 and out == "abc"
+            # a producer that fails is reported with its status
+            with pytest.raises(ExecutionError, match="exited with status 4"):
+                host.stream_from(["sh", "-c", "printf abc; exit 4"], ["cat"], 60)
             host.put_tree(tree, f"{remote}/tree")
             assert host.read_text(f"{remote}/tree/sub dir/b c.txt") == "hello"
             host.get_file(f"{remote}/tree/a.bin", tmp_path / "back.bin")

@@ -198,9 +198,18 @@ class RemoteHost:
         :class:`ExecutionError` when the local side fails; returns the remote side's status."""
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(list(local_argv), stdout=subprocess.PIPE, stderr=errors)
+            status: int | None = None
             try:
                 status, output = self.run(remote_argv, timeout, stdin=proc.stdout)
             finally:
+                # The remote side may finish before the local one has exited: ``docker load`` and
+                # ``tar -x`` stop reading at the archive's end marker while ``docker save`` still
+                # writes its trailing padding. Then drain and let it exit by itself; kill only
+                # when the remote side failed or timed out, or the local side does not end.
+                if status == 0 and proc.poll() is None:
+                    _drain_in_background(proc.stdout)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=_LOCAL_EXIT_GRACE_S)
                 if proc.poll() is None:
                     proc.kill()
                 local_status = proc.wait()
@@ -269,6 +278,23 @@ class RemoteHost:
                 raise ExecutionError(f"{self.name}: unexpected output of id: {out[:200]!r}")
             self._ids = out
         return self._ids
+
+
+#: How long a local producer may take to exit after its remote consumer succeeded.
+_LOCAL_EXIT_GRACE_S = 60.0
+
+
+def _drain_in_background(stream: IO[bytes] | None) -> None:
+    """Read and discard what a producer still writes, so it can reach its own exit."""
+    if stream is None:
+        return
+
+    def drain() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while stream.read(CHUNK):
+                pass
+
+    threading.Thread(target=drain, name="drain-local-producer", daemon=True).start()
 
 
 _KNOWN_HOSTS_LOCK = threading.Lock()
