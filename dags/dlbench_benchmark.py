@@ -17,7 +17,7 @@ from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
 from dlbench.config import Suite
 from dlbench.provisioning.registry import PROVIDERS, provider_names
-from dlbench.workloads.profiles import DataKind, ModelName, profile_names
+from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, profile_names
 from dlbench.workloads.result import Platform
 
 JOB_POOL = "dlbench_benchmark"
@@ -51,6 +51,18 @@ PARAMS = {
     "data": Param(
         _choices(DataKind), type="array", items={"type": "string", "enum": _choices(DataKind)}, title="Data",
         description="synthetic: generated on the device; real: ImageNet-format TFRecords from disk.",
+    ),
+    "scenarios": Param(
+        [Scenario.SINGLE.value], type="array", items={"type": "string", "enum": _choices(Scenario)},
+        title="Scenarios",
+        description="single: one instance per job. distributed: 1 parameter server + 2 workers on 3 instances "
+        "(the study's synchronous mode). shared: the job alone, then next to a background AlexNet job on the same "
+        "machine, plus N co-located tenants (degradation %).",
+    ),
+    "distributed_mode": Param(
+        None, type=["null", "string"], enum=[None, *_choices(DistributedMode)], title="Distributed mode",
+        description="distributed_replicated: the study's (TF1, synchronous through the parameter server). "
+        "multi_worker_mirrored: TF 2's synchronous all-reduce (no parameter server). Empty = the profile's.",
     ),
     "profile": Param(
         "auto", enum=["auto", *profile_names()], title="Profile",

@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dlbench.grammar import AbsolutePath
 from dlbench.provisioning.registry import ProviderSettingsUnion, provider_names
 from dlbench.provisioning.settings import LocalSettings
-from dlbench.workloads.profiles import DataKind, ModelName, get_profile, profile_names
+from dlbench.workloads.profiles import (
+    DataKind,
+    DistributedMode,
+    ModelName,
+    Scenario,
+    get_profile,
+    profile_names,
+)
 from dlbench.workloads.result import Platform
 
 
@@ -53,6 +60,9 @@ class BenchmarkRequest(BaseModel):
     suites: list[Suite] = Field(default_factory=lambda: list(Suite), min_length=1)
     models: list[ModelName] = Field(default_factory=lambda: list(ModelName), min_length=1)
     data: list[DataKind] = Field(default_factory=lambda: [DataKind.SYNTHETIC, DataKind.REAL], min_length=1)
+    scenarios: list[Scenario] = Field(default_factory=lambda: [Scenario.SINGLE], min_length=1)
+    distributed_mode: DistributedMode | None = Field(
+        default=None, description="how a distributed job synchronises (default: the profile's, the study's mode)")
     profile: str = "smoke"
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: AbsolutePath | None = None
@@ -63,7 +73,7 @@ class BenchmarkRequest(BaseModel):
         get_profile(value)  # raises with the allowed names
         return value
 
-    @field_validator("platforms", "suites", "models", "data")
+    @field_validator("platforms", "suites", "models", "data", "scenarios")
     @classmethod
     def _unique(cls, value: list[Any]) -> list[Any]:
         return list(dict.fromkeys(value))
@@ -76,6 +86,29 @@ class BenchmarkRequest(BaseModel):
                 raise ValueError(f"platforms: {platform.value!r} is not offered by provider {self.provider.name!r} "
                                  f"(allowed: {', '.join(p.value for p in offered)})")
         return self
+
+    @model_validator(mode="after")
+    def _enough_instances(self) -> BenchmarkRequest:
+        """A distributed job puts each role on its own instance (anti-affinity): refuse a request
+        that provisions fewer, before anything is provisioned."""
+        if self.scenarios != [Scenario.SINGLE] and Suite.TF_CNN not in self.suites:
+            raise ValueError("scenarios: 'distributed' and 'shared' are scenarios of the tf_cnn suite; "
+                             "add it to suites")
+        if Scenario.DISTRIBUTED not in self.scenarios:
+            return self
+        roles = len(get_profile(self.profile).scenarios.distributed.roles(self.distributed_mode))
+        for platform in self.platforms:
+            have = self.provider.instances_for(platform)
+            if have is not None and have < roles:
+                raise ValueError(
+                    f"scenarios: 'distributed' runs {roles} roles on {roles} different instances of "
+                    f"{platform.value}, but provider {self.provider.name!r} provisions {have} "
+                    f"(set {self.provider.name}.nodes.{platform.value} to {roles} or more)")
+        return self
+
+    @property
+    def training_distributed_mode(self) -> DistributedMode:
+        return self.distributed_mode or get_profile(self.profile).scenarios.distributed.mode
 
     @property
     def effective_repetitions(self) -> int:
@@ -128,6 +161,8 @@ def explain(exc: ValidationError) -> str:
         "models": [m.value for m in ModelName],
         "data": [d.value for d in DataKind],
         "profile": profile_names(),
+        "scenarios": [s.value for s in Scenario],
+        "distributed_mode": [m.value for m in DistributedMode],
         "ironic.address_source": ["extra", "port", "inventory"],
     }
     lines = []
@@ -154,13 +189,18 @@ class Job(BaseModel):
     platform: Platform
     suite: str
     command: str
-    args: dict[str, str | int | float] = Field(default_factory=dict)
+    args: dict[str, str | int | float | bool] = Field(default_factory=dict)
     profile: str
     repetition: int = 0
+    scenario: Scenario = Scenario.SINGLE
+    """single: the workload runs once on one target; distributed/shared: the cell of a group of
+    cooperating workloads that :mod:`dlbench.pipeline.scenarios` starts, stops and aggregates."""
 
     @property
     def label(self) -> str:
-        parts = [self.platform.value, self.suite, *(str(v) for v in self.args.values()), f"r{self.repetition}"]
+        scenario = [] if self.scenario is Scenario.SINGLE else [self.scenario.value]
+        parts = [self.platform.value, self.suite, *scenario, *(str(v) for v in self.args.values()),
+                 f"r{self.repetition}"]
         return "/".join(parts)
 
     def workload_argv(self, out: str, data_dir: str | None = None) -> list[str]:
@@ -170,23 +210,46 @@ class Job(BaseModel):
             "--repetition", str(self.repetition), "--platform", self.platform.value, "--profile", self.profile,
         ]
         for key, value in self.args.items():
-            argv += [f"--{key.replace('_', '-')}", str(value)]
+            if isinstance(value, bool):  # a switch: present or absent
+                argv += [f"--{key.replace('_', '-')}"] if value else []
+            else:
+                argv += [f"--{key.replace('_', '-')}", str(value)]
         if data_dir and (self.args.get("data") == DataKind.REAL.value or self.suite == Suite.DISK.value):
             argv += ["--data-dir", data_dir]  # the disk suite tests the directory real data is read from
         return argv
 
 
-def job_id_for(run_id: str, platform: str, suite: str, args: dict[str, Any], repetition: int) -> str:
+def job_id_for(run_id: str, platform: str, suite: str, args: dict[str, Any], repetition: int,
+               scenario: Scenario = Scenario.SINGLE) -> str:
     """Deterministic id: re-running a task for the same cell overwrites, never duplicates."""
-    key = "|".join([run_id, platform, suite, repr(sorted(args.items())), str(repetition)])
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
+    parts = [run_id, platform, suite, repr(sorted(args.items())), str(repetition)]
+    if scenario is not Scenario.SINGLE:
+        parts.append(scenario.value)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
-def suite_cells(request: BenchmarkRequest, suite: Suite) -> list[dict[str, Any]]:
-    """The argument sets one suite runs for a request."""
-    if suite is Suite.TF_CNN:
-        return [{"model": m.value, "data": d.value} for m in request.models for d in request.data]
-    return [{}]
+def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:
+    """The argument sets one suite runs for a request in one scenario (the micro-benchmarks have
+    only the single scenario).
+
+    - single: every model x data;
+    - distributed: the same, in the request's synchronisation mode;
+    - shared: every model x data against the background job, the study's small-batch control
+      (AlexNet batch 32 in ``paper``) against it too, and every model x data as N co-located
+      tenants (study 002)."""
+    if suite is not Suite.TF_CNN:
+        return [{}] if scenario is Scenario.SINGLE else []
+    cells = [{"model": m.value, "data": d.value} for m in request.models for d in request.data]
+    if scenario is Scenario.SINGLE:
+        return cells
+    if scenario is Scenario.DISTRIBUTED:
+        return [{**cell, "mode": request.training_distributed_mode.value} for cell in cells]
+    shared = get_profile(request.profile).scenarios.shared
+    out = [{**cell, "interference": "background"} for cell in cells]
+    out += [{"model": shared.control_model.value, "data": d.value, "batch_size": shared.control_batch_size,
+             "interference": "background"} for d in request.data]
+    out += [{**cell, "interference": "tenants", "tenants": n} for n in shared.tenants for cell in cells]
+    return out
 
 
 def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
@@ -198,10 +261,11 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
             for suite in request.suites:
                 if repetition >= request.repetitions_for(suite):
                     continue
-                for args in suite_cells(request, suite):
-                    jobs.append(Job(
-                        job_id=job_id_for(run_id, platform.value, suite.value, args, repetition),
-                        run_id=run_id, platform=platform, suite=suite.value, command=SUITE_COMMANDS[suite.value],
-                        args=args, profile=request.profile, repetition=repetition,
-                    ))
+                for scenario in request.scenarios:
+                    for args in suite_cells(request, suite, scenario):
+                        jobs.append(Job(
+                            job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario),
+                            run_id=run_id, platform=platform, suite=suite.value, command=SUITE_COMMANDS[suite.value],
+                            args=args, profile=request.profile, repetition=repetition, scenario=scenario,
+                        ))
     return jobs

@@ -19,9 +19,11 @@ from typing import Any
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
 from dlbench.execution.targets import Target
+from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.datasets import ensure_dataset
 from dlbench.pipeline.providers import backend_for
 from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
+from dlbench.workloads.profiles import Scenario
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -173,6 +175,8 @@ def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float)
     target = pick_target(the_job, all_targets)
     archive = archive_path(the_job.run_id, the_job.job_id)
     try:
+        if the_job.scenario is not Scenario.SINGLE:
+            return _run_scenario(the_job, all_targets, archive, timeout)
         if target.skip_reason:
             raise JobSkipped(target.skip_reason)
         with network_endpoint(the_job, target, all_targets) as (peer, path):
@@ -193,13 +197,28 @@ def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float)
         skipped.status = Status.SKIPPED
         skipped.write(archive)  # the skip is a row in the warehouse, with its reason
         raise
+    return _conclude(doc, the_job, archive, target.name)
+
+
+def _conclude(doc: ResultDocument, the_job: Job, archive: Path, where: str) -> dict[str, Any]:
     summary = summarize(doc, the_job, archive)
-    log.info("%s on %s: %s", the_job.label, target.name, summary["headline"])
+    log.info("%s on %s: %s", the_job.label, where, summary["headline"])
     if doc.status is Status.SKIPPED:
         raise JobSkipped(f"{the_job.label}: {doc.error}")
     if doc.status is not Status.OK:
         raise JobFailed(f"{the_job.label} failed: {doc.error}")
     return summary
+
+
+def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float) -> dict[str, Any]:
+    """A distributed or shared cell: its roles run together; the cell's document aggregates them."""
+    from dlbench.pipeline.scenarios import ScenarioSkipped, run_scenario
+
+    try:
+        doc = run_scenario(job, targets, timeout, lambda j: archive_path(j.run_id, j.job_id))
+    except ScenarioSkipped as exc:
+        raise JobSkipped(str(exc)) from None
+    return _conclude(doc, job, archive, targets[0].name if len(targets) == 1 else doc.labels.get("placement", ""))
 
 
 @contextmanager
@@ -269,8 +288,8 @@ def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     directory = archive.archive_dir(safe_run_id(run_id))
     for path in archive.archive_files(directory) if directory.exists() else []:
         doc = ResultDocument.read(path)
-        if doc.benchmark.suite == "provisioning":
-            continue  # per-node provisioning timings, not jobs of the matrix
+        if doc.benchmark.suite == "provisioning" or is_role_document(doc.labels):
+            continue  # per-node provisioning timings and a scenario's roles: not cells of the matrix
         counts[doc.status.value] += 1
         if doc.status is Status.FAILED:
             problems.append(f"{doc.labels.get('job_label', doc.job_id)}: {doc.error}")

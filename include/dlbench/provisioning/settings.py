@@ -33,6 +33,11 @@ class ProviderSettings(BaseModel):
     platforms: ClassVar[dict[Platform, Runtime]] = {}
     """The platforms this provider hosts and the runtime each uses by default."""
 
+    def instances_for(self, platform: Platform) -> int | None:
+        """Separate instances a platform gets, or None when every job shares one machine by design
+        (the embedded provider: this host). A distributed job needs one instance per role."""
+        return None
+
 
 class LocalSettings(ProviderSettings):
     """The embedded provider: this host as bare metal, its Docker engine for containers."""
@@ -78,6 +83,10 @@ class MachineSettings(ProviderSettings):
 
     def node_count(self, platform: Platform) -> int:
         return self.nodes.get(platform, 1)
+
+    def instances_for(self, platform: Platform) -> int | None:
+        host = self.host_platform_of(platform)
+        return self.node_count(host if self.share_nodes and host is not None else platform)
 
     def runtime_for(self, platform: Platform) -> Runtime:
         return self.runtime.get(platform, self.platforms[platform])

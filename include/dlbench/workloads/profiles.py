@@ -30,6 +30,67 @@ class DataKind(StrEnum):
     REAL = "real"
 
 
+class Scenario(StrEnum):
+    """The core study's three scenarios (004 section 3.3): one instance; one job across instances
+    (1 parameter server + 2 workers); a job next to a background job on the same machine."""
+
+    SINGLE = "single"
+    DISTRIBUTED = "distributed"
+    SHARED = "shared"
+
+
+class DistributedMode(StrEnum):
+    """How the roles of a distributed job synchronise. ``distributed_replicated`` is the study's
+    (TF1 tf_cnn_benchmarks, synchronous through the parameter server); ``multi_worker_mirrored``
+    is TF 2's synchronous all-reduce between workers (no parameter server): a different experiment,
+    labelled as such."""
+
+    DISTRIBUTED_REPLICATED = "distributed_replicated"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+
+
+class DistributedSpec(BaseModel):
+    """Table 1's distributed column: 3 instances, 1 parameter server + 2 workers, variables on the
+    workers' devices, synchronous replicated updates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parameter_servers: int = Field(default=1, ge=1, le=8)
+    workers: int = Field(default=2, ge=1, le=64)
+    mode: DistributedMode = DistributedMode.DISTRIBUTED_REPLICATED
+    port: int = Field(default=22222, ge=1024, le=65000,
+                      description="the port every role listens on (open it in the cloud's security rules)")
+
+    def roles(self, mode: DistributedMode | None = None) -> list[tuple[str, int]]:
+        """(role, task index) of every process; the all-reduce mode has no parameter server."""
+        mode = mode or self.mode
+        ps = [] if mode is DistributedMode.MULTI_WORKER_MIRRORED else [("ps", i) for i in range(self.parameter_servers)]
+        return ps + [("worker", i) for i in range(self.workers)]
+
+
+class SharedSpec(BaseModel):
+    """The shared-resource scenario: the foreground job alone, then with a background job on the same
+    machine (AlexNet batch 512 in the study, looped so it outlasts the foreground), plus AlexNet
+    batch 32 as the small-batch control; and N co-located tenants (study 002)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    background_model: ModelName = ModelName.ALEXNET
+    background_batch_size: int = Field(default=512, gt=0)
+    control_model: ModelName = ModelName.ALEXNET
+    control_batch_size: int = Field(default=32, gt=0)
+    tenants: list[PositiveInt] = Field(default_factory=lambda: [2, 4])
+    lead_seconds: float = Field(default=60, ge=0, le=3600,
+                                description="the background starts this long before the foreground (set-up, warm-up)")
+
+
+class ScenarioSpecs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distributed: DistributedSpec = Field(default_factory=DistributedSpec)
+    shared: SharedSpec = Field(default_factory=SharedSpec)
+
+
 class TrainingSpec(BaseModel):
     """How one model trains in one profile (Table 1 of the core study for ``paper``)."""
 
@@ -125,6 +186,7 @@ class Profile(BaseModel):
     repetitions: int = Field(gt=0)
     tf_cnn: dict[ModelName, TrainingSpec]
     micro: MicroSpec
+    scenarios: ScenarioSpecs = Field(default_factory=ScenarioSpecs)
 
     def repetitions_for(self, suite: str) -> int:
         """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001)."""

@@ -1,0 +1,353 @@
+"""The core study's multi-workload scenarios, on any provider's targets (no provider named here).
+
+A scenario job is one cell of the matrix whose measurement needs several cooperating workloads:
+
+- **distributed**: 1 parameter server + 2 workers (the profile's ``scenarios.distributed``), each
+  role on its own instance of the platform (anti-affinity; the request is refused before
+  provisioning when the provider has fewer), started together; the workers step in lock-step
+  (the workload's barrier), the parameter server never ends by itself: it is stopped when every
+  worker has finished. Any role failing stops the others; the cell fails naming that role.
+  Locally (one host by design) the roles are three processes on this host, or three containers
+  on one user-defined Docker network. The network between the worker and parameter-server
+  instances is measured with the job, before training.
+- **shared**: on one machine, the foreground job alone (baseline), then the same job while a
+  background job (AlexNet, big batch, looped) that started ``lead_seconds`` earlier keeps running;
+  or the foreground alone, then N copies at once (tenants). Containers get their own CPU sets for
+  the background case (halves of the machine), none for tenants (study 002 shares them).
+
+Every role writes its own document (archived under its own id, ``labels.role``); the cell's
+document (:mod:`dlbench.pipeline.aggregate`) carries the cell's job id and what the report compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlbench.config import Job
+from dlbench.execution.targets import Target
+from dlbench.pipeline import aggregate
+from dlbench.pipeline.aggregate import RoleOutcome
+from dlbench.workloads.profiles import DistributedMode, Scenario, get_profile
+from dlbench.workloads.result import ResultDocument, Status
+
+log = logging.getLogger(__name__)
+
+Archive = Callable[[Job], Path]
+"""Where a job's document is archived (by its id)."""
+
+STOP_GRACE_S = 15.0
+"""How long the runner waits for its role threads after stopping them (the executor's own grace
+between SIGTERM and SIGKILL is shorter)."""
+
+
+class ScenarioSkipped(RuntimeError):
+    """The scenario cannot run on these targets (the reason is the cell's skipped document)."""
+
+
+@dataclass
+class Role:
+    """One workload of a scenario job: which, where, and whether it ends by itself."""
+
+    name: str
+    index: int
+    job: Job
+    target: Target
+    ends_by_itself: bool = True
+    delay: float = 0.0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def role_job(cell: Job, name: str, index: int, args: dict) -> Job:
+    """A role's job: its own deterministic id (a retried cell overwrites its roles' documents)."""
+    job_id = hashlib.sha256(f"{cell.job_id}|{name}|{index}".encode()).hexdigest()[:24]
+    return cell.model_copy(update={"job_id": job_id, "args": args})
+
+
+def run_together(cell: Job, roles: Sequence[Role], timeout: float, archive: Archive) -> list[RoleOutcome]:
+    """Start every role at once (each after its ``delay``), stop the roles that never end by
+    themselves once every other role has finished, and stop all of them as soon as one fails.
+
+    Whatever interrupts the caller (a task timeout is a BaseException) stops every role and waits
+    for them, so no workload outlives its task."""
+    from dlbench.execution import executor_for
+    from dlbench.execution.base import failed_document
+
+    done: queue.Queue[RoleOutcome] = queue.Queue()
+
+    def work(role: Role) -> None:
+        launched = time.monotonic()
+        path: Path = archive(role.job)
+        try:
+            if role.delay and role.stop.wait(role.delay):
+                doc = failed_document(role.job, "not started: the job was stopped before this role's turn")
+                doc.write(path)
+            else:
+                launched = time.monotonic()
+                doc = executor_for(role.target).execute(role.job, role.target, path, timeout, stop=role.stop)
+        except BaseException as exc:  # noqa: BLE001 - becomes this role's failed document
+            doc = failed_document(role.job, f"{type(exc).__name__}: {exc}")
+            doc.write(path)
+        done.put(RoleOutcome(role.name, role.index, _labelled(doc, role, cell, path), launched, time.monotonic()))
+
+    threads = [threading.Thread(target=work, args=(role,), name=f"role-{role.name}{role.index}", daemon=True)
+               for role in roles]
+    outcomes: list[RoleOutcome] = []
+    try:
+        for thread in threads:
+            thread.start()
+        pending = list(roles)
+        failed = False
+        while pending:
+            outcome = done.get()
+            pending = [r for r in pending if not (r.name == outcome.role and r.index == outcome.index)]
+            outcomes.append(outcome)
+            if outcome.doc.status is not Status.OK and not failed:
+                failed = True
+                log.error("role %s %d failed (%s): stopping the other roles", outcome.role, outcome.index,
+                          outcome.doc.error)
+                for role in pending:
+                    role.stop.set()
+            elif pending and all(not r.ends_by_itself for r in pending):
+                for role in pending:
+                    role.stop.set()
+    except BaseException:
+        for role in roles:
+            role.stop.set()
+        for thread in threads:
+            thread.join(timeout=STOP_GRACE_S)
+        raise
+    for thread in threads:
+        thread.join(timeout=STOP_GRACE_S)
+    return outcomes
+
+
+def _labelled(doc: ResultDocument, role: Role, cell: Job, path: Path) -> ResultDocument:
+    """A role's document says which cell it belongs to and where it ran (archived again)."""
+    doc.labels[aggregate.ROLE_LABEL] = role.name
+    doc.labels["task_index"] = str(role.index)
+    doc.labels.setdefault("target", role.target.name)
+    doc.labels["cell_job_id"] = cell.job_id
+    doc.labels["job_label"] = f"{cell.label}/{role.name}{role.index}"
+    doc.write(path)
+    return doc
+
+
+# -- placement -----------------------------------------------------------------------------------
+
+
+def usable(job: Job, targets: Sequence[Target]) -> list[Target]:
+    candidates = sorted((t for t in targets if t.platform == job.platform), key=lambda t: t.name)
+    if not candidates:
+        raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
+    ready = [t for t in candidates if not t.skip_reason]
+    if not ready:
+        raise ScenarioSkipped(candidates[0].skip_reason or "no usable target")
+    return ready
+
+
+def _with_access(target: Target, **update: object) -> Target:
+    return target.model_copy(update={"access": target.access.model_copy(update=update)})
+
+
+def _free_local_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@contextlib.contextmanager
+def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target], port: int
+               ) -> Iterator[tuple[list[Target], list[str], str]]:
+    """(a target per role, the address each role listens at, what the placement is)."""
+    ready = usable(cell, targets)
+    kind = ready[0].access.kind
+    if kind == "process":
+        ports = _free_local_ports(len(names))
+        yield [ready[0]] * len(names), [f"127.0.0.1:{p}" for p in ports], "processes on one host (loopback)"
+        return
+    if kind == "docker":
+        from dlbench.execution.container import container_name
+        from dlbench.execution.docker import job_network
+
+        with job_network(cell.run_id, f"dlbench-{cell.job_id[:12]}", ready[0].expires_at) as network:
+            placed = [_with_access(ready[0], network=network) for _ in names]
+            addresses = [f"{container_name(role_job(cell, n, i, {}))}:{port}" for n, i in names]
+            yield placed, addresses, f"containers on one Docker network ({network})"
+        return
+    if len(ready) < len(names):
+        raise ScenarioSkipped(f"distributed needs {len(names)} instances of {cell.platform.value} (one per role), "
+                              f"the run has {len(ready)} usable")
+    placed = ready[:len(names)]
+    if kind == "ssh_docker":
+        placed = [_with_access(t, publish=(port,)) for t in placed]
+    addresses = [f"{t.address or t.access.address}:{port}" for t in placed]  # type: ignore[union-attr]
+    yield placed, addresses, f"{len(placed)} instances, one role each"
+
+
+# -- distributed ---------------------------------------------------------------------------------
+
+
+def run_distributed(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
+    spec = get_profile(cell.profile).scenarios.distributed
+    mode = DistributedMode(str(cell.args.get("mode", spec.mode.value)))
+    names = spec.roles(mode)
+    with _placement(cell, names, targets, spec.port) as (placed, addresses, where):
+        cluster: dict[str, list[str]] = {}
+        for (name, _), address in zip(names, addresses, strict=True):
+            cluster.setdefault(name, []).append(address)
+        cluster_json = json.dumps(cluster, separators=(",", ":"))
+        base = {k: v for k, v in cell.args.items() if k != "mode"}
+        roles = [Role(name, index, role_job(cell, name, index, {
+            **base, "scenario": Scenario.DISTRIBUTED.value, "mode": mode.value, "role": name,
+            "task_index": index, "cluster": cluster_json}), target, ends_by_itself=name != "ps")
+            for (name, index), target in zip(names, placed, strict=True)]
+        log.info("%s: %s; cluster %s", cell.label, where, cluster_json)
+        network = _measure_network(cell, roles, targets, timeout, archive)
+        outcomes = run_together(cell, roles, timeout, archive)
+    doc = aggregate.distributed(cell, outcomes, network)
+    doc.labels["placement"] = where
+    return doc
+
+
+def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target], timeout: float,
+                     archive: Archive) -> ResultDocument | None:
+    """iperf3 + latency from the first worker's instance to the (first) parameter server's, with
+    the network suite, before training: why a platform lost throughput is in the same cell."""
+    from dlbench.execution import executor_for
+
+    worker = next((r for r in roles if r.name == "worker"), None)
+    server = next((r for r in roles if r.name == "ps"), None) or next(
+        (r for r in roles if r.name == "worker" and r.index == 1), None)
+    if worker is None or server is None:
+        return None
+    job = role_job(cell, "network", 0, {})
+    job = job.model_copy(update={"suite": "network", "command": "network", "scenario": Scenario.DISTRIBUTED})
+    path = archive(job)
+    try:
+        with _network_server(job, worker.target, server.target, targets) as (address, label):
+            if address is not None:
+                job = job.model_copy(update={"args": {"server": address}})
+            doc = executor_for(worker.target).execute(job, worker.target, path, min(timeout, 600))
+        doc.labels["network_path"] = label
+    except Exception as exc:  # noqa: BLE001 - the training result stands; the cell says why no network figures
+        from dlbench.execution.base import failed_document
+
+        doc = failed_document(job, f"network measurement failed: {type(exc).__name__}: {exc}")
+    doc.benchmark.parameters["scenario"] = Scenario.DISTRIBUTED.value
+    doc.labels[aggregate.ROLE_LABEL] = "network"
+    doc.labels["cell_job_id"] = cell.job_id
+    doc.write(path)
+    return doc
+
+
+@contextlib.contextmanager
+def _network_server(job: Job, client: Target, server: Target, targets: Sequence[Target]
+                    ) -> Iterator[tuple[str | None, str]]:
+    if client.access.kind in ("ssh", "ssh_docker") and server.instance_id != client.instance_id:
+        from dlbench.execution.peer import network_peer
+
+        with network_peer(server, run_id=job.run_id) as address:
+            yield address, (f"{client.runtime} worker instance -> parameter-server instance "
+                            f"({client.name} -> {server.name})")
+        return
+    from dlbench.pipeline.steps import network_endpoint
+
+    with network_endpoint(job, client, list(targets)) as endpoint:
+        yield endpoint
+
+
+# -- shared resource -----------------------------------------------------------------------------
+
+
+def _cpu_count(target: Target) -> int:
+    if target.access.kind == "ssh_docker":
+        from dlbench.execution.ssh import RemoteHost
+
+        with RemoteHost.from_access(target.access) as host:  # type: ignore[arg-type]
+            status, out = host.run(["nproc"], 30)
+        return int(out.strip()) if status == 0 and out.strip().isdigit() else 1
+    return os.cpu_count() or 1
+
+
+def cpu_halves(count: int) -> tuple[str, str]:
+    """Two disjoint CPU sets covering the machine (the same CPU twice on a 1-CPU machine)."""
+    if count < 2:
+        return "0", "0"
+    half = count // 2
+    first = "0" if half == 1 else f"0-{half - 1}"
+    second = str(half) if count - half == 1 else f"{half}-{count - 1}"
+    return first, second
+
+
+def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
+    from dlbench.pipeline.steps import pick_target
+
+    spec = get_profile(cell.profile).scenarios.shared
+    ready = usable(cell, targets)
+    target = pick_target(cell, ready)
+    interference = str(cell.args.get("interference", "background"))
+    base = {k: v for k, v in cell.args.items() if k not in ("interference", "tenants")}
+    tenants = int(cell.args.get("tenants", 1))
+
+    def args(condition: str, **extra: object) -> dict:
+        return {**base, "scenario": Scenario.SHARED.value, "condition": condition, "tenants": tenants, **extra}
+
+    in_container = target.access.kind in ("docker", "ssh_docker")
+    outcomes: list[RoleOutcome] = []
+    if interference == "tenants":
+        alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), target)
+        outcomes += run_together(cell, [alone], timeout, archive)
+        if outcomes[0].doc.status is Status.OK:
+            copies = [Role("tenant", i, role_job(cell, "tenant", i, args("tenant")), target) for i in range(tenants)]
+            outcomes += run_together(cell, copies, timeout, archive)
+        return aggregate.shared(cell, outcomes)
+
+    fg_target, bg_target = target, target
+    if in_container:
+        fg_cpus, bg_cpus = cpu_halves(_cpu_count(target))
+        fg_target, bg_target = _with_access(target, cpuset=fg_cpus), _with_access(target, cpuset=bg_cpus)
+    alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), fg_target)
+    outcomes += run_together(cell, [alone], timeout, archive)
+    if outcomes[0].doc.status is Status.OK:
+        background = Role("background", 0, role_job(cell, "background", 0, {
+            "model": spec.background_model.value, "data": base.get("data", "synthetic"),
+            "batch_size": spec.background_batch_size, "scenario": Scenario.SHARED.value, "condition": "background",
+            "loop": True}), bg_target, ends_by_itself=False)
+        foreground = Role("foreground", 0, role_job(cell, "foreground", 0, args("with_background")), fg_target,
+                          delay=spec.lead_seconds)
+        outcomes += run_together(cell, [background, foreground], timeout + spec.lead_seconds, archive)
+    doc = aggregate.shared(cell, outcomes)
+    if in_container:
+        doc.labels["cpusets"] = json.dumps({"foreground": fg_target.access.cpuset,  # type: ignore[union-attr]
+                                            "background": bg_target.access.cpuset})  # type: ignore[union-attr]
+    return doc
+
+
+def run_scenario(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
+    """Run a distributed or shared cell; its aggregate document is archived under the cell's id."""
+    if cell.scenario is Scenario.DISTRIBUTED:
+        doc = run_distributed(cell, targets, timeout, archive)
+    elif cell.scenario is Scenario.SHARED:
+        doc = run_shared(cell, targets, timeout, archive)
+    else:
+        raise ValueError(f"{cell.label}: scenario {cell.scenario.value!r} is a single job, not a group")
+    doc.write(archive(cell))
+    return doc
