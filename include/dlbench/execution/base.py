@@ -4,18 +4,40 @@ An executor takes a :class:`~dlbench.config.Job` and a :class:`Target` and retur
 result document, already archived on the controller's disk (``archive_path``) before anyone
 loads it. A workload that crashes without writing its document still yields one: status
 ``failed`` with the tail of its output, so a failure is a row, not a hole.
+
+A job may also be *stopped* from outside (``stop``, a :class:`threading.Event`): a group of jobs
+that run together (a parameter server that never ends by itself, the other roles of a group
+whose one role failed) is ended by its runner, not by a timeout. :func:`on_stop` is the one
+mechanism: a watcher thread that runs the executor's stop action (SIGTERM, ``grace`` seconds,
+SIGKILL) once when the event is set, and ends with the body. The workload writes its document
+on SIGTERM when it can; the executor then fetches it as usual, and the document says
+``labels["stopped_by_executor"] == "true"`` either way.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import logging
+import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.config import Job
 from dlbench.execution.targets import Target
 from dlbench.workloads import environment
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GRACE_S = 10.0
+"""Seconds between the SIGTERM of a stop (or a timeout) and the SIGKILL: time for the workload
+to write its result document."""
+STOPPED = "stopped by the executor"
+"""The error of a stopped job whose workload wrote no document."""
+STOPPED_LABEL = "stopped_by_executor"
 
 
 class ExecutionError(RuntimeError):
@@ -26,8 +48,77 @@ class Executor(abc.ABC):
     """Start one job on one target and bring its result document back."""
 
     @abc.abstractmethod
-    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
-        """Run ``job``, store its document at ``archive_path`` and return it."""
+    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float, *,
+                stop: threading.Event | None = None) -> ResultDocument:
+        """Run ``job``, store its document at ``archive_path`` and return it.
+
+        ``stop``: when set while the workload runs, the workload gets SIGTERM, ``grace`` seconds
+        to write its document, then SIGKILL; ``execute`` then returns normally with the
+        document (or a failed one saying :data:`STOPPED`), labelled ``stopped_by_executor``.
+        """
+
+
+@dataclass
+class StopWatch:
+    """What one :func:`on_stop` block saw: whether its stop action ran (``fired``), what it
+    raised (``error``), and ``ended``, set when the body has left the block, so an action can
+    wait for the workload's end (``ended.wait(grace)``) before it escalates to SIGKILL."""
+
+    fired: bool = False
+    error: str = ""
+    ended: threading.Event = field(default_factory=threading.Event)
+
+
+@contextlib.contextmanager
+def on_stop(stop: threading.Event | None, action: Callable[[StopWatch], None], *, poll: float = 0.05,
+            name: str = "dlbench-stop") -> Iterator[StopWatch]:
+    """Run ``action`` once, from a watcher thread, if ``stop`` is set while the body runs.
+
+    Why a thread: the body blocks on the workload (a process wait, ``docker wait``, an SSH
+    channel), so nothing in it could notice the event. The watcher ends with the body; leaving
+    the block waits for an action in progress (it is what made the body end), so no signal is
+    sent after ``execute`` returned. An action that raises is logged and recorded in
+    ``error``: the body still ends by its own timeout.
+    """
+    watch = StopWatch()
+    if stop is None:
+        try:
+            yield watch
+        finally:
+            watch.ended.set()
+        return
+
+    def watcher() -> None:
+        while not watch.ended.is_set():
+            if stop.wait(poll):
+                if watch.ended.is_set():
+                    return
+                watch.fired = True
+                try:
+                    action(watch)
+                except Exception as exc:  # noqa: BLE001 - reported in the document; the timeout still holds
+                    watch.error = f"{type(exc).__name__}: {exc}"
+                    log.warning("stop action of %s failed: %s", name, watch.error)
+                return
+
+    thread = threading.Thread(target=watcher, name=name, daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        watch.ended.set()
+        thread.join()
+
+
+def terminate_then_kill(terminate: Callable[[], object], kill: Callable[[], object], ended: threading.Event,
+                        grace: float) -> bool:
+    """SIGTERM (``terminate``), up to ``grace`` seconds for the body to end, then SIGKILL
+    (``kill``). True when the workload ended within the grace."""
+    terminate()
+    if ended.wait(grace):
+        return True
+    kill()
+    return False
 
 
 def failed_document(job: Job, error: str, output_tail: str = "") -> ResultDocument:
@@ -47,13 +138,25 @@ def failed_document(job: Job, error: str, output_tail: str = "") -> ResultDocume
 
 
 def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: float, *, error: str = "",
-           output: str = "") -> ResultDocument:
+           output: str = "", stopped: StopWatch | None = None) -> ResultDocument:
     """Common end of every executor: fill in a missing document, add the launch-to-end time
-    measured from outside the workload (includes interpreter or container start), archive."""
+    measured from outside the workload (includes interpreter or container start), archive.
+
+    A stopped job (``stopped.fired``): the workload's own document, when it wrote one on
+    SIGTERM, says how it ended, so the executor's error (the non-zero exit a signal causes)
+    does not overwrite its status; without a document the failed one says :data:`STOPPED`.
+    """
+    was_stopped = stopped is not None and stopped.fired
+    if was_stopped:
+        assert stopped is not None
+        detail = "; ".join(x for x in (error, f"stop action failed: {stopped.error}" if stopped.error else "") if x)
+        error = f"{STOPPED} ({detail})" if detail else STOPPED
     if doc is None:
         doc = failed_document(job, error or "workload wrote no result document", output)
-    elif error and doc.status is Status.OK:
+    elif error and doc.status is Status.OK and not was_stopped:
         doc.status, doc.error = Status.FAILED, error
+    if was_stopped:
+        doc.labels[STOPPED_LABEL] = "true"
     doc.add("launch_to_end_time", time.monotonic() - launched, "s", scope="executor")
     doc.labels.setdefault("job_label", job.label)
     doc.write(archive_path)

@@ -16,6 +16,7 @@ and ``dlbench.expires_at``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -69,19 +70,34 @@ class Mount:
         return f"{self.source}:{self.target}:{'ro' if self.read_only else 'rw'}"
 
 
+BUILTIN_NETWORKS = ("bridge", "host", "none", "default")
+"""Network modes that are not user-defined networks: Docker's DNS does not resolve container
+names on them (and ``host``/``none`` refuse a hostname)."""
+_CPUSET = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
+
+
 @dataclass(frozen=True)
 class Resources:
     """Limits of a container. ``gpus`` is ``"all"`` or a count; ``network`` a Docker network
-    mode such as ``host`` (default: the engine's bridge)."""
+    mode such as ``host`` or a user-defined network (default: the engine's bridge); ``cpuset``
+    the CPUs it may run on (``0-3,8``)."""
 
     cpus: float | None = None
     memory: str | None = None
     gpus: str | None = None
     network: str | None = None
+    cpuset: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpus is not None and self.gpus != "all" and not str(self.gpus).isdigit():
             raise ValueError(f"gpus must be 'all' or a count, got {self.gpus!r}")
+        if self.cpuset is not None and not _CPUSET.match(self.cpuset):
+            raise ValueError(f"cpuset must be a list of CPUs or ranges such as 0-3,8, got {self.cpuset!r}")
+
+    @property
+    def user_network(self) -> bool:
+        """On a user-defined network (where containers resolve each other by name)."""
+        return bool(self.network) and self.network not in BUILTIN_NETWORKS
 
 
 @dataclass(frozen=True)
@@ -98,11 +114,20 @@ class ContainerLaunch:
     resources: Resources = Resources()
     ports: tuple[tuple[str, int, int], ...] = ()
     """Published TCP ports: (host address or "", host port, container port)."""
+    hostname: str | None = None
+    """The container's hostname; on a user-defined network the workload sets it to the container's
+    name, which is also what the other containers there resolve (so a role's own name and the
+    name its peers use agree, e.g. in a TensorFlow cluster spec)."""
     detach: bool = True
 
     def __post_init__(self) -> None:
         if not self.image or self.image.startswith("-") or not self.name or self.name.startswith("-"):
             raise ValueError(f"bad image or container name: {self.image!r} / {self.name!r}")
+        for _, host_port, container_port in self.ports:
+            if not all(isinstance(p, int) and 1 <= p <= 65535 for p in (host_port, container_port)):
+                raise ValueError(f"bad published port: {host_port!r}:{container_port!r}")
+        if self.hostname is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.hostname):
+            raise ValueError(f"bad hostname: {self.hostname!r}")
 
     @property
     def cpus(self) -> float | None:
@@ -120,12 +145,18 @@ class ContainerLaunch:
     def network(self) -> str | None:
         return self.resources.network
 
+    @property
+    def cpuset(self) -> str | None:
+        return self.resources.cpuset
+
     def cli_argv(self, engine: str = "docker") -> list[str]:
         """``<engine> run ...`` as argv; pass it to :func:`dlbench.execution.shell.command_line`."""
         argv = [engine, "run"]
         if self.detach:
             argv.append("-d")
         argv += ["--name", self.name]
+        if self.hostname:
+            argv += ["--hostname", self.hostname]
         for key, value in sorted(self.labels.items()):
             argv += ["--label", f"{key}={value}"]
         for key, value in sorted(self.env.items()):
@@ -140,6 +171,8 @@ class ContainerLaunch:
             argv += ["--memory", self.memory]
         if self.gpus:
             argv += ["--gpus", self.gpus]
+        if self.cpuset:
+            argv += ["--cpuset-cpus", self.cpuset]
         if self.network:
             argv += ["--network", self.network]
         for host, host_port, container_port in self.ports:
@@ -159,6 +192,10 @@ class ContainerLaunch:
             kwargs["nano_cpus"] = int(self.cpus * 1e9)
         if self.memory:
             kwargs["mem_limit"] = self.memory
+        if self.hostname:
+            kwargs["hostname"] = self.hostname
+        if self.cpuset:
+            kwargs["cpuset_cpus"] = self.cpuset
         if self.network:
             kwargs["network_mode"] = self.network
         if self.gpus:
@@ -177,7 +214,18 @@ def resources_of(target: Target) -> Resources:
     access = target.access
     cpus, gpus = getattr(access, "cpus", None), getattr(access, "gpus", None)
     return Resources(cpus=float(cpus) if cpus else None, memory=getattr(access, "memory", None),
-                     gpus=str(gpus) if gpus else None, network=getattr(access, "network", None))
+                     gpus=str(gpus) if gpus else None, network=getattr(access, "network", None),
+                     cpuset=getattr(access, "cpuset", None))
+
+
+def published_of(target: Target) -> tuple[tuple[str, int, int], ...]:
+    """``ContainerLimits.publish`` as launch ports: on every address of the machine, host port =
+    container port (a role on another machine connects to the machine's address and that port)."""
+    return tuple(("", port, port) for port in getattr(target.access, "publish", ()) or ())
+
+
+HOSTNAME_MAX = 63
+"""Linux's limit on a hostname (a longer one makes the container fail to start)."""
 
 
 def image_of(target: Target) -> str:
@@ -200,10 +248,15 @@ def workload_launch(job: Job, target: Target, results_dir: str, data_dir: str | 
     if data_dir:
         mounts.append(Mount(data_dir, DATA_MOUNT, read_only=job.suite != "disk"))
     argv = job.workload_argv(f"{RESULTS_MOUNT}/result.json", DATA_MOUNT if data_dir else None)
+    resources = resources or resources_of(target)
+    name = container_name(job)
+    # On a user-defined network the container is reached by its name: make it its hostname too.
+    # Elsewhere the engine's default (the id's first 12 hex digits) stays, as before.
+    hostname = name if resources.user_network and len(name) <= HOSTNAME_MAX else None
     return ContainerLaunch(
-        image=image_of(target), name=container_name(job), command=("python", "-m", "dlbench.workloads", *argv),
+        image=image_of(target), name=name, command=("python", "-m", "dlbench.workloads", *argv),
         labels=labels_for(job.run_id, job.job_id, target.expires_at), env=dict(WORKLOAD_ENV), user=user,
-        mounts=tuple(mounts), resources=resources or resources_of(target),
+        mounts=tuple(mounts), resources=resources, ports=published_of(target), hostname=hostname,
     )
 
 

@@ -1,16 +1,32 @@
-"""Run a workload as a process on this host: the embedded ``bare_metal`` platform."""
+"""Run a workload as a process on this host: the embedded ``bare_metal`` platform.
+
+The workload leads its own session (and so its own process group): a stop or a timeout signals
+the whole group, so its children (iperf3, fio) end with it, and a signal meant for the worker
+(Ctrl-C in a terminal) does not reach the workload by accident.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from dlbench.config import Job
-from dlbench.execution.base import Executor, finish, read_document
+from dlbench.execution.base import (
+    DEFAULT_GRACE_S,
+    Executor,
+    StopWatch,
+    finish,
+    on_stop,
+    read_document,
+    terminate_then_kill,
+)
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
@@ -23,6 +39,10 @@ worker's wholesale environment (Airflow connections in AIRFLOW_CONN_*, cloud cre
 the warehouse URL...): a benchmark process has no business with them."""
 
 
+OUTPUT_TAIL = 256 * 1024
+"""Bytes of the workload's output kept (the tail: where the error is)."""
+
+
 def workload_environment(source: dict[str, str] | None = None) -> dict[str, str]:
     source = dict(os.environ if source is None else source)
     return {k: v for k, v in source.items() if k in WORKLOAD_ENV or k.startswith(WORKLOAD_ENV_PREFIXES)}
@@ -31,34 +51,64 @@ def workload_environment(source: dict[str, str] | None = None) -> dict[str, str]
 class LocalProcessExecutor(Executor):
     """``python -m dlbench.workloads ...`` in a fresh process, so elapsed time includes start-up."""
 
-    def __init__(self, python: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, python: str | None = None, env: dict[str, str] | None = None,
+                 grace: float = DEFAULT_GRACE_S) -> None:
         # None: the worker's own interpreter (it has dlbench.workloads and TensorFlow installed).
         self.python = python or sys.executable
         self.env = env
+        self.grace = grace
+        """Seconds between SIGTERM and SIGKILL when the job is stopped."""
 
-    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
+    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float, *,
+                stop: threading.Event | None = None) -> ResultDocument:
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="dlbench-job-") as tmp:
             out = Path(tmp) / "result.json"
             argv = [self.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
             env = {**workload_environment(), "TF_CPP_MIN_LOG_LEVEL": "2", **(self.env or {})}
-            launched = time.monotonic()
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-                output, error = proc.stdout + proc.stderr, ""
-                if proc.returncode != 0:
-                    error = f"workload exited with status {proc.returncode}: {_last_line(output)}"
-            except subprocess.TimeoutExpired as exc:
-                output = _text(exc.stdout) + _text(exc.stderr)
-                error = f"workload timed out after {timeout:.0f} s"
+            # Output to a file, not pipes: a child that outlives the workload (and holds the pipe)
+            # cannot keep the executor waiting, and a stop never races a pipe reader.
+            with open(Path(tmp) / "output.log", "w+b") as output_file:
+                launched = time.monotonic()
+                proc = subprocess.Popen(argv, stdout=output_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+                error = ""
+
+                def stop_action(watch: StopWatch) -> None:
+                    terminate_then_kill(lambda: _signal_group(proc, signal.SIGTERM),
+                                        lambda: _signal_group(proc, signal.SIGKILL), watch.ended, self.grace)
+
+                watch = StopWatch()
+                try:
+                    with on_stop(stop, stop_action, name=f"stop-{job.job_id[:12]}") as watch:
+                        try:
+                            status = proc.wait(timeout=timeout)
+                            if status != 0:
+                                error = f"workload exited with status {status}"
+                        except subprocess.TimeoutExpired:
+                            error = f"workload timed out after {timeout:.0f} s"
+                            _signal_group(proc, signal.SIGKILL)
+                            proc.wait()
+                finally:
+                    if proc.poll() is None:  # an exception in between: never leave the workload behind
+                        _signal_group(proc, signal.SIGKILL)
+                        proc.wait()
+                    if watch.fired or error.startswith("workload timed out"):
+                        _signal_group(proc, signal.SIGKILL)  # children that outlived or ignored the TERM
+                output_file.seek(max(0, output_file.seek(0, os.SEEK_END) - OUTPUT_TAIL))
+                output = output_file.read().decode(errors="replace")
+            if error.startswith("workload exited"):
+                error = f"{error}: {_last_line(output)}"
             doc, why = read_document(out)
-            return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output)
+            return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
+                          stopped=watch)
 
 
-def _text(value: bytes | str | None) -> str:
-    if value is None:
-        return ""
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
+def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    """``sig`` to the workload's process group (its id is the workload's pid: it leads its own
+    session). Nothing when the group is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 def _last_line(output: str) -> str:

@@ -10,7 +10,13 @@ workload image on the node's engine, through the one launch builder of
 :mod:`dlbench.execution.container`). The result document is written to a per-job directory on
 the node, fetched back over SFTP, archived by :func:`dlbench.execution.base.finish`, and the
 remote directory and the container are removed whatever happened (success, failure, timeout,
-a broken SSH session).
+a stop, a broken SSH session).
+
+A stop (``execute(..., stop=event)``) goes through a second channel of the same SSH connection:
+``kill -TERM`` to the node's ``timeout`` process, whose PID the launch records in the job's
+directory (GNU ``timeout`` forwards the TERM to the workload's process group and SIGKILLs that
+group ``grace`` seconds later), or ``docker stop -t <grace>`` for a container. Afterwards the
+executor checks that no process of the job's group is left on the node.
 
 Host keys are trusted on first use into a per-run ``known_hosts`` next to the run's key: nodes
 are freshly deployed, so there is no earlier key to compare with, but within a run a changed
@@ -31,7 +37,15 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dlbench.config import Job
-from dlbench.execution.base import ExecutionError, Executor, finish, read_document
+from dlbench.execution.base import (
+    DEFAULT_GRACE_S,
+    ExecutionError,
+    Executor,
+    StopWatch,
+    finish,
+    on_stop,
+    read_document,
+)
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.shell import command_line
 from dlbench.workloads.result import ResultDocument
@@ -383,15 +397,17 @@ class SSHExecutor(Executor):
     so one executor serves every SSH target of a run.
     """
 
-    def __init__(self, connect_timeout: float = 30.0, grace: float = 10.0) -> None:
+    def __init__(self, connect_timeout: float = 30.0, grace: float = DEFAULT_GRACE_S) -> None:
         self.connect_timeout = connect_timeout
         self.grace = grace
-        """Seconds between the workload's timeout and the SIGKILL (host) / the SSH wait limit."""
+        """Seconds between the SIGTERM (timeout or stop) and the SIGKILL; also the slack of the
+        SSH wait limit."""
 
     def __repr__(self) -> str:
         return "SSHExecutor()"
 
-    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float) -> ResultDocument:
+    def execute(self, job: Job, target: Target, archive_path: Path, timeout: float, *,
+                stop: threading.Event | None = None) -> ResultDocument:
         access = target.access
         if access.kind not in ("ssh", "ssh_docker"):
             raise ExecutionError(f"SSHExecutor cannot reach a {access.kind!r} target ({target.name})")
@@ -405,12 +421,13 @@ class SSHExecutor(Executor):
             return finish(job, None, archive_path, launched,
                           error=f"SSH to {host.name} failed: {type(exc).__name__}: {exc}")
         output, error, doc = "", "", None
+        watch = StopWatch()
         try:
             host.check(["sh", "-c", 'rm -rf -- "$1" && mkdir -m 0700 -- "$1"', "sh", remote_dir], 60)
             if access.kind == "ssh_docker":
-                output, error = self._run_container(host, job, target, remote_dir, timeout)
+                output, error = self._run_container(host, job, target, remote_dir, timeout, stop, watch)
             else:
-                output, error = self._run_process(host, job, target, remote_dir, timeout)
+                output, error = self._run_process(host, job, target, remote_dir, timeout, stop, watch)
             doc, why = self._fetch(host, f"{remote_dir}/result.json")
             if doc is None and not error:
                 error = why
@@ -422,28 +439,60 @@ class SSHExecutor(Executor):
             except _ssh_errors() as exc:
                 log.warning("could not remove %s on %s: %s", remote_dir, host.name, exc)
             host.close()
-        return finish(job, doc, archive_path, launched, error=error, output=output)
+        return finish(job, doc, archive_path, launched, error=error, output=output, stopped=watch)
 
-    def _run_process(self, host: RemoteHost, job: Job, target: Target, remote_dir: str,
-                     timeout: float) -> tuple[str, str]:
+    def _run_process(self, host: RemoteHost, job: Job, target: Target, remote_dir: str, timeout: float,
+                     stop: threading.Event | None = None, watch: StopWatch | None = None) -> tuple[str, str]:
         """``timeout`` on the node too: it signals the workload's whole process group, so a lost
-        SSH session cannot leave a workload (or its iperf3/fio children) running."""
+        SSH session cannot leave a workload (or its iperf3/fio children) running. Its PID (also
+        the group's id: ``timeout`` leads its own process group) is written to ``<remote_dir>/pid``
+        before it starts, for a stop."""
         access = target.access
+        pidfile = f"{remote_dir}/pid"
         env = ["TF_CPP_MIN_LOG_LEVEL=2"] + ([f"PYTHONPATH={access.pythonpath}"] if access.pythonpath else [])
-        argv = ["timeout", f"--kill-after={int(self.grace)}", str(max(1, int(timeout))), "env", *env,
+        argv = ["sh", "-c", _RECORD_PID, "sh", pidfile,
+                "timeout", f"--kill-after={max(1, round(self.grace))}", str(max(1, int(timeout))), "env", *env,
                 access.python, "-m", "dlbench.workloads",
                 *job.workload_argv(f"{remote_dir}/result.json", target.data_dir)]
-        status, output = host.run(argv, timeout + 2 * self.grace)
+        pid: list[str] = []
+
+        def stop_action(seen: StopWatch) -> None:
+            self._stop_process(host, pidfile, pid, seen)
+
+        with on_stop(stop, stop_action, name=f"stop-{job.job_id[:12]}") as seen:
+            status, output = host.run(argv, timeout + 2 * self.grace)
+        if watch is not None:
+            watch.fired, watch.error = seen.fired, seen.error
+        if seen.fired:
+            leftover = _end_group(host, pid[0]) if pid else ""
+            if leftover:
+                return output, leftover
+            return output, f"workload exited with status {status}" if status else ""
         if status is None or status == 124 or status == 137:
             return output, f"workload timed out after {timeout:.0f} s"
         if status != 0:
             return output, f"workload exited with status {status}: {_last_line(output)}"
         return output, ""
 
-    def _run_container(self, host: RemoteHost, job: Job, target: Target, remote_dir: str,
-                       timeout: float) -> tuple[str, str]:
+    def _stop_process(self, host: RemoteHost, pidfile: str, pid: list[str], watch: StopWatch) -> None:
+        """SIGTERM to the node's ``timeout`` (it forwards it to the workload's group and SIGKILLs
+        the group after ``--kill-after``); SIGKILL to the group ourselves if the workload has not
+        ended ``grace`` + 5 s later. ``pid`` receives the PID for the check after the end."""
+        while not pid:
+            status, out = host.run(["cat", "--", pidfile], 30)
+            if status == 0 and out.strip().isdigit():
+                pid.append(out.strip())
+            elif watch.ended.wait(0.2):
+                return  # the workload ended before its PID could be read: nothing to stop
+        host.run(["sh", "-c", 'kill -s TERM "$1" 2>/dev/null; true', "sh", pid[0]], 30)
+        if not watch.ended.wait(self.grace + 5):
+            host.run(["sh", "-c", _KILL_GROUP, "sh", pid[0]], 30)
+
+    def _run_container(self, host: RemoteHost, job: Job, target: Target, remote_dir: str, timeout: float,
+                       stop: threading.Event | None = None, watch: StopWatch | None = None) -> tuple[str, str]:
         """``docker run -d`` with the one launch, ``docker wait`` bounded by the timeout, the logs,
-        and ``docker rm -f`` whatever happened (a fresh connection if this one broke)."""
+        and ``docker rm -f`` whatever happened (a fresh connection if this one broke). A stop is
+        ``docker stop -t <grace>`` (SIGTERM, the grace, SIGKILL: done by the engine)."""
         access: SSHDocker = target.access  # type: ignore[assignment]
         engine = access.engine
         launch = workload_launch(job, target, remote_dir, target.data_dir, host.ids())
@@ -459,8 +508,16 @@ class SSHExecutor(Executor):
                 return out, f"{engine} could not start the workload container: {_last_line(out)}"
             started = True
             wait_limit = max(1, int(timeout))
-            status, out = host.run(["timeout", str(wait_limit + 5), engine, "wait", launch.name],
-                                   wait_limit + self.grace)
+
+            def stop_action(_: StopWatch) -> None:
+                grace = max(0, round(self.grace))
+                host.check([engine, "stop", "-t", str(grace), launch.name], grace + 120)
+
+            with on_stop(stop, stop_action, name=f"stop-{launch.name}") as seen:
+                status, out = host.run(["timeout", str(wait_limit + 5), engine, "wait", launch.name],
+                                       wait_limit + self.grace)
+            if watch is not None:
+                watch.fired, watch.error = seen.fired, seen.error
             code = out.strip().splitlines()[-1] if status == 0 and out.strip() else ""
             if status != 0 or not code.lstrip("-").isdigit():
                 error = f"workload timed out after {timeout:.0f} s (container removed)"
@@ -485,6 +542,29 @@ class SSHExecutor(Executor):
             except OSError as exc:
                 return None, f"no result document on the node ({remote}): {exc}"
             return read_document(local)
+
+
+_RECORD_PID = 'echo "$$" > "$1"; shift; exec "$@"'
+"""Write this shell's PID to ``$1``, then become the command (so the PID is the command's)."""
+_KILL_GROUP = 'kill -s KILL -- -"$1" 2>/dev/null; kill -s KILL "$1" 2>/dev/null; true'
+_GROUP_ALIVE = ('g=$1; for f in /proc/[0-9]*/stat; do read -r s 2>/dev/null < "$f" || continue; s=${s##*) }; '
+                'set -- $s; [ "$3" = "$g" ] && [ "$1" != Z ] && exit 0; done; exit 1')
+"""Exit 0 while a live (not zombie) process is in process group ``$1`` (field 5 of
+/proc/<pid>/stat, after the command name in parentheses)."""
+
+
+def _end_group(host: RemoteHost, pgid: str, wait: float = 5.0) -> str:
+    """After a stop: nothing of the job's process group may be left on the node. SIGKILL what
+    is (children that ignored the TERM), verify; '' when the group is empty, else why not."""
+    if host.run(["sh", "-c", _GROUP_ALIVE, "sh", pgid], 30)[0] != 0:
+        return ""
+    host.run(["sh", "-c", _KILL_GROUP, "sh", pgid], 30)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if host.run(["sh", "-c", _GROUP_ALIVE, "sh", pgid], 30)[0] != 0:
+            return ""
+        time.sleep(0.2)
+    return f"process group {pgid} of the workload still alive on {host.address} after SIGKILL"
 
 
 def _remove_leftover(host: RemoteHost, engine: str, job: Job) -> None:

@@ -40,7 +40,14 @@ class ContainerLimits(_Access):
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU cores (docker --cpus)")
     memory: str | None = Field(default=None, pattern=r"^[0-9]+[kmgKMG]?$", description="e.g. 8g")
     gpus: str | None = Field(default=None, pattern=r"^(all|[0-9]{1,3})$", description="'all' or a count")
-    network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="e.g. host")
+    network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                                description="host, or a user-defined network (containers reach each other by name)")
+    cpuset: str | None = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+                               description="CPUs the container may use, e.g. 0-3,8 (docker --cpuset-cpus): "
+                                           "co-operating jobs on one machine get disjoint cores")
+    publish: tuple[Annotated[int, Field(ge=1, le=65535)], ...] = Field(
+        default=(), description="TCP ports published on the machine, host port = container port (roles of a group "
+                                "on other machines reach the container at the machine's address)")
 
 
 class LocalDocker(ContainerLimits):

@@ -176,13 +176,20 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
         report["released"] += [{"cloud": where, **dataclasses.asdict(a)} for a in actions]
         report["kept"] += [{"cloud": where, **k} for k in kept]
     if docker:
+        # Containers first: a network is removable only once its expired containers are gone.
+        # Networks go when expired or when their run's resources were released in this sweep.
+        report["networks"] = []
         try:
             from dlbench.execution.image import docker_available
 
             if docker_available()[0]:
-                from dlbench.execution.docker import sweep_containers
+                from dlbench.execution.docker import sweep_containers, sweep_networks
 
                 report["containers"] = sweep_containers(now=now, dry_run=dry_run)
+                over = {r["run_id"] for r in report["released"] if r["released"]}
+                report["networks"] = sweep_networks(now=now, dry_run=dry_run, runs_over=over)
+                for name in report["networks"]:
+                    log.info("%s docker network %s", "would remove" if dry_run else "removed", name)
         except Exception as exc:  # noqa: BLE001
             report["errors"].append(f"docker: {type(exc).__name__}: {exc}")
     try:
