@@ -330,3 +330,37 @@ def test_janitor_removes_expired_networks_only(docker_client):
             foreign.remove()
         except docker.errors.NotFound:
             pass
+
+
+def test_cli_and_sdk_launches_agree_on_cpuset_ports_network_and_hostname(docker_client, workload_image):
+    """The SSH path sends ``docker run`` argv, the local path uses the SDK: the same container."""
+    run_id = f"st{uuid.uuid4().hex[:8]}"
+    job = a_job(run_id, "container_on_bare_metal")
+    port = free_port()
+    created = []
+    with job_network(run_id, "cli") as net:
+        target = docker_target(workload_image, cpuset="0", publish=(port,), network=net)
+        base = workload_launch(job, target, "/tmp", None, "4242:4242")
+        assert base.cpuset == "0" and base.ports == (("", port, port),) and base.hostname == base.name
+        try:
+            for how in ("cli", "sdk"):
+                launch = replace(base, name=f"{base.name[:50]}-{how}", hostname=f"h-{how}", command=("sleep", "1"))
+                if how == "cli":
+                    argv = launch.cli_argv()
+                    argv[1:3] = ["create"]
+                    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)
+                    created.append(docker_client.containers.get(launch.name))
+                else:
+                    kwargs = launch.sdk_kwargs()
+                    kwargs.pop("detach")
+                    created.append(docker_client.containers.create(**kwargs))
+            cli, sdk = (c.attrs for c in created)
+            for key in ("CpusetCpus", "PortBindings", "NetworkMode"):
+                assert cli["HostConfig"][key] == sdk["HostConfig"][key], (key, cli["HostConfig"][key],
+                                                                          sdk["HostConfig"][key])
+            assert cli["HostConfig"]["CpusetCpus"] == "0" and cli["HostConfig"]["NetworkMode"] == net
+            assert cli["HostConfig"]["PortBindings"] == {f"{port}/tcp": [{"HostIp": "", "HostPort": str(port)}]}
+            assert (cli["Config"]["Hostname"], sdk["Config"]["Hostname"]) == ("h-cli", "h-sdk")
+        finally:
+            for container in created:
+                container.remove(force=True)
