@@ -1,15 +1,24 @@
 """Platform comparisons computed from the warehouse (never from memory).
 
-For every case (suite, benchmark, requested parameters, metric, labels) and platform:
+For every case (suite, benchmark, scenario, requested parameters, metric, labels) and platform:
 n, mean, std and coefficient of variation over repetitions; then, against bare metal,
 ``diff_pct = (H - D) / H * 100`` (study 001's Diff%, H = bare metal, D = the other platform)
 and ``normalized = D / H`` (the core study's figures: bare metal = 1.0).
+
+Scenarios (the core study's section 3.3): a distributed or shared-resource cell writes one
+document per *role* (parameter server, worker, the job alone, with a background job, a tenant...)
+plus one *cell* document (``labels["role"] == "aggregate"``) that already combines them. Only the
+cell document is a case: a role's numbers counted on their own would average a parameter server
+with a single-instance job. Every frame carries a ``scenario`` column (documents written before
+scenarios existed are ``single``), it is part of every case's key, and the case's name says it, so
+single and distributed numbers are never averaged together nor normalized against each other.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -21,11 +30,31 @@ from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 BASELINE = "bare_metal"
 PLATFORM_ORDER = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
 
+SINGLE, DISTRIBUTED, SHARED = "single", "distributed", "shared"
+SCENARIOS = [SINGLE, DISTRIBUTED, SHARED]
+"""The core study's scenarios, in its order (single instance, distributed multi-instance, shared)."""
+
+ROLE_LABEL = "role"
+AGGREGATE = "aggregate"
+"""A scenario's role documents carry ``labels[ROLE_LABEL]``; the cell's own document has the value
+AGGREGATE (the same names as :mod:`dlbench.pipeline.aggregate`, repeated here so the report reads
+any warehouse without importing the pipeline)."""
+
 PER_STEP = metrics.EXCLUDED
 """Excluded in SQL already: the bulk of the rows (one per training step)."""
 
 CASE_PARAMETERS = {"tf_cnn": {"data": "{}", "batch_size_per_device": "batch {}", "image_size": "{}px"}}
 """Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
+
+PLACEMENT_PARAMETERS = frozenset({"cluster", "role", "task_index", "condition", "loop"})
+"""Parameters that say where or as which role a workload ran, not what ran (a cluster's addresses
+differ on every platform): ignored when matching a case across platforms, so bare metal stays
+every platform's baseline."""
+
+HIDDEN_LABELS = frozenset({"model", "data", "batch_size", "source", "tool", "condition", "clock", "workers"})
+HIDDEN_SCOPES = frozenset({"process", "process_start_to_end", "cluster", "first_launch_to_last_exit", "workers"})
+"""Sample labels a case's name leaves out: they repeat the benchmark's parameters or hold one
+value for a metric everywhere (the cell's throughput is always the cluster's)."""
 
 
 # The metric table lives in dlbench.reports.metrics; these names stay importable from here.
@@ -40,10 +69,31 @@ def latest_run_id(engine: Engine) -> str | None:
         return conn.scalar(select(Run.run_id).order_by(Run.started_at.desc().nulls_last(), Run.id.desc()).limit(1))
 
 
+def scenario_of(parameters: Mapping[str, Any] | None) -> str:
+    """The scenario a benchmark ran in; documents from before scenarios existed are single."""
+    return str((parameters or {}).get("scenario") or SINGLE)
+
+
+def is_case_document(execution_labels: Mapping[str, Any] | None) -> bool:
+    """Whether an execution is compared on its own: any document without a role, and a scenario
+    cell's aggregate document; never a role's document (its cell's document counts it)."""
+    role = (execution_labels or {}).get(ROLE_LABEL)
+    return role is None or role == AGGREGATE
+
+
+def case_key(parameters: Mapping[str, Any] | None) -> str:
+    """What identifies a case across platforms: its parameters without placement details."""
+    kept = {k: v for k, v in (parameters or {}).items() if k not in PLACEMENT_PARAMETERS}
+    kept["scenario"] = scenario_of(parameters)  # a missing scenario and "single" are one case
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
-    """One row per sample of the run's successful executions (per-step samples excluded)."""
+    """One row per sample of the run's successful case executions (per-step samples and scenario
+    roles excluded), with its ``scenario`` and the execution's labels (``execution_labels``)."""
     query = (
         select(Run.run_id, Execution.job_id, Execution.platform, Execution.repetition, Execution.status,
+               Execution.labels.label("execution_labels"),
                Benchmark.suite, Benchmark.name, Benchmark.parameters, Benchmark.parameters_hash,
                Sample.metric, Sample.value, Sample.unit, Sample.labels)
         .join(Execution, Execution.run_pk == Run.id)
@@ -57,56 +107,115 @@ def samples_frame(engine: Engine, run_id: str | None) -> pd.DataFrame:
         frame = pd.DataFrame(conn.execute(query).mappings().all())
     if frame.empty:
         return frame
-    frame = frame[[metrics.is_tabled(m, lab) for m, lab in zip(frame["metric"], frame["labels"], strict=True)]]
+    keep = [metrics.is_tabled(m, lab) and is_case_document(ex) for m, lab, ex in
+            zip(frame["metric"], frame["labels"], frame["execution_labels"], strict=True)]
+    frame = frame[keep].reset_index(drop=True)
     if frame.empty:
-        return frame.reset_index(drop=True)
-    frame = frame.reset_index(drop=True)
+        return frame
+    frame["scenario"] = frame["parameters"].map(scenario_of)
+    frame["case_key"] = frame["parameters"].map(case_key)
     frame["labels_key"] = frame["labels"].map(lambda d: json.dumps(d or {}, sort_keys=True))
-    frame["case"] = [case_name(s, n, p, lab) for s, n, p, lab in
-                     zip(frame["suite"], frame["name"], frame["parameters"], frame["labels"], strict=True)]
+    frame["cell"] = [cell_name(s, n, p, ex) for s, n, p, ex in
+                     zip(frame["suite"], frame["name"], frame["parameters"], frame["execution_labels"], strict=True)]
+    frame["case"] = [case_name(s, n, p, lab, ex) for s, n, p, lab, ex in
+                     zip(frame["suite"], frame["name"], frame["parameters"], frame["labels"],
+                         frame["execution_labels"], strict=True)]
     return frame
 
 
-def case_name(suite: str, name: str, parameters: dict[str, Any], labels: dict[str, Any]) -> str:
-    """A readable name for a case: the benchmark, its distinguishing parameters and labels."""
+def _scenario_parts(parameters: Mapping[str, Any], execution_labels: Mapping[str, Any] | None) -> list[str]:
+    """What distinguishes cells of one scenario: the distributed mode; the interference (a
+    background job, or N tenants)."""
+    scenario = scenario_of(parameters)
+    labels = execution_labels or {}
+    if scenario == DISTRIBUTED:
+        mode = parameters.get("mode") or labels.get("mode")
+        return [str(mode)] if mode else []
+    if scenario == SHARED:
+        interference = parameters.get("interference") or labels.get("interference")
+        if interference == "tenants":
+            return [f"{parameters.get('tenants', '?')} tenants"]
+        return ["with background"] if interference == "background" else [str(interference)] if interference else []
+    return []
+
+
+def _parameter_parts(suite: str, parameters: Mapping[str, Any], execution_labels: Mapping[str, Any] | None
+                     ) -> list[str]:
     formats = CASE_PARAMETERS.get(suite, {})
+    parts = _scenario_parts(parameters, execution_labels)
+    batch = parameters.get("batch_size")  # an explicit batch (the shared scenario's control) wins
+    for key, fmt in formats.items():
+        if key == "batch_size_per_device" and batch is not None:
+            parts.append(fmt.format(batch))
+        elif key in parameters:
+            parts.append(fmt.format(parameters[key]))
+    return parts
+
+
+def cell_name(suite: str, name: str, parameters: Mapping[str, Any] | None,
+              execution_labels: Mapping[str, Any] | None = None) -> str:
+    """A case's name within its scenario (no scenario word, no sample labels): the x-axis group of
+    the scenario figures, e.g. ``alexnet synthetic batch 32 227px`` or ``resnet50 2 tenants ...``."""
+    parameters = parameters or {}
+    parts = ([name] if name != suite else []) + _parameter_parts(suite, parameters, execution_labels)
+    return " ".join(str(p) for p in parts) or name
+
+
+def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, labels: Mapping[str, Any] | None,
+              execution_labels: Mapping[str, Any] | None = None) -> str:
+    """A readable name for a case: the benchmark, its scenario (always for training, where there
+    are three; for other suites only if not single), its distinguishing parameters and labels."""
+    parameters = parameters or {}
+    scenario = scenario_of(parameters)
     parts = [name] if name != suite else []
-    parts += [fmt.format(parameters[k]) for k, fmt in formats.items() if k in parameters]
-    shown = {k: v for k, v in sorted((labels or {}).items())
-             if k not in ("model", "data", "batch_size", "source", "tool")
-             and not (k == "scope" and v in ("process", "process_start_to_end"))}
-    parts += [f"{k}={v}" for k, v in shown.items()]
+    if suite == "tf_cnn" or scenario != SINGLE:
+        parts.append(scenario)
+    parts += _parameter_parts(suite, parameters, execution_labels)
+    parts += [f"{k}={v}" for k, v in sorted((labels or {}).items())
+              if k not in HIDDEN_LABELS and not (k == "scope" and v in HIDDEN_SCOPES)]
     return " ".join(str(p) for p in parts) or name
 
 
 def statistics(frame: pd.DataFrame) -> pd.DataFrame:
-    """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal."""
+    """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal.
+
+    Bare metal is looked up with the whole case key, scenario included: a distributed cell is
+    normalized to bare metal's distributed cell, never to its single-instance run. Metrics that
+    are already relative to a baseline (degradation %) keep Diff% and normalized empty."""
+    columns = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv",
+               "baseline", "diff_pct", "normalized", "higher_is_better"]
     if frame.empty:
-        return pd.DataFrame(columns=["suite", "case", "metric", "unit", "platform", "n", "mean", "std", "cv",
-                                     "diff_pct", "normalized", "higher_is_better"])
-    keys = ["suite", "name", "parameters_hash", "case", "metric", "unit", "labels_key"]
+        return pd.DataFrame(columns=columns)
+    keys = ["suite", "scenario", "name", "case_key", "case", "cell", "metric", "unit", "labels_key"]
     stats = (frame.groupby(keys + ["platform"], sort=False)["value"]
              .agg(n="count", mean="mean", std="std").reset_index())
     # Two distinct cases (other parameters or labels) must never share a display name: charts and
     # tables index by it. Suffix the ambiguous ones with a short id of what distinguishes them.
     ambiguous = stats.duplicated(["suite", "case", "metric", "platform"], keep=False)
     if ambiguous.any():
-        ids = stats["parameters_hash"].str[:6] + stats["labels_key"].map(
+        ids = stats["case_key"].str[:6] + stats["labels_key"].map(
             lambda k: hashlib.sha256(k.encode()).hexdigest()[:4])
         stats.loc[ambiguous, "case"] = stats.loc[ambiguous, "case"] + " #" + ids[ambiguous]
+    ambiguous_cell = stats.duplicated(["suite", "scenario", "cell", "metric", "labels_key", "platform"], keep=False)
+    if ambiguous_cell.any():
+        stats.loc[ambiguous_cell, "cell"] = stats.loc[ambiguous_cell, "cell"] + " #" + stats.loc[
+            ambiguous_cell, "case_key"].str[:6]
     # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
     stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
     base = stats[stats["platform"] == BASELINE][keys + ["mean"]].rename(columns={"mean": "baseline"})
     stats = stats.merge(base, on=keys, how="left")
-    stats["diff_pct"] = (stats["baseline"] - stats["mean"]) / stats["baseline"].where(stats["baseline"] != 0) * 100
-    stats["normalized"] = stats["mean"] / stats["baseline"].where(stats["baseline"] != 0)
+    comparable = ~stats["metric"].isin(metrics.RELATIVE) & (stats["baseline"] != 0)
+    stats["diff_pct"] = (stats["baseline"] - stats["mean"]) / stats["baseline"].where(comparable) * 100
+    stats["normalized"] = stats["mean"] / stats["baseline"].where(comparable)
     stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
     order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
     stats["_p"] = stats["platform"].map(lambda p: order.get(p, len(order)))
+    stats["_s"] = stats["scenario"].map(lambda s: SCENARIOS.index(s) if s in SCENARIOS else len(SCENARIOS))
     # Headline metrics first, in their declared order, then the rest alphabetically.
     stats["_m"] = [HEADLINE.get(s, []).index(m) if m in HEADLINE.get(s, []) else len(HEADLINE.get(s, []))
                    for s, m in zip(stats["suite"], stats["metric"], strict=True)]
-    return stats.sort_values(["suite", "_m", "metric", "case", "_p"]).drop(columns=["_p", "_m", "labels_key"])
+    stats = stats.sort_values(["suite", "_m", "metric", "_s", "case", "_p"], kind="stable")
+    return stats.drop(columns=["_p", "_s", "_m", "labels_key"]).reset_index(drop=True)
 
 
 def headline(stats: pd.DataFrame) -> pd.DataFrame:
@@ -118,10 +227,11 @@ def headline(stats: pd.DataFrame) -> pd.DataFrame:
 
 
 def problems(engine: Engine, run_id: str | None) -> pd.DataFrame:
-    """Failed and skipped executions, with their reasons."""
+    """Failed and skipped executions, with their reasons and scenario. A scenario's role documents
+    are left out: their cell's document fails too and already names the failing role."""
     query = (
-        select(Execution.platform, Benchmark.suite, Benchmark.name, Execution.repetition, Execution.status,
-               Execution.error)
+        select(Execution.platform, Benchmark.suite, Benchmark.name, Benchmark.parameters, Execution.repetition,
+               Execution.status, Execution.error, Execution.labels.label("execution_labels"))
         .join(Run, Execution.run_pk == Run.id)
         .join(Benchmark, Benchmark.id == Execution.benchmark_id)
         .where(Execution.status != "ok")
@@ -129,4 +239,11 @@ def problems(engine: Engine, run_id: str | None) -> pd.DataFrame:
     if run_id is not None:
         query = query.where(Run.run_id == run_id)
     with engine.connect() as conn:
-        return pd.DataFrame(conn.execute(query.order_by(Execution.platform, Benchmark.name)).mappings().all())
+        frame = pd.DataFrame(conn.execute(query.order_by(Execution.platform, Benchmark.name)).mappings().all())
+    if frame.empty:
+        return frame
+    frame = frame[frame["execution_labels"].map(is_case_document)].reset_index(drop=True)
+    frame["scenario"] = frame["parameters"].map(scenario_of)
+    frame["cell"] = [cell_name(s, n, p, ex) for s, n, p, ex in
+                     zip(frame["suite"], frame["name"], frame["parameters"], frame["execution_labels"], strict=True)]
+    return frame.drop(columns=["parameters"])

@@ -46,13 +46,25 @@ DIRECTION: dict[str, Direction] = {
     "cgroup_cpu_throttled": LOWER, "cgroup_cpu_throttled_periods": LOWER, "cgroup_page_faults": LOWER,
     "cgroup_major_page_faults": LOWER, "cgroup_block_read": LOWER, "cgroup_block_written": LOWER,
     "writeback_dirtied": LOWER, "writeback_written": LOWER,
+    # tf_cnn scenario cells (dlbench.pipeline.aggregate). distributed: the cluster's throughput and
+    # elapsed time above, each worker's, how simultaneous the workers' windows were, the network
+    # between the worker and parameter-server instances.
+    "worker_throughput": HIGHER, "worker_measured_time": LOWER, "measured_window_overlap": HIGHER,
+    "network_tcp_throughput": HIGHER, "network_tcp_latency": LOWER, "network_tcp_retransmits": LOWER,
+    # shared: the job alone; degradation % under load (positive = degraded, so lower is better);
+    # the background job and how much of the foreground's window it covered (more = a valid test).
+    "throughput_alone": HIGHER, "elapsed_time_alone": LOWER,
+    "degradation_throughput": LOWER, "degradation_elapsed_time": LOWER,
+    "background_throughput": HIGHER, "background_overlap": HIGHER, "background_coverage": HIGHER,
+    "tenants_throughput_sum": HIGHER, "tenants_window_overlap": HIGHER,
 }
 """Known metrics. Anything else: see :func:`direction`."""
 
 TIME_UNITS = frozenset({"s", "ms", "us", "ns"})
 
 HEADLINE: dict[str, list[str]] = {
-    "tf_cnn": ["throughput", "elapsed_time"],
+    # The core study's figures: throughput and elapsed time (figures 2-9), degradation (figure 10).
+    "tf_cnn": ["throughput", "elapsed_time", "degradation_elapsed_time", "degradation_throughput"],
     "cpu": ["hpl", "hpcg", "dgemm", "stream_triad"],
     "disk": ["dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"],
     "network": ["tcp_throughput", "tcp_latency"],
@@ -67,12 +79,22 @@ DIAGNOSTIC = frozenset({
     "peak_memory", "minor_page_faults", "major_page_faults", "voluntary_context_switches",
     "involuntary_context_switches", "cpu_time_user", "cpu_time_system", "block_input_ops", "block_output_ops",
     "hpl_skipped_size", "hpcg_cg_sets", "gpu_devices", "deepbench_allreduce_devices",
+    "worker_throughput", "worker_measured_time", "measured_window_overlap", "throughput_alone",
+    "elapsed_time_alone", "tenants_throughput_sum", "tenants_window_overlap",
 })
-DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls")
-"""Kept in the warehouse and the report's detail table, never among the headline metrics."""
+DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
+"""Kept in the warehouse and the report's detail table, never among the headline metrics: they
+explain a headline number (why a cluster was slow, whether the background really overlapped),
+they are not one a platform is ranked by."""
 
-EXCLUDED = frozenset({"step_time"})
-"""Per-step samples: hundreds per execution; aggregated by the runner (step_time_*), never tabled."""
+RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time"})
+"""Already relative to a baseline (the same job alone, in %): compared as they are across
+platforms (figure 10), never divided by bare metal's (a ratio of percentages near zero means
+nothing, and its sign flips with bare metal's)."""
+
+EXCLUDED = frozenset({"step_time", "measured_window_start", "measured_window_end"})
+"""Never tabled: per-step samples (hundreds per execution; aggregated by the runner into
+step_time_*) and the measured window's clock readings (epoch seconds: timestamps, not performance)."""
 
 HIGH_CARDINALITY_LABELS = frozenset({"step", "syscall"})
 """Samples carrying one of these labels are one of many (per step, per system call): not tabled."""

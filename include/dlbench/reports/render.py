@@ -1,4 +1,8 @@
-"""Render comparisons: an HTML report with embedded PNG charts and a plain-text table."""
+"""Render comparisons: an HTML report with embedded charts and a plain-text table.
+
+The suites' charts are PNG images; the Scenarios section (:mod:`dlbench.reports.scenarios`) draws
+the core study's figures with the same library as inline SVG, so the values above its bars are text.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare
+from dlbench.reports import compare, metrics, scenarios
 from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Environment, Execution, Run
 
@@ -44,26 +48,39 @@ def text_table(engine: Engine, run_id: str | None = None) -> str:
     run_id = _resolve(engine, run_id)
     if run_id is None:
         return "no run in the warehouse yet"
-    stats = compare.headline(compare.statistics(compare.samples_frame(engine, run_id)))
+    frame = compare.samples_frame(engine, run_id)
+    stats = compare.headline(compare.statistics(frame))
     lines = [f"Run {run_id}: mean ± std over repetitions. Diff% = (BM - X) / BM x 100 (study 001), norm = X / BM "
              "(BM = bare metal).", "For ↓ metrics (times) a negative Diff% / norm > 1 means X is slower."]
-    header = f"{'suite':8} {'case':42} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
+    # Case names say their scenario and cell (up to ~70 characters): never cut what tells them apart.
+    width = min(80, max([42, *(len(c) for c in stats["case"])])) if not stats.empty else 42
+    header = f"{'suite':8} {'case':{width}} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
              f"{'cv%':>6} {'Diff%':>7} {'norm':>6}"
+    if not stats.empty and stats["metric"].isin(metrics.RELATIVE).any():
+        lines.append("degradation_* rows (shared scenario) are % worse than the same job alone: compared as they "
+                     "are, no Diff% / norm.")
     lines += [header, "-" * len(header)]
     for row in stats.itertuples():
         cv = row.cv * 100 if row.cv == row.cv and row.cv is not None else float("nan")
         lines.append(
-            f"{row.suite[:8]:8} {row.case[:42]:42} {_metric_label(row.metric, row.unit, row.higher_is_better):22} "
+            f"{row.suite[:8]:8} {row.case[:width]:{width}} "
+            f"{_metric_label(row.metric, row.unit, row.higher_is_better):22} "
             f"{row.platform[:24]:24} "
             f"{row.n:>3} {_fmt(row.mean):>11} {_fmt(row.std, 3):>9} {_fmt(cv, 3):>6} "
             f"{_fmt(row.diff_pct, 3):>7} {_fmt(row.normalized, 3):>6}"
         )
     bad = compare.problems(engine, run_id)
     for row in bad.itertuples():
-        lines.append(f"{row.status.upper()}: {row.platform} {row.suite}/{row.name} r{row.repetition}: {row.error}")
+        lines.append(f"{row.status.upper()}: {row.platform} {row.suite}/{row.name}{_scenario_note(row.scenario)} "
+                     f"r{row.repetition}: {row.error}")
     if stats.empty and bad.empty:
         lines.append("(no samples)")
+    lines += scenarios.text_lines(stats, frame, bad)
     return "\n".join(lines)
+
+
+def _scenario_note(scenario: str) -> str:
+    return "" if scenario == compare.SINGLE else f" ({scenario})"
 
 
 def _chart(stats: pd.DataFrame, metric: str, title: str) -> str | None:
@@ -166,7 +183,8 @@ def _network_note(engine: Engine, run_id: str) -> str:
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
-h2{margin-top:2em}.note{color:#555;font-size:.9em}.bad{color:#a00}"""
+h2{margin-top:2em}.note{color:#555;font-size:.9em}.bad{color:#a00}
+""" + scenarios.STYLE
 
 
 def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Path:
@@ -176,7 +194,8 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         raise LookupError("the warehouse holds no run yet: trigger dlbench_benchmark first")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stats = compare.statistics(compare.samples_frame(engine, run_id))
+    frame = compare.samples_frame(engine, run_id)
+    stats = compare.statistics(frame)
     stats.to_csv(out / "comparison.csv", index=False)
     head = compare.headline(stats)
     parts = [
@@ -192,18 +211,23 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     if not bad.empty:
         parts.append("<h2 class='bad'>Failed or skipped</h2><ul>" + "".join(
             f"<li class='bad'>{html.escape(r.status)}: {html.escape(r.platform)} {html.escape(r.suite)}/"
-            f"{html.escape(r.name)} repetition {r.repetition}: {html.escape(str(r.error))}</li>"
+            f"{html.escape(r.name)}{html.escape(_scenario_note(r.scenario))} repetition {r.repetition}: "
+            f"{html.escape(str(r.error))}</li>"
             for r in bad.itertuples()) + "</ul>")
+    if scenarios.has_training(stats, bad):
+        parts.append(scenarios.section_html(stats, frame, bad, _table_html))
     for suite in list(dict.fromkeys(stats["suite"])) if not stats.empty else []:
         suite_head = head[head["suite"] == suite]
         parts.append(f"<h2>{html.escape(suite)}</h2>")
         if suite == "network":
             parts.append(_network_note(engine, run_id))
-        for metric in list(dict.fromkeys(suite_head["metric"]))[:6]:
-            rows = suite_head[suite_head["metric"] == metric]
+        # Training's scenarios are charted in the Scenarios section; here its single instance, as before.
+        charted = suite_head[suite_head["scenario"] == compare.SINGLE] if suite == scenarios.SUITE else suite_head
+        for metric in list(dict.fromkeys(charted["metric"]))[:6]:
+            rows = charted[charted["metric"] == metric]
             better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
-            png = _chart(suite_head, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
-                                             "normalized to bare metal")
+            png = _chart(charted, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
+                                          "normalized to bare metal")
             if png:
                 parts.append(f"<img alt='{html.escape(metric)}' src='data:image/png;base64,{png}'>")
         parts.append(_table_html(suite_head))

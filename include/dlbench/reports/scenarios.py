@@ -1,0 +1,474 @@
+"""The report's "Scenarios" section: the core study's three scenarios side by side.
+
+The study (004, section 4) answers one question per figure: how much does a platform cost in a
+given scenario? Figures 2-9 show throughput and elapsed time per model, one bar per platform,
+normalized to bare metal, "the actual performance measurement values indicated above the bars";
+figure 10 shows the elapsed-time degradation % of a job sharing its machine, per platform. This
+module builds the same figures from the comparison table (:func:`dlbench.reports.compare.statistics`)
+for single, distributed and shared side by side, so one look says which platform, in which scenario.
+
+Everything a figure shows is first a plain list of :class:`Bar` (what is drawn, and the text above
+it), then drawn by matplotlib as inline SVG with its text kept as text: the values stay readable
+at any zoom, searchable, and checkable by tests against the warehouse.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from dlbench.reports import compare, metrics
+
+SUITE = "tf_cnn"
+
+TITLES = {
+    compare.SINGLE: "Single instance",
+    compare.DISTRIBUTED: "Distributed multi-instance",
+    compare.SHARED: "Shared resource",
+}
+EXPLAINED = {
+    compare.SINGLE: "one instance, the job on all its devices (figures 2-5)",
+    compare.DISTRIBUTED: "parameter server + workers, one instance each; cluster throughput = sum of the workers, "
+                         "elapsed = first launch to last exit (figures 6-9)",
+    compare.SHARED: "the job while a background job or other tenants share its machine (under load)",
+}
+FIGURE_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
+"""The two measures of figures 2-9, in the study's order."""
+
+DEGRADATION_METRICS = (("degradation_elapsed_time", "elapsed-time degradation"),
+                       ("degradation_throughput", "throughput degradation"))
+"""Figure 10 (elapsed time, the study's), and the same for throughput."""
+
+BACKGROUND, CONTROL, TENANTS = "background", "control", "tenants"
+_KIND_ORDER = {BACKGROUND: 0, CONTROL: 1, TENANTS: 2}
+
+PLATFORM_COLORS = {"bare_metal": "#4c72b0", "container_on_bare_metal": "#55a868", "virtual_machine": "#dd8452",
+                   "container_on_vm": "#c44e52"}
+"""One colour per platform in every figure, so the eye follows a platform across scenarios."""
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a figure: its group on the x axis, its platform, its height (normalized to bare
+    metal, or a degradation %), the error bar on the same scale, and the text printed above it
+    (the measured mean ± std over repetitions, with its unit)."""
+
+    group: str
+    platform: str
+    height: float
+    error: float
+    text: str
+
+
+def value_text(mean: float, std: float | None, unit: str, n: int) -> str:
+    """``mean ± std unit`` as printed above a bar; one repetition has no spread, so it says n=1."""
+    if std is not None and not math.isnan(std) and abs(std) <= 1e-9 * abs(mean):
+        std = 0.0  # equal repetitions: rounding noise in the mean's last bits is no spread
+    spread = f" ± {std:.2g}" if std is not None and not math.isnan(std) else ""
+    suffix = "" if spread or n != 1 else " (n=1)"
+    return f"{mean:.4g}{spread} {unit}{suffix}".strip()
+
+
+def _platforms(values: Sequence[str]) -> list[str]:
+    present = set(values)
+    return [p for p in compare.PLATFORM_ORDER if p in present] + sorted(present - set(compare.PLATFORM_ORDER))
+
+
+def scenario_rows(stats: pd.DataFrame, scenario: str, metric: str) -> pd.DataFrame:
+    """The comparison rows of one training metric in one scenario."""
+    if stats.empty:
+        return stats
+    return stats[(stats["suite"] == SUITE) & (stats["scenario"] == scenario) & (stats["metric"] == metric)]
+
+
+def normalized_bars(stats: pd.DataFrame, scenario: str, metric: str,
+                    kinds: Mapping[str, str] | None = None) -> list[Bar]:
+    """Figures 2-9: per cell of the scenario, one bar per platform at mean / bare metal's mean
+    (bare metal = 1.0), error = std / bare metal's mean; cells without a bare-metal result have
+    no bars (:func:`unnormalized` names them). With ``kinds`` (shared cells' interference), the
+    cells come in figure 10's order: with background, the control, tenants."""
+    rows = scenario_rows(stats, scenario, metric)
+    rows = rows[rows["normalized"].notna()]
+    bars = [(_KIND_ORDER[kinds.get(str(r["case_key"]), BACKGROUND)] if kinds else 0,
+             Bar(group=_group(rows, r), platform=str(r["platform"]), height=float(r["normalized"]),
+                 error=0.0 if math.isnan(r["std"]) else float(r["std"] / r["baseline"]),
+                 text=value_text(float(r["mean"]), r["std"], str(r["unit"]), int(r["n"]))))
+            for _, r in rows.iterrows()]
+    return [bar for _, bar in sorted(bars, key=lambda item: item[0])]
+
+
+def _group(rows: pd.DataFrame, row: pd.Series) -> str:
+    """The cell's name; the full case name when a cell has several label sets for one metric."""
+    same = rows[(rows["cell"] == row["cell"]) & (rows["platform"] == row["platform"])]
+    return str(row["cell"]) if len(same) <= 1 else str(row["case"])
+
+
+def unnormalized(stats: pd.DataFrame, scenario: str, metric: str) -> list[str]:
+    """Cells of the scenario that some platform ran but bare metal did not (nothing to divide by)."""
+    rows = scenario_rows(stats, scenario, metric)
+    return list(dict.fromkeys(rows[rows["normalized"].isna() & (rows["platform"] != compare.BASELINE)]["cell"]))
+
+
+# -- shared: what kind of interference a cell measured ---------------------------------------------
+
+
+def _control_spec(profile: Any) -> tuple[str, int] | None:
+    """(model, batch) of the profile's small-batch control, when the profile defines one."""
+    try:
+        from dlbench.workloads.profiles import get_profile
+
+        shared = get_profile(str(profile)).scenarios.shared  # type: ignore[attr-defined]
+        return str(getattr(shared.control_model, "value", shared.control_model)), int(shared.control_batch_size)
+    except Exception:  # noqa: BLE001 - an unknown or older profile: fall back on the explicit batch
+        return None
+
+
+def _default_batch(profile: Any, model: str) -> int | None:
+    try:
+        from dlbench.workloads.profiles import get_profile
+
+        return int(get_profile(str(profile)).training(model).batch_size_per_device)
+    except Exception:  # noqa: BLE001 - unknown profile or model
+        return None
+
+
+def interference_kind(name: str, parameters: Mapping[str, Any] | None,
+                      execution_labels: Mapping[str, Any] | None = None) -> str:
+    """background, control or tenants: the groups of figure 10.
+
+    The control is the study's AlexNet at a small batch next to the same big-batch background
+    (it shows the host-device bus contention): a background cell of the profile's control model
+    at the control batch, when that batch is not the model's own (else the two cells are one).
+    Without a known profile, a cell that asked for an explicit ``batch_size`` is the control
+    (only the control overrides the model's batch)."""
+    parameters = parameters or {}
+    interference = parameters.get("interference") or (execution_labels or {}).get("interference")
+    if interference == TENANTS:
+        return TENANTS
+    batch = parameters.get("batch_size", parameters.get("batch_size_per_device"))
+    spec = _control_spec(parameters.get("profile"))
+    if spec is None:
+        return CONTROL if "batch_size" in parameters else BACKGROUND
+    model, control_batch = spec
+    if name == model and batch is not None and int(batch) == control_batch \
+            and _default_batch(parameters.get("profile"), name) != control_batch:
+        return CONTROL
+    return BACKGROUND
+
+
+def shared_kinds(frame: pd.DataFrame) -> dict[str, str]:
+    """case_key -> interference kind, for the shared cells of a samples frame."""
+    if frame.empty:
+        return {}
+    rows = frame[(frame["suite"] == SUITE) & (frame["scenario"] == compare.SHARED)].drop_duplicates("case_key")
+    return {r.case_key: interference_kind(r.name, r.parameters, r.execution_labels) for r in rows.itertuples()}
+
+
+def degradation_bars(stats: pd.DataFrame, kinds: Mapping[str, str], metric: str) -> list[Bar]:
+    """Figure 10: per shared cell, one bar per platform at the cell documents' mean degradation %
+    (positive = slower than alone), grouped background, then control, then tenants."""
+    rows = scenario_rows(stats, compare.SHARED, metric)
+    bars = []
+    for _, r in rows.iterrows():
+        kind = kinds.get(str(r["case_key"]), BACKGROUND)
+        # A cell's name already says "with background" or "N tenants"; the control needs saying.
+        group = f"control: {_group(rows, r)}" if kind == CONTROL else _group(rows, r)
+        bars.append((_KIND_ORDER[kind], Bar(group=group,
+                                      platform=str(r["platform"]), height=float(r["mean"]),
+                                      error=0.0 if math.isnan(r["std"]) else float(r["std"]),
+                                      text=value_text(float(r["mean"]), r["std"], str(r["unit"]), int(r["n"])))))
+    return [bar for _, bar in sorted(bars, key=lambda item: item[0])]
+
+
+def uncovered_cells(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Shared cells whose background job did not cover the foreground's measured window
+    (``labels["background_covered"] == "false"`` on the cell's execution): their foreground ran
+    partly alone, so their degradation understates the interference."""
+    if frame.empty:
+        return []
+    flagged = frame[frame["execution_labels"].map(lambda lab: str((lab or {}).get("background_covered")) == "false")]
+    found = []
+    for job_id, rows in flagged.groupby("job_id", sort=False):
+        first = rows.iloc[0]
+        coverage = rows[rows["metric"] == "background_coverage"]["value"]
+        found.append({"job_id": job_id, "platform": first["platform"], "cell": first["cell"],
+                      "repetition": int(first["repetition"]),
+                      "coverage": float(coverage.iloc[0]) if not coverage.empty else None})
+    return sorted(found, key=lambda f: (f["cell"], f["platform"], f["repetition"]))
+
+
+def scenario_status(stats: pd.DataFrame, bad: pd.DataFrame) -> dict[str, str]:
+    """Per scenario: "ran", "failed" (cell documents, none successful) or "not run"."""
+    ran = set(stats[stats["suite"] == SUITE]["scenario"]) if not stats.empty else set()
+    failed = set(bad[bad["suite"] == SUITE]["scenario"]) if not bad.empty and "scenario" in bad else set()
+    return {s: "ran" if s in ran else "failed" if s in failed else "not run" for s in compare.SCENARIOS}
+
+
+def has_training(stats: pd.DataFrame, bad: pd.DataFrame) -> bool:
+    return (not stats.empty and (stats["suite"] == SUITE).any()) or (not bad.empty and (bad["suite"] == SUITE).any())
+
+
+# -- drawing ---------------------------------------------------------------------------------------
+
+
+def _gid(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+
+
+def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, reference: float) -> str:
+    """Grouped bars (one group per cell, one bar per platform) as inline SVG, each bar's text
+    above it; ``reference`` draws the line a reader compares against (1.0 = bare metal, 0 %).
+
+    Bars and their texts carry ids ``bar-<figure>-<platform>-<group index>`` and
+    ``value-<figure>-<platform>-<group index>`` so a reader (or a test) can pair them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(b.group for b in bars))
+    platforms = _platforms([b.platform for b in bars])
+    width = 0.8 / max(1, len(platforms))
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure_id}):
+        fig, ax = plt.subplots(figsize=(max(4.6, 0.7 + 0.3 * len(groups) * len(platforms)), 4.4), dpi=100)
+        tops, bottoms = [reference], [reference]
+        for i, platform in enumerate(platforms):
+            mine = [(g, next((b for b in bars if b.group == group and b.platform == platform), None))
+                    for g, group in enumerate(groups)]
+            mine = [(g, b) for g, b in mine if b is not None]
+            if not mine:
+                continue
+            xs = [g + (i - (len(platforms) - 1) / 2) * width for g, _ in mine]
+            heights = [b.height for _, b in mine]
+            errors = [b.error for _, b in mine]
+            rects = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=platform,
+                           color=PLATFORM_COLORS.get(platform, "#8c8c8c"), error_kw={"elinewidth": 0.8})
+            texts = ax.bar_label(rects, labels=[b.text for _, b in mine], rotation=90, fontsize=6.5, padding=2)
+            for (g, _), rect, text in zip(mine, rects.patches, texts, strict=True):
+                rect.set_gid(_gid("bar", figure_id, platform, str(g)))
+                text.set_gid(_gid("value", figure_id, platform, str(g)))
+            tops += [h + e for h, e in zip(heights, errors, strict=True)]
+            bottoms += [h - e for h, e in zip(heights, errors, strict=True)]
+        low, high = min(0.0, *bottoms), max(0.0, *tops)
+        span = (high - low) or 1.0
+        # Room above (and below, for negative bars) for the vertical value texts.
+        ax.set_ylim(low - (0.55 * span if low < 0 else 0.0), high + 0.6 * span)
+        ax.axhline(reference, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([textwrap.fill(g, 22) for g in groups], fontsize=7)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(textwrap.fill(title, 55), fontsize=9)
+        fig.legend(loc="lower center", ncol=max(1, len(platforms)), fontsize=7, frameon=False)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        plt.close(fig)
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg"):]  # inline: no XML prolog or DOCTYPE inside HTML
+
+
+# -- the section -----------------------------------------------------------------------------------
+
+
+STYLE = """.scenario-grid{display:grid;grid-template-columns:repeat(3,minmax(380px,1fr));gap:1em;overflow-x:auto}
+.scenario-grid>div{border:1px solid #ddd;padding:.5em;min-width:0}.scenario-grid svg{width:100%;height:auto}
+.scenario-grid h3{margin:.2em 0}.notrun{color:#a00;font-weight:bold}.figure10 svg{max-width:100%;height:auto}
+.swatch{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}"""
+
+
+def _legend() -> str:
+    return "<p class='note'>" + "".join(
+        f"<span class='swatch' style='background:{color}'></span>{html.escape(platform)}"
+        for platform, color in PLATFORM_COLORS.items()) + "</p>"
+
+
+def _glance(stats: pd.DataFrame, status: Mapping[str, str]) -> str:
+    """Which platform, in which scenario: per platform and scenario the geometric mean over the
+    scenario's cells of throughput and elapsed time normalized to bare metal, and the shared
+    cells' mean elapsed-time degradation."""
+    training = stats[stats["suite"] == SUITE] if not stats.empty else stats
+    platforms = _platforms(list(training["platform"])) if not training.empty else []
+    if not platforms:
+        return ""
+    head = "".join(f"<th colspan='{3 if s == compare.SHARED else 2}'>{html.escape(TITLES[s])}</th>"
+                   for s in compare.SCENARIOS)
+    sub = "".join("<th>throughput ×BM ↑</th><th>elapsed ×BM ↓</th>"
+                  + ("<th>elapsed degradation % ↓</th>" if s == compare.SHARED else "") for s in compare.SCENARIOS)
+    body = []
+    for platform in platforms:
+        cells = []
+        for scenario in compare.SCENARIOS:
+            measures = [m for m, _ in FIGURE_METRICS] + (["degradation_elapsed_time"]
+                                                         if scenario == compare.SHARED else [])
+            for metric in measures:
+                rows = scenario_rows(training, scenario, metric)
+                rows = rows[rows["platform"] == platform]
+                if status[scenario] != "ran":
+                    cells.append(f"<td class='note'>{html.escape(status[scenario])}</td>")
+                    continue
+                if metric in metrics.RELATIVE:
+                    values = [float(v) for v in rows["mean"]]
+                    shown = sum(values) / len(values) if values else None
+                    cells.append(f"<td>{_num(shown, '.3g')} <span class='note'>({len(values)})</span></td>")
+                else:
+                    values = [float(v) for v in rows["normalized"].dropna() if v > 0]
+                    shown = math.exp(sum(map(math.log, values)) / len(values)) if values else None
+                    cells.append(f"<td>{_num(shown, '.3f')} <span class='note'>({len(values)})</span></td>")
+        body.append(f"<tr><td>{html.escape(platform)}</td>{''.join(cells)}</tr>")
+    return ("<h3>At a glance</h3><p class='note'>Per platform and scenario: the geometric mean over the scenario's "
+            "cells of the value normalized to bare metal (×BM; 1.0 = bare metal), and the mean degradation % of "
+            "the shared cells; (n) = how many cells. The figures below give each cell.</p>"
+            f"<table><tr><th rowspan='2'>platform</th>{head}</tr><tr>{sub}</tr>{''.join(body)}</table>")
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None or math.isnan(value) else format(value, fmt)
+
+
+def _status_text(scenario: str, status: str, bad: pd.DataFrame) -> str:
+    if status == "not run":
+        return (f"<p class='notrun'>Not run: this run has no {html.escape(scenario)} cells (the request's "
+                "<code>scenarios</code> did not include it).</p>")
+    count = int(((bad["suite"] == SUITE) & (bad["scenario"] == scenario)).sum()) if not bad.empty else 0
+    return (f"<p class='notrun'>No successful {html.escape(scenario)} cell: {count} failed or skipped "
+            "(reasons under Failed or skipped).</p>")
+
+
+def _figure_cell(stats: pd.DataFrame, scenario: str, metric: str, label: str, table: Any,
+                 kinds: Mapping[str, str] | None = None) -> str:
+    bars = normalized_bars(stats, scenario, metric, kinds)
+    rows = scenario_rows(stats, scenario, metric)
+    parts = []
+    if bars:
+        better = "higher" if metrics.higher_is_better(metric, str(rows["unit"].iloc[0])) else "lower"
+        parts.append(svg_figure(bars, figure_id=f"{scenario}-{metric}", reference=1.0,
+                                title=f"{TITLES[scenario]}: {label}, normalized to bare metal ({better} is better)",
+                                ylabel=f"{label} (normalized to BM)"))
+    elif not rows.empty:
+        parts.append(f"<p class='note bad'>No bare-metal {html.escape(label)} in this scenario: nothing to normalize "
+                     "to (values in the table).</p>")
+    else:
+        parts.append(f"<p class='note'>No {html.escape(label)} samples.</p>")
+    missing = unnormalized(stats, scenario, metric)
+    if missing and bars:
+        parts.append("<p class='note bad'>Without a bare-metal result (not drawn): "
+                     f"{html.escape('; '.join(missing))}.</p>")
+    if not rows.empty:
+        parts.append(f"<details><summary>values ({len(rows)} rows)</summary>{table(rows)}</details>")
+    return "".join(parts)
+
+
+def _network_html(frame: pd.DataFrame) -> str:
+    """The network between the distributed job's worker and parameter-server instances, measured
+    with each cell: why a platform lost cluster throughput is right next to the loss."""
+    if frame.empty:
+        return ""
+    rows = frame[(frame["scenario"] == compare.DISTRIBUTED)
+                 & frame["metric"].isin(["network_tcp_throughput", "network_tcp_latency"])]
+    if rows.empty:
+        return ""
+    stats = rows.groupby(["platform", "metric", "unit"], sort=False)["value"].agg(["mean", "std", "count"])
+    items = []
+    for platform in _platforms(list(rows["platform"])):
+        found = [value_text(s["mean"], s["std"], unit, int(s["count"])) for (p, _, unit), s in stats.iterrows()
+                 if p == platform]
+        items.append(f"<li>{html.escape(platform)}: {html.escape(', '.join(found))}</li>")
+    return ("<p class='note'>Network between the worker and parameter-server instances (measured with each cell, "
+            f"mean ± std over cells):</p><ul class='note'>{''.join(items)}</ul>")
+
+
+def _coverage_html(uncovered: Sequence[Mapping[str, Any]]) -> str:
+    if not uncovered:
+        return ""
+    items = "".join(
+        f"<li>{html.escape(u['platform'])} {html.escape(u['cell'])} repetition {u['repetition']}"
+        + (f" (background covered {u['coverage'] * 100:.0f}% of the foreground's measured window)"
+           if u["coverage"] is not None else "") + "</li>" for u in uncovered)
+    return ("<p class='note bad'><b>The background did not cover the foreground</b> in these shared cells: the "
+            "foreground ran partly alone, so their degradation understates the interference.</p>"
+            f"<ul class='note bad'>{items}</ul>")
+
+
+def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, table: Any) -> str:
+    """The Scenarios section: at a glance, then per scenario (columns) throughput and elapsed time
+    normalized to bare metal (rows), then the shared scenario's degradation (figure 10).
+    ``table`` renders comparison rows as an HTML table (the report's own)."""
+    status = scenario_status(stats, bad)
+    parts = ["<h2 id='scenarios'>Scenarios</h2>",
+             "<p class='note'>The core study's three scenarios side by side (004, section 4). Bars: a platform's "
+             "mean normalized to bare metal's mean in the same scenario and cell (bare metal = 1.0; a scenario is "
+             "never compared with another); above each bar the measured mean ± std over repetitions, with its unit. "
+             "Error bars: std / bare metal's mean.</p>",
+             _legend(), _glance(stats, status), "<div class='scenario-grid'>"]
+    for scenario in compare.SCENARIOS:
+        parts.append(f"<div id='scenario-{scenario}'><h3>{html.escape(TITLES[scenario])}</h3>"
+                     f"<p class='note'>{html.escape(EXPLAINED[scenario])}</p>")
+        if status[scenario] != "ran":
+            parts.append(_status_text(scenario, status[scenario], bad) + "</div>")
+            continue
+        kinds = shared_kinds(frame) if scenario == compare.SHARED else None
+        for metric, label in FIGURE_METRICS:
+            parts.append(_figure_cell(stats, scenario, metric, label, table, kinds))
+        if scenario == compare.DISTRIBUTED:
+            parts.append(_network_html(frame))
+        if scenario == compare.SHARED:
+            parts.append(_coverage_html(uncovered_cells(frame)))
+        parts.append("</div>")
+    parts.append("</div>")
+    parts.append("<h3 id='scenario-shared-degradation'>Shared resource: degradation per platform</h3>")
+    if status[compare.SHARED] != "ran":
+        parts.append(_status_text(compare.SHARED, status[compare.SHARED], bad))
+        return "\n".join(parts)
+    kinds = shared_kinds(frame)
+    parts.append("<p class='note'>As figure 10 of the study: how much worse each cell's job did than the same job "
+                 "alone on the same platform (positive = degraded; lower is better). Groups: the job with a "
+                 "background job, the small-batch control with the same background, N tenants at once. Above each "
+                 "bar the cell documents' mean ± std over repetitions.</p>"
+                 + _background_html(frame) + _coverage_html(uncovered_cells(frame)))
+    for metric, label in DEGRADATION_METRICS:
+        bars = degradation_bars(stats, kinds, metric)
+        if not bars:
+            parts.append(f"<p class='note'>No {html.escape(label)} samples.</p>")
+            continue
+        parts.append("<div class='figure10'>" + svg_figure(
+            bars, figure_id=f"shared-{metric}", reference=0.0, ylabel=f"{label} (%)",
+            title=f"Shared resource: {label} % vs the job alone (lower is better)") + "</div>")
+        rows = scenario_rows(stats, compare.SHARED, metric)
+        parts.append(f"<details><summary>values ({len(rows)} rows)</summary>{table(rows)}</details>")
+    return "\n".join(parts)
+
+
+def _background_html(frame: pd.DataFrame) -> str:
+    """Which background job the cells ran against (from the cells' background_throughput labels)."""
+    rows = frame[(frame["scenario"] == compare.SHARED) & (frame["metric"] == "background_throughput")] \
+        if not frame.empty else frame
+    jobs = sorted({f"{lab.get('model', '?')} batch {lab.get('batch_size', '?')}" for lab in rows["labels"]}) \
+        if not rows.empty else []
+    return f"<p class='note'>Background job: {html.escape(', '.join(jobs))}.</p>" if jobs else ""
+
+
+def text_lines(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame) -> list[str]:
+    """The text table's scenario summary: which scenarios ran, and the cells whose background did
+    not cover the foreground."""
+    if not has_training(stats, bad):
+        return []
+    status = scenario_status(stats, bad)
+    counts = {s: stats[(stats["suite"] == SUITE) & (stats["scenario"] == s)]["case_key"].nunique()
+              for s in compare.SCENARIOS} if not stats.empty else {}
+    lines = ["Scenarios (tf_cnn): " + "; ".join(
+        f"{s}: {counts.get(s, 0)} cell{'' if counts.get(s, 0) == 1 else 's'}" if status[s] == "ran"
+        else f"{s}: {status[s]}" for s in compare.SCENARIOS)]
+    for u in uncovered_cells(frame):
+        coverage = f" ({u['coverage'] * 100:.0f}% covered)" if u["coverage"] is not None else ""
+        lines.append(f"WARNING: shared {u['platform']} {u['cell']} r{u['repetition']}: the background did not cover "
+                     f"the foreground{coverage}; its degradation understates the interference")
+    return lines
