@@ -372,10 +372,15 @@ def _network_html(frame: pd.DataFrame) -> str:
     with each cell: why a platform lost cluster throughput is right next to the loss."""
     if frame.empty:
         return ""
+    cells = frame[frame["scenario"] == compare.DISTRIBUTED].drop_duplicates("job_id")
+    failed = [f"{r.platform} {r.cell} repetition {r.repetition}: {(r.execution_labels or {})['network_error']}"
+              for r in cells.itertuples() if (r.execution_labels or {}).get("network_error")]
+    note = ("<p class='note bad'>The network measurement failed in these cells (their training result stands):</p>"
+            "<ul class='note bad'>" + "".join(f"<li>{html.escape(f)}</li>" for f in failed) + "</ul>") if failed else ""
     rows = frame[(frame["scenario"] == compare.DISTRIBUTED)
                  & frame["metric"].isin(["network_tcp_throughput", "network_tcp_latency"])]
     if rows.empty:
-        return ""
+        return note
     stats = rows.groupby(["platform", "metric", "unit"], sort=False)["value"].agg(["mean", "std", "count"])
     items = []
     for platform in _platforms(list(rows["platform"])):
@@ -383,7 +388,7 @@ def _network_html(frame: pd.DataFrame) -> str:
                  if p == platform]
         items.append(f"<li>{html.escape(platform)}: {html.escape(', '.join(found))}</li>")
     return ("<p class='note'>Network between the worker and parameter-server instances (measured with each cell, "
-            f"mean ± std over cells):</p><ul class='note'>{''.join(items)}</ul>")
+            f"mean ± std over cells):</p><ul class='note'>{''.join(items)}</ul>{note}")
 
 
 def _coverage_html(uncovered: Sequence[Mapping[str, Any]]) -> str:
