@@ -103,15 +103,36 @@ class DockerExecutor(Executor):
                 error = f"docker could not run the workload: {exc}"
             finally:
                 if container is not None:
-                    try:
-                        container.remove(force=True)
-                    except docker.errors.NotFound:
-                        pass
+                    _remove_container(client, container)
             doc, why = read_document(Path(tmp) / "result.json")
             if error and output:
                 error = f"{error}: {output.strip().splitlines()[-1][:400]}"
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
                           stopped=watch)
+
+
+def _remove_container(client: Any, container: Any, wait: float = 60.0) -> None:
+    """Remove the job's container. Someone else may be removing it at the same moment (a group's
+    teardown sweeping the run while a role ends): the engine then answers 409 "removal already
+    in progress", which is not a failure of the job; wait until it is gone."""
+    import docker
+
+    try:
+        container.remove(force=True)
+        return
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            client.containers.get(container.id)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.2)
+    container.remove(force=True)
 
 
 def _remove_leftover(client: Any, job: Job) -> None:
