@@ -2,13 +2,15 @@
 
 Every benchmark command shares the same options (``--out``, ``--run-id``, ``--job-id``,
 ``--repetition``, ``--platform``, ``--profile``) and writes one result document. Exit status:
-0 ok, 1 the workload failed (the document says why), 2 bad arguments.
+0 ok, 1 the workload failed (the document says why; also when SIGTERM stopped a workload whose
+normal end it is not), 2 bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -107,8 +109,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("\n".join(str(p) for p in paths))
         return 0
+    from dlbench.workloads import harness
+
     try:
         return COMMANDS[args.command][1](args)
+    except harness.Stopped as exc:
+        print(f"dlbench workload {args.command}: {exc}", file=sys.stderr)
+        if harness.abandoned_threads():
+            # The document is written; a helper thread may be stuck in a native call (a barrier
+            # for a peer that died), which could hang interpreter shutdown: leave at once.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        return 1
     except Exception as exc:  # noqa: BLE001 - the document already records it; say it plainly on stderr
         print(f"dlbench workload {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -4,17 +4,28 @@ The harness owns what all workloads share: collecting the environment, the conta
 counters taken around the workload (study 002: page faults, context switches, CPU time,
 block I/O), the elapsed time since process start, and writing the document even when the
 workload fails, so that a failure is a row in the warehouse and not a hole.
+
+It also owns how a workload ends when the executor stops it. A controller that runs several
+processes as one job (a parameter server and its workers, a background load beside a measured
+job) ends the long-running ones with SIGTERM, and ends every process of a job when one role
+fails or the job times out. Inside :func:`workload`, SIGTERM becomes :class:`Stopped` in the main
+thread, so the document is still written: a role whose normal end is being stopped catches it
+(status ok, label ``ended_by=sigterm``); anywhere else it is a failure that names the signal.
 """
 
 from __future__ import annotations
 
 import resource
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from dlbench.workloads import environment
 from dlbench.workloads.result import Benchmark, Platform, ResultDocument, Status
@@ -59,6 +70,121 @@ def _rusage_snapshot() -> dict[str, dict[str, float]]:
     }
 
 
+STOPPED_MESSAGE = "stopped by SIGTERM (the executor ended the job: another role failed or it timed out)"
+
+
+class Stopped(BaseException):  # noqa: N818 - the name says what happened, not that it is an error
+    """SIGTERM arrived: the executor ended this job.
+
+    A BaseException (like KeyboardInterrupt) so that ``except Exception`` in workload code
+    cannot swallow it and keep a stopped job running."""
+
+    def __init__(self, message: str = STOPPED_MESSAGE) -> None:
+        super().__init__(message)
+
+
+class _StopState:
+    """What the SIGTERM handler knows. Only the main thread runs signal handlers, and it is the
+    only writer here, so plain attributes are enough."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requested = False  # a SIGTERM arrived
+        self.raised = False  # Stopped was raised (once per workload: a second SIGTERM is ignored)
+        self.deferred = 0  # depth of deferred_stop() blocks
+        self.closing = False  # the document is being written: never interrupt that
+
+
+_stop = _StopState()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _stop.requested = True
+    if _stop.raised or _stop.closing or _stop.deferred:
+        return
+    _stop.raised = True
+    raise Stopped()
+
+
+def ended_by_stop(doc: ResultDocument) -> None:
+    """Record that this workload ended normally by being stopped (a parameter server, a background load)."""
+    doc.labels["ended_by"] = "sigterm"
+
+
+def progress(message: str) -> None:
+    """One line on stderr: where a long-running role is (listening, initialised, measuring, ...).
+
+    The executor keeps stderr in its logs; a group of roles that hangs is diagnosed from these."""
+    print(f"dlbench: {message}", file=sys.stderr, flush=True)
+
+
+def stop_requested() -> bool:
+    """Whether SIGTERM arrived during the current workload (raised or still deferred)."""
+    return _stop.requested
+
+
+@contextmanager
+def deferred_stop() -> Iterator[None]:
+    """Hold a SIGTERM until the block ends, then raise :class:`Stopped`.
+
+    For short units of work whose result must not be half-recorded: a timed step whose time is
+    taken after the step returns would otherwise lose a step that did complete. Only for blocks
+    that cannot block for long: a SIGTERM waits for the block."""
+    _stop.deferred += 1
+    try:
+        yield
+    finally:
+        _stop.deferred -= 1
+    if _stop.requested and not _stop.raised and not _stop.deferred and not _stop.closing:
+        _stop.raised = True
+        raise Stopped()
+
+
+_T = TypeVar("_T")
+_abandoned: list[threading.Thread] = []
+
+
+def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
+    """Run ``fn`` in a helper thread while the main thread waits in Python code, and return its result.
+
+    Python runs signal handlers only in the main thread, between bytecodes: a main thread blocked
+    in a C++ call (a TensorFlow session step waiting at a barrier for a worker that died, a
+    collective waiting for a peer) would never see SIGTERM, and the executor would have to kill
+    the process without a document. Here the blocking call runs in a daemon thread; SIGTERM
+    raises :class:`Stopped` in the waiting main thread, and the helper thread is abandoned (see
+    :func:`abandoned_threads`). ``fn``'s exceptions are re-raised in the caller."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="dlbench-workload", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(poll)
+    except BaseException:
+        _abandoned.append(thread)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+def abandoned_threads() -> list[threading.Thread]:
+    """Helper threads of :func:`interruptible` still running after the main thread gave up on them.
+
+    A process that has one may be inside a native call that never returns: the CLI ends such a
+    process with ``os._exit`` after writing the document, rather than risk a hang in interpreter
+    shutdown."""
+    return [t for t in _abandoned if t.is_alive()]
+
+
 CounterHook = Callable[[ResultDocument], Callable[[], None]]
 """A hook is called before the workload and returns a function called after it, which adds samples."""
 
@@ -86,7 +212,8 @@ def workload(
     """Run the body as one workload and write its result document to ``out``.
 
     Exceptions are recorded in the document (status failed, error text) and re-raised so that
-    the CLI exits non-zero; the document is written either way.
+    the CLI exits non-zero; the document is written either way. SIGTERM is :class:`Stopped`
+    while the body runs (see the module docstring); the previous handler is restored after.
     """
     doc = ResultDocument(
         benchmark=benchmark,
@@ -98,14 +225,24 @@ def workload(
     )
     before = _rusage_snapshot()
     finishers = [hook(doc) for hook in _counter_hooks]
+    _stop.reset()
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         yield doc
+    except Stopped as exc:
+        doc.status = Status.FAILED
+        doc.error = str(exc)
+        doc.labels["ended_by"] = "sigterm"
+        raise
     except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised
         doc.status = Status.FAILED
         doc.error = f"{type(exc).__name__}: {exc}"[:4000]
         doc.labels.setdefault("traceback_tail", traceback.format_exc()[-1500:])
         raise
     finally:
+        _stop.closing = True
         after = _rusage_snapshot()
         for scope in ("process", "children"):
             for name, (_, unit, scale) in _RUSAGE_FIELDS.items():
@@ -129,3 +266,5 @@ def workload(
         doc.finished_at = datetime.now(UTC)
         if out is not None:
             doc.write(out)
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)

@@ -81,6 +81,67 @@ def make_strategy(spec: TrainingSpec) -> tuple[Any, str, int]:
     return strategy, "mirrored", strategy.num_replicas_in_sync
 
 
+def realtime() -> float:
+    """Epoch seconds on CLOCK_REALTIME: the one clock that concurrent jobs on different machines share
+    (NTP-synchronised), so the controller can tell how long their measured windows overlapped."""
+    return time.clock_gettime(time.CLOCK_REALTIME)
+
+
+def loop_windows(step: Callable[[], Any], window_steps: int, clock: Clock = time.perf_counter,
+                 on_window: Callable[[int], None] | None = None) -> tuple[list[float], int, float]:
+    """Repeat windows of ``window_steps`` timed steps until SIGTERM (:class:`harness.Stopped`).
+
+    A background load of the shared-resource scenario runs for as long as the job it disturbs,
+    which it cannot know in advance; the executor stops it. Each step runs inside
+    :func:`harness.deferred_stop`, so a step that completed is always recorded. Returns every
+    completed step's time, the number of complete windows, and the wall time (:func:`realtime`)
+    when the last step ended."""
+    from dlbench.workloads import harness
+
+    times: list[float] = []
+    ended = realtime()
+    try:
+        while True:
+            for _ in range(window_steps):
+                with harness.deferred_stop():
+                    start = clock()
+                    step()
+                    times.append(clock() - start)
+                    ended = realtime()
+            if on_window is not None:
+                on_window(len(times) // window_steps)
+    except harness.Stopped:
+        pass
+    # Complete windows, counted from the steps: a stop during a window's last step still counts it.
+    windows = len(times) // window_steps
+    return times, windows, ended
+
+
+def add_training_samples(
+    doc: ResultDocument,
+    *,
+    step_times: Sequence[float],
+    warmup_steps: int,
+    images_per_step: int,
+    setup_seconds: float,
+    window: tuple[float, float],
+    labels: dict[str, Any],
+) -> StepSummary:
+    """The samples every tf_cnn training document has (whatever the scenario or role)."""
+    summary = summarize_steps(step_times, warmup_steps, images_per_step)
+    doc.add("throughput", summary.images_per_sec, "images/s", **labels)
+    doc.add("measured_time", summary.measured_seconds, "s", **labels)
+    doc.add("setup_time", setup_seconds, "s", **labels)
+    doc.add("step_time_mean", summary.step_mean, "s", **labels)
+    doc.add("step_time_std", summary.step_std, "s", **labels)
+    doc.add("step_time_p95", summary.step_p95, "s", **labels)
+    for index, seconds in enumerate(step_times):
+        doc.add("step_time", seconds, "s", step=index, warmup=index < warmup_steps, **labels)
+    doc.add("measured_window_start", window[0], "s", clock="CLOCK_REALTIME")
+    doc.add("measured_window_end", window[1], "s", clock="CLOCK_REALTIME")
+    return summary
+
+
 def train(
     doc: ResultDocument,
     *,
@@ -89,17 +150,35 @@ def train(
     data: DataKind,
     data_dir: str | None = None,
     clock: Clock = time.perf_counter,
+    strategy: tuple[Any, str] | None = None,
+    before_measured: Callable[[], Any] | None = None,
+    loop: bool = False,
 ) -> StepSummary:
-    """Build the model, train warm-up + measured steps, and add the samples to ``doc``."""
+    """Build the model, train warm-up + measured steps, and add the samples to ``doc``.
+
+    ``strategy`` (a ``tf.distribute`` strategy and its placement label) replaces the one chosen
+    from the instance's GPUs: multi-worker training passes its MultiWorkerMirroredStrategy. Then
+    throughput counts this worker's images (its local replicas), like every role's document, and
+    ``before_measured`` (a barrier across workers) runs between warm-up and the measured steps.
+    ``loop``: repeat windows of measured steps until SIGTERM (a shared-resource background).
+    """
     import tensorflow as tf
 
+    from dlbench.workloads import harness
     from dlbench.workloads.tf_cnn import data as datasets
     from dlbench.workloads.tf_cnn import models
 
     t0 = clock()
-    strategy, placement, replicas = make_strategy(spec)
+    if strategy is None:
+        strategy_obj, placement, replicas = make_strategy(spec)
+        local_replicas = replicas
+    else:
+        strategy_obj, placement = strategy
+        replicas = strategy_obj.num_replicas_in_sync
+        local_replicas = max(1, len(getattr(strategy_obj.extended, "worker_devices", ())))
     global_batch = spec.batch_size_per_device * replicas
-    with strategy.scope():
+    local_batch = spec.batch_size_per_device * local_replicas
+    with strategy_obj.scope():
         model = models.build(model_name, spec)
         optimizer = tf.keras.optimizers.SGD(learning_rate=spec.learning_rate)
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
@@ -117,8 +196,8 @@ def train(
 
     @tf.function
     def distributed_step(images: Any, labels: Any) -> Any:
-        losses = strategy.run(replica_step, args=(images, labels))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        losses = strategy_obj.run(replica_step, args=(images, labels))
+        return strategy_obj.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     if data is DataKind.SYNTHETIC:
         def per_replica(ctx: Any) -> tuple[Any, Any]:
@@ -126,7 +205,7 @@ def train(
                 spec.batch_size_per_device, spec.image_size, spec.num_classes, seed=ctx.replica_id_in_sync_group
             )
 
-        batch = strategy.experimental_distribute_values_from_function(per_replica)
+        batch = strategy_obj.experimental_distribute_values_from_function(per_replica)
 
         def step() -> Any:
             return distributed_step(*batch).numpy()
@@ -134,24 +213,41 @@ def train(
         if not data_dir:
             raise ValueError("data 'real' needs --data-dir pointing at ImageNet-format TFRecords")
         dataset = datasets.real_dataset(data_dir, global_batch, spec.image_size, spec.num_classes)
-        iterator = iter(strategy.experimental_distribute_dataset(dataset))
+        if strategy is not None:
+            # Every worker reads the whole data set (the study replicates it on every node), as
+            # the distributed_replicated workers do; no sharding by file or by element.
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+            dataset = dataset.with_options(options)
+        iterator = iter(strategy_obj.experimental_distribute_dataset(dataset))
 
         def step() -> Any:
             return distributed_step(*next(iterator)).numpy()
 
-    setup_seconds = clock() - t0
-    step_times = timed_steps(step, spec.warmup_steps + spec.measured_steps, clock)
-    summary = summarize_steps(step_times, spec.warmup_steps, global_batch)
+    last_loss: list[Any] = []
 
-    labels = {"model": model_name.value, "data": data.value, "batch_size": global_batch}
-    doc.add("throughput", summary.images_per_sec, "images/s", **labels)
-    doc.add("measured_time", summary.measured_seconds, "s", **labels)
-    doc.add("setup_time", setup_seconds, "s", **labels)
-    doc.add("step_time_mean", summary.step_mean, "s", **labels)
-    doc.add("step_time_std", summary.step_std, "s", **labels)
-    doc.add("step_time_p95", summary.step_p95, "s", **labels)
-    for index, seconds in enumerate(step_times):
-        doc.add("step_time", seconds, "s", step=index, warmup=index < spec.warmup_steps, **labels)
+    def run_step() -> None:
+        last_loss[:] = [step()]
+
+    setup_seconds = clock() - t0
+    step_times = timed_steps(run_step, spec.warmup_steps, clock)
+    if before_measured is not None:
+        before_measured()
+    window_start = realtime()
+    if loop:
+        measured, windows, window_end = loop_windows(
+            run_step, spec.measured_steps, clock, on_window=lambda n: harness.progress(f"loop {n} done"))
+        if not measured:
+            raise harness.Stopped()  # stopped before a single measured step: nothing was measured
+        harness.ended_by_stop(doc)
+        doc.add("loops", windows, "count")
+    else:
+        measured = timed_steps(run_step, spec.measured_steps, clock)
+        window_end = realtime()
+    labels = {"model": model_name.value, "data": data.value, "batch_size": local_batch}
+    summary = add_training_samples(
+        doc, step_times=step_times + measured, warmup_steps=spec.warmup_steps, images_per_step=local_batch,
+        setup_seconds=setup_seconds, window=(window_start, window_end), labels=labels)
     for gpu in tf.config.list_logical_devices("GPU"):
         try:
             peak = tf.config.experimental.get_memory_info(gpu.name)["peak"]
@@ -161,10 +257,15 @@ def train(
     # What the machine decided (not what was asked): labels, so the benchmark's parameters,
     # and with them its identity in the warehouse, stay equal across platforms.
     doc.labels.update({
-        "replicas": str(replicas), "placement": placement, "model_parameters": str(model_params),
+        # replicas: this process's (a worker's local devices); global_batch_size covers every worker.
+        "replicas": str(local_replicas), "placement": placement, "model_parameters": str(model_params),
         "global_batch_size": str(global_batch),
     })
-    final_loss = step()  # one extra step outside the timed ones: the loss must be finite
+    if loop:
+        final_loss = last_loss[0]  # stopping: no extra step, the last measured one must be finite
+    else:
+        run_step()  # one extra step outside the timed ones: the loss must be finite
+        final_loss = last_loss[0]
     if not (final_loss == final_loss):  # NaN check without numpy import
         raise FloatingPointError("training diverged: loss is NaN")
     return summary
