@@ -33,7 +33,7 @@ def test_three_scenarios_side_by_side(dag, workload_image):
                              "data": ["synthetic"], "scenarios": ["single", "distributed", "shared"]})
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state).endswith("success"), states
-    assert len([k for k in states if k[0] == "run_job"]) == 2 * 4  # single, distributed, background, control, tenants
+    assert len([k for k in states if k[0] == "run_job"]) == 2 * 5  # single, distributed, background, control, tenants
     docs = _documents(run.run_id)
     cells = {(d.environment.platform.value, d.benchmark.parameters.get("scenario", "single"),
               d.benchmark.parameters.get("interference", ""), d.benchmark.parameters.get("batch_size_per_device"))
