@@ -467,6 +467,8 @@ class SSHExecutor(Executor):
             leftover = _end_group(host, pid[0]) if pid else ""
             if leftover:
                 return output, leftover
+            if status is None:
+                return output, f"the workload did not end within {timeout + 2 * self.grace:.0f} s of its start"
             return output, f"workload exited with status {status}" if status else ""
         if status is None or status == 124 or status == 137:
             return output, f"workload timed out after {timeout:.0f} s"
@@ -519,7 +521,9 @@ class SSHExecutor(Executor):
             if watch is not None:
                 watch.fired, watch.error = seen.fired, seen.error
             code = out.strip().splitlines()[-1] if status == 0 and out.strip() else ""
-            if status != 0 or not code.lstrip("-").isdigit():
+            if seen.fired and (status != 0 or not code.lstrip("-").isdigit()):
+                error = f"{engine} wait after the stop failed ({status}): {_last_line(out)}"
+            elif status != 0 or not code.lstrip("-").isdigit():
                 error = f"workload timed out after {timeout:.0f} s (container removed)"
             elif int(code) != 0:
                 error = f"workload container exited with status {code}"
