@@ -329,3 +329,27 @@ def test_graph_models_are_the_keras_models(model):
     assert sorted(graph_shapes) == keras_shapes
     assert graph_moving == keras_moving
     assert logits.shape.as_list() == [2, spec.num_classes]
+
+
+def test_global_variables_are_spread_over_the_parameter_servers_by_size():
+    """Two parameter servers: every trainable variable has one global copy, on the task with the
+    fewest bytes so far, and a local copy on the worker's device; the two tasks end up balanced."""
+    import tensorflow as tf
+
+    from dlbench.workloads.profiles import ModelName, get_profile
+    from dlbench.workloads.tf_cnn import distributed, models
+
+    spec = get_profile("smoke").training("resnet50")
+    ps = ["/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
+    local = "/job:worker/replica:0/task:1/device:CPU:0"
+    with tf.Graph().as_default():
+        variables = distributed._ReplicatedVariables(ps)
+        images = tf.compat.v1.placeholder(tf.float32, [2, spec.image_size, spec.image_size, 3])
+        models.GRAPH_MODELS[ModelName.RESNET50](models.GraphBuilder(variables.factory(0, local)), images, 10)
+        pairs = variables.pairs[0]
+        assert len(pairs) == 214 and len(variables.globals) == 214
+        assert {lv.device for lv, _ in pairs} == {local}
+        placed = {task: sum(math.prod(g.shape.as_list()) * 4 for _, g in pairs if g.device == task) for task in ps}
+    assert sum(placed.values()) == 4 * 23555082 == sum(variables.ps_bytes)
+    largest = max(math.prod(g.shape.as_list()) * 4 for _, g in pairs)
+    assert abs(placed[ps[0]] - placed[ps[1]]) <= largest  # greedy by size: within one variable
