@@ -399,7 +399,9 @@ def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: s
                              f"{host.address} and the controller has no copy to load")
         return
     with clock("image_load"):
-        status, out = host.stream_from(["docker", "save", image], [engine, "load"], 3600)
+        archive = saved_image(image, wanted)
+        with open(archive, "rb") as tar:
+            status, out = host.run([engine, "load"], 3600, stdin=tar)
         if status != 0:
             raise ExecutionError(f"{engine} load of {image} on {host.address} failed: {out.strip()[-800:]}")
         loaded = remote_image_context(host, image, engine)
@@ -408,6 +410,34 @@ def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: s
                              f"the controller's has {wanted!r}")
     prep.image_loaded = True
     prep.actions.append(f"loaded image {image} into the node's {engine} ({local_image_size(image) / 2**20:.0f} MiB)")
+
+
+_SAVE_LOCK = threading.Lock()
+_SAVED: dict[tuple[str, str], Path] = {}
+
+
+def saved_image(image: str, context: str) -> Path:
+    """The controller's image as one ``docker save`` archive, made once per process and image
+    version and streamed to every machine from the file. Parallel ``docker save | ssh docker load``
+    pipelines (one per machine) made a node's load end with "unexpected EOF" at the moment another
+    node's load finished (seen in CI and on the devcloud, 3 nodes); one save also spares the engine
+    N exports of the same 2 GB. The file lives in the system temp dir for this task's process only."""
+    import atexit
+
+    with _SAVE_LOCK:
+        path = _SAVED.get((image, context))
+        if path is not None and path.exists():
+            return path
+        fd, name = tempfile.mkstemp(prefix="dlbench-image-", suffix=".tar")
+        os.close(fd)
+        proc = subprocess.run(["docker", "save", "-o", name, image], capture_output=True, text=True, timeout=1800,
+                              check=False)
+        if proc.returncode != 0:
+            Path(name).unlink(missing_ok=True)
+            raise ExecutionError(f"docker save {image} failed: {proc.stderr.strip()[-500:]}")
+        atexit.register(lambda: Path(name).unlink(missing_ok=True))
+        _SAVED[(image, context)] = Path(name)
+        return Path(name)
 
 
 _LABEL_FORMAT = f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}'

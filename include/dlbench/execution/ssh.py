@@ -191,10 +191,10 @@ class RemoteHost:
                 if isinstance(stdin, (bytes, str)):
                     data = stdin.encode() if isinstance(stdin, str) else stdin
                     for start in range(0, len(data), CHUNK):
-                        channel.sendall(data[start:start + CHUNK])
+                        _send_all(channel, data[start:start + CHUNK])
                 else:
                     while chunk := stdin.read(CHUNK):
-                        channel.sendall(chunk)
+                        _send_all(channel, chunk)
             except (OSError, EOFError) as exc:  # the remote side ended early: its output says why
                 failure.append(f"{type(exc).__name__}: {exc}")
             finally:
@@ -229,10 +229,17 @@ class RemoteHost:
                 local_status = proc.wait()
                 assert proc.stdout is not None
                 proc.stdout.close()
+            errors.seek(0)
+            local_errors = errors.read().decode(errors="replace")[-800:]
+            if status != 0:
+                # The remote side failed or timed out first; the local side was stopped because of
+                # it: the remote output is the cause (reporting the local SIGKILL would hide it).
+                return status, (f"{output}\n(remote side {'timed out' if status is None else f'status {status}'}; "
+                                f"local {command_line(local_argv)[:120]} ended with status {local_status}"
+                                f"{': ' + local_errors.strip() if local_errors.strip() else ''})")
             if local_status != 0:
-                errors.seek(0)
                 raise ExecutionError(f"{command_line(local_argv)[:200]} exited with status {local_status}: "
-                                     f"{errors.read().decode(errors='replace')[-800:]}")
+                                     f"{local_errors}")
         return status, output
 
     def put_tree(self, local_dir: str | Path, remote_dir: str, timeout: float = 3600) -> None:
@@ -292,6 +299,25 @@ class RemoteHost:
                 raise ExecutionError(f"{self.name}: unexpected output of id: {out[:200]!r}")
             self._ids = out
         return self._ids
+
+
+def _send_all(channel: Any, data: bytes) -> None:
+    """``channel.sendall`` that survives a slow reader. The channel's timeout (0.2 s, set for the
+    output loop) also bounds each send: a remote ``docker load`` busy for longer than that (another
+    load finishing on the same disk) made ``sendall`` raise a timeout, which ended the input early,
+    and the remote side failed with "unexpected EOF". Wait for window space instead, as long as the
+    remote command runs."""
+    view = memoryview(data)
+    while view:
+        try:
+            sent = channel.send(view.tobytes()[:CHUNK])
+        except TimeoutError:
+            if channel.closed or channel.exit_status_ready():
+                raise EOFError("the remote command ended before reading all its input") from None
+            continue
+        if sent == 0:
+            raise EOFError("the channel was closed while sending input")
+        view = view[sent:]
 
 
 #: How long a local producer may take to exit after its remote consumer succeeded.

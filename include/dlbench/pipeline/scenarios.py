@@ -187,7 +187,7 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
         from dlbench.execution.container import container_name
         from dlbench.execution.docker import job_network
 
-        with job_network(cell.run_id, f"dlbench-{cell.job_id[:12]}", ready[0].expires_at) as network:
+        with job_network(cell.run_id, cell.job_id[:12], ready[0].expires_at) as network:
             placed = [_with_access(ready[0], network=network) for _ in names]
             addresses = [f"{container_name(role_job(cell, n, i, {}))}:{port}" for n, i in names]
             yield placed, addresses, f"containers on one Docker network ({network})"
