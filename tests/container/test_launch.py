@@ -70,6 +70,25 @@ def test_cli_argv_is_quoted_and_complete():
         Resources(gpus="many")
 
 
+def create_via_cli_and_sdk(docker_client, created: list, launch_for) -> tuple[dict, dict]:
+    """Create (not start) the container of ``launch_for("cli")`` with the docker CLI argv and of
+    ``launch_for("sdk")`` with the SDK kwargs; both are appended to ``created`` for removal.
+    Returns their inspect attributes (cli, sdk)."""
+    for how in ("cli", "sdk"):
+        launch = launch_for(how)
+        if how == "cli":
+            argv = launch.cli_argv()
+            argv[1:3] = ["create"]
+            subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)
+            created.append(docker_client.containers.get(launch.name))
+        else:
+            kwargs = launch.sdk_kwargs()
+            kwargs.pop("detach")
+            created.append(docker_client.containers.create(**kwargs))
+    cli, sdk = (c.attrs for c in created[-2:])
+    return cli, sdk
+
+
 def test_cli_and_sdk_create_the_same_container(docker_client, workload_image):
     job = a_job()
     base = workload_launch(job, targets(workload_image)[0], "/tmp", "/tmp", "4242:4242",
@@ -77,19 +96,9 @@ def test_cli_and_sdk_create_the_same_container(docker_client, workload_image):
     expires = datetime.now(UTC) + timedelta(minutes=5)
     created = []
     try:
-        for how in ("cli", "sdk"):
-            launch = ContainerLaunch(**{**base.__dict__, "name": f"{base.name}-{how}", "command": ("sleep", "1"),
-                                        "labels": {**base.labels, "dlbench.expires_at": expires.isoformat()}})
-            if how == "cli":
-                argv = launch.cli_argv()
-                argv[1:3] = ["create"]
-                subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)
-                created.append(docker_client.containers.get(launch.name))
-            else:
-                kwargs = launch.sdk_kwargs()
-                kwargs.pop("detach")
-                created.append(docker_client.containers.create(**kwargs))
-        cli, sdk = (c.attrs for c in created)
+        cli, sdk = create_via_cli_and_sdk(docker_client, created, lambda how: ContainerLaunch(**{
+            **base.__dict__, "name": f"{base.name}-{how}", "command": ("sleep", "1"),
+            "labels": {**base.labels, "dlbench.expires_at": expires.isoformat()}}))
         for key in ("User", "Env", "Labels", "Image", "Cmd"):
             assert cli["Config"][key] == sdk["Config"][key] or key == "Env" and set(cli["Config"][key]) == set(
                 sdk["Config"][key]), key

@@ -31,6 +31,7 @@ from dlbench.execution.local import LocalProcessExecutor
 from dlbench.execution.targets import LocalDocker, LocalProcess, Target
 from dlbench.pipeline import janitor
 from dlbench.workloads.result import ResultDocument, Status
+from tests.container.test_launch import create_via_cli_and_sdk
 
 GRACE = 4.0
 STOP_AFTER = 5.0
@@ -343,18 +344,8 @@ def test_cli_and_sdk_launches_agree_on_cpuset_ports_network_and_hostname(docker_
         base = workload_launch(job, target, "/tmp", None, "4242:4242")
         assert base.cpuset == "0" and base.ports == (("", port, port),) and base.hostname == base.name
         try:
-            for how in ("cli", "sdk"):
-                launch = replace(base, name=f"{base.name[:50]}-{how}", hostname=f"h-{how}", command=("sleep", "1"))
-                if how == "cli":
-                    argv = launch.cli_argv()
-                    argv[1:3] = ["create"]
-                    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)
-                    created.append(docker_client.containers.get(launch.name))
-                else:
-                    kwargs = launch.sdk_kwargs()
-                    kwargs.pop("detach")
-                    created.append(docker_client.containers.create(**kwargs))
-            cli, sdk = (c.attrs for c in created)
+            cli, sdk = create_via_cli_and_sdk(docker_client, created, lambda how: replace(
+                base, name=f"{base.name[:50]}-{how}", hostname=f"h-{how}", command=("sleep", "1")))
             for key in ("CpusetCpus", "PortBindings", "NetworkMode"):
                 assert cli["HostConfig"][key] == sdk["HostConfig"][key], (key, cli["HostConfig"][key],
                                                                           sdk["HostConfig"][key])

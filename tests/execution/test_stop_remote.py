@@ -16,6 +16,7 @@ from dlbench.execution.container import container_name
 from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import ResultDocument, Status
+from tests.container.test_stop import stop_later
 from tests.execution.conftest import job
 from tests.execution.test_ssh_executor import containers_of, engine_image, no_job_dirs, workload_access
 
@@ -26,17 +27,6 @@ LONG = {"measured_steps": 100000}
 """A tf-cnn job that would run for hours: it ends only by being stopped."""
 
 
-def stop_later(seconds: float) -> tuple[threading.Event, list[float]]:
-    stop, when = threading.Event(), []
-
-    def fire() -> None:
-        when.append(time.monotonic())
-        stop.set()
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    return stop, when
 
 
 def node_processes(machine, *patterns: str) -> str:
