@@ -102,7 +102,10 @@ def test_cli_and_sdk_create_the_same_container(docker_client, workload_image):
         for key in ("User", "Env", "Labels", "Image", "Cmd"):
             assert cli["Config"][key] == sdk["Config"][key] or key == "Env" and set(cli["Config"][key]) == set(
                 sdk["Config"][key]), key
-        for key in ("Binds", "NanoCpus", "Memory", "NetworkMode"):
+        # The docker CLI collects -v options in a map: the engine receives the binds in any order.
+        assert sorted(cli["HostConfig"]["Binds"]) == sorted(sdk["HostConfig"]["Binds"])
+        assert len(cli["HostConfig"]["Binds"]) == 2
+        for key in ("NanoCpus", "Memory", "NetworkMode"):
             assert cli["HostConfig"][key] == sdk["HostConfig"][key], key
         assert cli["Config"]["User"] == "4242:4242" and cli["HostConfig"]["NanoCpus"] == 1_500_000_000
     finally:

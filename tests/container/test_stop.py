@@ -160,6 +160,20 @@ def test_local_process_that_ignores_sigterm_is_killed_with_its_group(tmp_path):
     assert left == "", f"a child of the workload's group survived: {left}"
 
 
+def test_local_process_timeout_is_the_reported_cause(tmp_path):
+    """The timeout SIGTERMs the workload, which writes a document saying it was stopped: the
+    error a user reads must name the timeout first, then what the workload said."""
+    job = a_job(f"st{uuid.uuid4().hex[:8]}", "bare_metal")
+    doc = LocalProcessExecutor(grace=GRACE).execute(job, Target(name="local", platform="bare_metal",
+                                                                access=LocalProcess()),
+                                                    tmp_path / "r.json", timeout=STOP_AFTER)
+    assert doc.status is Status.FAILED
+    assert doc.error.startswith(f"workload timed out after {STOP_AFTER:.0f} s"), doc.error
+    assert "stopped_by_executor" not in doc.labels
+    assert ResultDocument.read(tmp_path / "r.json").error == doc.error
+    assert processes_of(job) == ""
+
+
 def test_local_process_without_stop_is_unlabelled(tmp_path):
     job = a_job(f"st{uuid.uuid4().hex[:8]}", "bare_metal", model="alexnet", data="synthetic")
     doc = LocalProcessExecutor().execute(job, Target(name="local", platform="bare_metal", access=LocalProcess()),

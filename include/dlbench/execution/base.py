@@ -39,6 +39,14 @@ STOPPED = "stopped by the executor"
 """The error of a stopped job whose workload wrote no document."""
 STOPPED_LABEL = "stopped_by_executor"
 
+TIMED_OUT = "workload timed out after"
+"""Head of every executor's timeout error (:func:`timed_out`); :func:`finish` recognises it."""
+
+
+def timed_out(timeout: float, detail: str = "") -> str:
+    """The error of a job its executor ended at ``timeout``: one wording for every executor."""
+    return f"{TIMED_OUT} {timeout:.0f} s" + (f" ({detail})" if detail else "")
+
 
 class ExecutionError(RuntimeError):
     """The workload could not be started or its result could not be fetched."""
@@ -155,6 +163,10 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
         doc = failed_document(job, error or "workload wrote no result document", output)
     elif error and doc.status is Status.OK and not was_stopped:
         doc.status, doc.error = Status.FAILED, error
+    elif error.startswith(TIMED_OUT) and not was_stopped and not doc.error.startswith(TIMED_OUT):
+        # The executor's timeout SIGTERMs the workload, which then writes a failed document
+        # saying it was stopped: the timeout is the cause a user must read first.
+        doc.status, doc.error = Status.FAILED, f"{error}; the workload reported: {doc.error}"[:4000]
     if was_stopped:
         doc.labels[STOPPED_LABEL] = "true"
     doc.add("launch_to_end_time", time.monotonic() - launched, "s", scope="executor")

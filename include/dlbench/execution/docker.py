@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.config import Job
-from dlbench.execution.base import DEFAULT_GRACE_S, Executor, StopWatch, finish, on_stop, read_document
+from dlbench.execution.base import (
+    DEFAULT_GRACE_S,
+    Executor,
+    StopWatch,
+    finish,
+    on_stop,
+    read_document,
+    timed_out,
+)
 from dlbench.execution.container import (
     DATA_MOUNT,
     LABEL,
@@ -97,7 +105,7 @@ class DockerExecutor(Executor):
                         error = f"workload container exited with status {status.get('StatusCode')}"
                 except (ReadTimeout, RequestsConnectionError):
                     container.kill()
-                    error = f"workload timed out after {timeout:.0f} s (container killed)"
+                    error = timed_out(timeout, "container killed")
                 output = container.logs(stdout=True, stderr=True).decode(errors="replace")
             except docker.errors.DockerException as exc:
                 error = f"docker could not run the workload: {exc}"

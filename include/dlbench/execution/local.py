@@ -20,12 +20,14 @@ from pathlib import Path
 from dlbench.config import Job
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
+    TIMED_OUT,
     Executor,
     StopWatch,
     finish,
     on_stop,
     read_document,
     terminate_then_kill,
+    timed_out,
 )
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
@@ -86,14 +88,14 @@ class LocalProcessExecutor(Executor):
                             if status != 0:
                                 error = f"workload exited with status {status}"
                         except subprocess.TimeoutExpired:
-                            error = f"workload timed out after {timeout:.0f} s"
+                            error = timed_out(timeout)
                             _signal_group(proc, signal.SIGKILL)
                             proc.wait()
                 finally:
                     if proc.poll() is None:  # an exception in between: never leave the workload behind
                         _signal_group(proc, signal.SIGKILL)
                         proc.wait()
-                    if watch.fired or error.startswith("workload timed out"):
+                    if watch.fired or error.startswith(TIMED_OUT):
                         _signal_group(proc, signal.SIGKILL)  # children that outlived or ignored the TERM
                 output_file.seek(max(0, output_file.seek(0, os.SEEK_END) - OUTPUT_TAIL))
                 output = output_file.read().decode(errors="replace")

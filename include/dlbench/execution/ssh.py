@@ -39,12 +39,14 @@ from typing import IO, TYPE_CHECKING, Any
 from dlbench.config import Job
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
+    TIMED_OUT,
     ExecutionError,
     Executor,
     StopWatch,
     finish,
     on_stop,
     read_document,
+    timed_out,
 )
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.shell import command_line
@@ -497,7 +499,7 @@ class SSHExecutor(Executor):
                 return output, f"the workload did not end within {timeout + 2 * self.grace:.0f} s of its start"
             return output, f"workload exited with status {status}" if status else ""
         if status is None or status == 124 or status == 137:
-            return output, f"workload timed out after {timeout:.0f} s"
+            return output, timed_out(timeout)
         if status != 0:
             return output, f"workload exited with status {status}: {_last_line(output)}"
         return output, ""
@@ -550,11 +552,11 @@ class SSHExecutor(Executor):
             if seen.fired and (status != 0 or not code.lstrip("-").isdigit()):
                 error = f"{engine} wait after the stop failed ({status}): {_last_line(out)}"
             elif status != 0 or not code.lstrip("-").isdigit():
-                error = f"workload timed out after {timeout:.0f} s (container removed)"
+                error = timed_out(timeout, "container removed")
             elif int(code) != 0:
                 error = f"workload container exited with status {code}"
             _, output = host.run([engine, "logs", launch.name], 120)
-            if error and not error.startswith("workload timed out"):
+            if error and not error.startswith(TIMED_OUT):
                 error = f"{error}: {_last_line(output)}"
         finally:
             if started:
