@@ -32,8 +32,14 @@ def _choices(enum: type) -> list[str]:
 PARAMS = {
     "provider": Param(
         "local", enum=provider_names(), title="Provider",
-        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal "
-        "(fill in the ironic object below).",
+        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal, nova: "
+        "OpenStack VMs (fill in the object of that name below).",
+    ),
+    "providers": Param(
+        [], type="array", items={"type": "string", "enum": provider_names()}, title="Several providers",
+        description="Several providers in one run (wins over Provider when not empty), e.g. ironic + nova to "
+        "compare bare_metal, container_on_bare_metal, virtual_machine and container_on_vm in one run: each "
+        "platform comes from the provider that offers it.",
     ),
     "platforms": Param(
         [Platform.BARE_METAL.value, Platform.CONTAINER_ON_BARE_METAL.value],
@@ -80,7 +86,8 @@ PARAMS = {
     ),
     # One settings object per cloud provider (the request's discriminated union, docs/openstack.md).
     **{name: Param(None, type=["null", "object"], title=f"{name} settings (provider {name})",
-                   description=f"Used when provider is {name}: " + " ".join((model.__doc__ or "").split())
+                   description=f"Used when {name} is the provider or one of the providers: "
+                   + " ".join((model.__doc__ or "").split())
                    + f" Fields: dlbench.provisioning.{name}.{model.__name__}.")
        for name, (model, driver) in PROVIDERS.items() if driver is not None},
 }

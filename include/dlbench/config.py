@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dlbench.grammar import AbsolutePath
 from dlbench.provisioning.registry import ProviderSettingsUnion, provider_names
-from dlbench.provisioning.settings import LocalSettings
+from dlbench.provisioning.settings import LocalSettings, ProviderSettings
 from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
@@ -53,7 +53,10 @@ class ConfigError(ValueError):
 class BenchmarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
-    provider: ProviderSettingsUnion = Field(default_factory=LocalSettings)
+    providers: list[ProviderSettingsUnion] = Field(
+        default_factory=lambda: [LocalSettings()], min_length=1, max_length=len(provider_names()),
+        description="who provisions the platforms: each platform comes from the one provider that offers it "
+        "(e.g. ironic for bare metal + nova for VMs in one run)")
     platforms: list[Platform] = Field(
         default_factory=lambda: [Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL], min_length=1
     )
@@ -78,14 +81,56 @@ class BenchmarkRequest(BaseModel):
     def _unique(cls, value: list[Any]) -> list[Any]:
         return list(dict.fromkeys(value))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_provider(cls, data: Any) -> Any:
+        """``provider: {...}`` (one provider: the shape of requests archived before ``providers``)."""
+        if isinstance(data, dict) and "provider" in data:
+            if "providers" in data:
+                raise ValueError("give provider or providers, not both")
+            data = {**data, "providers": [data["provider"]]}
+            del data["provider"]
+        return data
+
     @model_validator(mode="after")
     def _platforms_offered(self) -> BenchmarkRequest:
-        offered = self.provider.platforms
+        names = [p.name for p in self.providers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"providers: each provider at most once (got {', '.join(names)})")
         for platform in self.platforms:
-            if platform not in offered:
-                raise ValueError(f"platforms: {platform.value!r} is not offered by provider {self.provider.name!r} "
-                                 f"(allowed: {', '.join(p.value for p in offered)})")
+            offering = [p.name for p in self.providers if platform in p.platforms]
+            if not offering:
+                allowed = sorted({q.value for p in self.providers for q in p.platforms})
+                raise ValueError(f"platforms: {platform.value!r} is not offered by provider "
+                                 f"{' or '.join(repr(n) for n in names)} (allowed: {', '.join(allowed)})")
+            if len(offering) > 1:
+                raise ValueError(f"platforms: {platform.value!r} is offered by {' and '.join(offering)}; "
+                                 "choose one of them for this run")
+        unused = [p.name for p in self.providers if not any(q in p.platforms for q in self.platforms)]
+        if unused and len(self.providers) > 1:
+            raise ValueError(f"providers: {', '.join(unused)} provisions none of the requested platforms "
+                             f"({', '.join(p.value for p in self.platforms)})")
         return self
+
+    @property
+    def provider(self) -> ProviderSettings:
+        """The first provider: the run's only one in the common case."""
+        return self.providers[0]
+
+    def provider_for(self, platform: Platform) -> ProviderSettings:
+        """The provider that provisions ``platform`` in this run."""
+        return next(p for p in self.providers if platform in p.platforms)
+
+    def for_provider(self, settings: ProviderSettings) -> BenchmarkRequest:
+        """This request narrowed to one provider and the platforms it provisions (what that
+        provider's backend sees when a run has several)."""
+        platforms = [p for p in self.platforms if p in settings.platforms]
+        return self.model_copy(update={"providers": [settings], "platforms": platforms})
+
+    @property
+    def provider_names(self) -> str:
+        """``ironic+nova``: how a run's providers are recorded (run info, warehouse)."""
+        return "+".join(p.name for p in self.providers)
 
     @model_validator(mode="after")
     def _enough_instances(self) -> BenchmarkRequest:
@@ -98,12 +143,13 @@ class BenchmarkRequest(BaseModel):
             return self
         roles = len(get_profile(self.profile).scenarios.distributed.roles(self.distributed_mode))
         for platform in self.platforms:
-            have = self.provider.instances_for(platform)
+            provider = self.provider_for(platform)
+            have = provider.instances_for(platform)
             if have is not None and have < roles:
                 raise ValueError(
                     f"scenarios: 'distributed' runs {roles} roles on {roles} different instances of "
-                    f"{platform.value}, but provider {self.provider.name!r} provisions {have} "
-                    f"(set {self.provider.name}.nodes.{platform.value} to {roles} or more)")
+                    f"{platform.value}, but provider {provider.name!r} provisions {have} "
+                    f"(set {provider.name}.nodes.{platform.value} to {roles} or more)")
         return self
 
     @property
@@ -122,24 +168,37 @@ class BenchmarkRequest(BaseModel):
 def normalize(params: dict[str, Any]) -> dict[str, Any]:
     """Trigger-form shape -> request shape.
 
-    The form has a ``provider`` drop-down and one object per provider (``ironic``, ...); the
-    request holds the chosen provider's settings as ``provider: {"name": ..., ...}``. A settings
-    object for a provider that was not chosen is an error (it would be silently ignored)."""
-    cleaned = {k: v for k, v in params.items() if v is not None and v != ""}
-    provider = cleaned.get("provider", "local")
+    The form has a ``provider`` drop-down, a ``providers`` multi-select (several providers in
+    one run: it wins over ``provider`` when not empty) and one object per provider (``ironic``,
+    ``nova``, ...); the request holds the chosen providers' settings as ``providers: [{"name":
+    ..., ...}]``. A settings object for a provider that was not chosen is an error (it would be
+    silently ignored)."""
+    cleaned = {k: v for k, v in params.items() if v is not None and v != "" and v != []}
+    chosen = cleaned.pop("providers", None) or cleaned.pop("provider", None) or "local"
+    cleaned.pop("provider", None)
     objects = {name: cleaned.pop(name) for name in provider_names() if name in cleaned}
-    if isinstance(provider, str):
-        if provider not in provider_names():
-            raise ConfigError(f"invalid benchmark request:\n  provider: unknown provider {provider!r} "
+    names = [chosen] if isinstance(chosen, (str, dict)) else list(chosen)
+    plain = [n for n in names if isinstance(n, str)]
+    if len(set(plain)) != len(plain):
+        raise ConfigError("invalid benchmark request:\n  providers: each provider at most once "
+                          f"(got {', '.join(plain)})")
+    providers: list[Any] = []
+    for name in names:
+        if isinstance(name, dict):  # already a settings object (request shape)
+            providers.append(name)
+            continue
+        if name not in provider_names():
+            raise ConfigError(f"invalid benchmark request:\n  provider: unknown provider {name!r} "
                               f"(allowed: {', '.join(provider_names())})")
-        settings = objects.pop(provider, None) or {}
+        settings = objects.pop(name, None) or {}
         if not isinstance(settings, dict):
-            raise ConfigError(f"invalid benchmark request:\n  {provider}: must be an object of settings")
-        cleaned["provider"] = {**settings, "name": provider}
+            raise ConfigError(f"invalid benchmark request:\n  {name}: must be an object of settings")
+        providers.append({**settings, "name": name})
     if objects:
-        chosen = cleaned["provider"].get("name") if isinstance(cleaned["provider"], dict) else provider
-        raise ConfigError(f"invalid benchmark request:\n  {', '.join(objects)}: settings given but provider is "
-                          f"{chosen!r} (choose that provider or remove the settings)")
+        named = ", ".join(repr(p.get("name") if isinstance(p, dict) else p) for p in providers)
+        raise ConfigError(f"invalid benchmark request:\n  {', '.join(objects)}: settings given but "
+                          f"provider is {named} (choose that provider or remove the settings)")
+    cleaned["providers"] = providers
     return cleaned
 
 
@@ -156,6 +215,7 @@ def explain(exc: ValidationError) -> str:
     """One line per bad field: ``field: message (allowed: a, b, c)``."""
     allowed = {
         "provider": provider_names(),
+        "providers": provider_names(),
         "platforms": [p.value for p in Platform],
         "suites": [s.value for s in Suite],
         "models": [m.value for m in ModelName],
@@ -164,12 +224,13 @@ def explain(exc: ValidationError) -> str:
         "scenarios": [s.value for s in Scenario],
         "distributed_mode": [m.value for m in DistributedMode],
         "ironic.address_source": ["extra", "port", "inventory"],
+        "nova.placement": ["auto", "none", "anti-affinity", "affinity", "soft-anti-affinity", "soft-affinity"],
     }
     lines = []
     for error in exc.errors():
         loc = list(error["loc"])
-        if len(loc) > 1 and loc[0] == "provider":
-            loc = loc[1:]  # ("provider", "ironic", "docker_image") -> ironic.docker_image
+        if len(loc) > 2 and loc[0] == "providers" and isinstance(loc[1], int):
+            loc = loc[2:]  # ("providers", 0, "ironic", "docker_image") -> ironic.docker_image
         field = str(loc[0]) if loc else "request"
         where = ".".join(str(p) for p in loc) or "request"
         key = field if field in allowed else ".".join(str(p) for p in loc[:2])

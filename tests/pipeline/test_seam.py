@@ -58,8 +58,8 @@ def test_provider_settings_are_one_union_and_other_providers_objects_are_refused
     assert parse_request(request.model_dump(mode="json")) == request  # the normalized form round-trips (XCom)
     with pytest.raises(ConfigError, match="ironic: settings given but provider is 'local'"):
         parse_request({"provider": "local", "ironic": {"cloud": "prod"}})
-    with pytest.raises(ConfigError, match="provider: unknown provider 'nova'"):
-        parse_request({"provider": "nova"})
+    with pytest.raises(ConfigError, match="provider: unknown provider 'magnum'"):
+        parse_request({"provider": "magnum"})
 
 
 def test_janitor_clouds_come_from_configuration():
@@ -118,3 +118,51 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
     assert "no longer running" in done["ended"] and done["old"].startswith("expired")
     assert "released in this sweep" in done["lapsed"]
     assert sorted(p.name for p in paths.runs_dir().iterdir()) == ["fresh-untagged", "live"]
+
+
+def test_several_providers_in_one_run_split_the_platforms():
+    """Ironic bare metal + Nova VMs in one run: each platform from the provider that offers it;
+    each backend sees only its own platforms; the request round-trips through XCom."""
+    from dlbench.config import Platform
+    from dlbench.pipeline.providers import CompositeBackend, backend_for_request
+
+    four = [p.value for p in Platform]
+    request = parse_request({"providers": ["ironic", "nova"], "platforms": four, "ironic": {"cloud": "c"},
+                             "nova": {"cloud": "c", "network": "net"}})
+    assert [p.name for p in request.providers] == ["ironic", "nova"] and request.provider_names == "ironic+nova"
+    assert parse_request(request.model_dump(mode="json")) == request
+    assert request.provider_for(Platform.CONTAINER_ON_VM).name == "nova"
+    assert request.provider_for(Platform.BARE_METAL).name == "ironic"
+    narrowed = request.for_provider(request.providers[1])
+    assert narrowed.platforms == [Platform.VIRTUAL_MACHINE, Platform.CONTAINER_ON_VM]
+    assert [p.name for p in narrowed.providers] == ["nova"]
+    assert isinstance(backend_for_request(request), CompositeBackend)
+    # a platform nobody offers, a provider that provisions nothing requested, the same provider twice
+    with pytest.raises(ConfigError, match="platforms: 'virtual_machine' is not offered by provider 'ironic'"):
+        parse_request({"provider": "ironic", "platforms": ["virtual_machine"], "ironic": {"cloud": "c"}})
+    with pytest.raises(ConfigError, match="providers: nova provisions none of the requested platforms"):
+        parse_request({"providers": ["ironic", "nova"], "platforms": ["bare_metal"], "ironic": {"cloud": "c"},
+                       "nova": {"cloud": "c"}})
+    with pytest.raises(ConfigError, match="each provider at most once"):
+        parse_request({"providers": ["ironic", "ironic"], "platforms": ["bare_metal"], "ironic": {"cloud": "c"}})
+    # a field of the second provider is named as nova.<field>
+    with pytest.raises(ConfigError, match="nova.placement: .*allowed: auto, none, anti-affinity"):
+        parse_request({"providers": ["ironic", "nova"], "platforms": four, "ironic": {"cloud": "c"},
+                       "nova": {"cloud": "c", "placement": "everywhere"}})
+    # distributed needs 3 VMs from nova, named with nova's field
+    with pytest.raises(ConfigError, match=r"set nova.nodes.virtual_machine to 3 or more"):
+        parse_request({"providers": ["ironic", "nova"], "platforms": ["bare_metal", "virtual_machine"],
+                       "scenarios": ["distributed"], "suites": ["tf_cnn"], "ironic": {"cloud": "c", "nodes": {
+                           "bare_metal": 3}}, "nova": {"cloud": "c"}})
+
+
+def test_distributed_runs_ask_the_cloud_to_spread_the_machines():
+    from dlbench.pipeline.machines import plan_demands
+
+    request = parse_request({"provider": "nova", "platforms": ["virtual_machine", "container_on_vm"],
+                             "scenarios": ["single", "distributed"], "suites": ["tf_cnn"],
+                             "nova": {"cloud": "c", "share_nodes": True, "nodes": {"virtual_machine": 3}}})
+    (demand,) = plan_demands(request, request.provider)
+    assert (demand.role, demand.count, demand.placement) == ("vm", 3, "spread")
+    single = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "nova": {"cloud": "c"}})
+    assert plan_demands(single, single.provider)[0].placement == ""

@@ -42,7 +42,7 @@ from dlbench.pipeline.providers import ProviderBackend
 from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags
 from dlbench.provisioning.polling import Deadline, WaitTimeout
 from dlbench.provisioning.settings import MachineSettings
-from dlbench.workloads.profiles import DataKind
+from dlbench.workloads.profiles import DataKind, Scenario
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -102,16 +102,26 @@ class Machine:
     skip_docker: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def ssh_port(self) -> int:
+        """The instance's SSH port: ``details["ssh_port"]`` when the driver forwards one (a local
+        QEMU guest behind user-mode networking), else 22."""
+        return int(self.instance.details.get("ssh_port") or 22)  # type: ignore[call-overload]
+
 
 def plan_demands(request: BenchmarkRequest, settings: MachineSettings) -> list[Demand]:
     """Machines per platform; a container platform shares its host platform's machines when
     ``share_nodes`` is set and that platform is requested too."""
     demands = []
+    # The distributed scenario puts each role on its own instance: on a cloud that schedules
+    # several VMs per host, they must land on different hosts too, or the network is not measured.
+    placement = "spread" if Scenario.DISTRIBUTED in request.scenarios else ""
     for platform in request.platforms:
         host = settings.host_platform_of(platform)
         if settings.share_nodes and host is not None and host in request.platforms:
             continue
-        demands.append(Demand(role=ROLES[platform], platform=platform.value, count=settings.node_count(platform)))
+        demands.append(Demand(role=ROLES[platform], platform=platform.value, count=settings.node_count(platform),
+                              placement=placement))
     return demands
 
 
@@ -178,7 +188,11 @@ class MachineBackend(ProviderBackend):
     def _acquire(self, request: BenchmarkRequest, tags: Tags, demands: list[Demand], work: Deadline,
                  generated: bool) -> list[Target]:
         s = self.settings
-        if generated:
+        existing = key_dir(tags.run_id) / "id_ed25519"
+        if generated and existing.exists() and existing.with_suffix(".pub").exists():
+            # another provider of the same run made it (CompositeBackend): one key per run
+            key_path, public = existing, existing.with_suffix(".pub").read_text().strip()
+        elif generated:
             key_path, public = generate_keypair(key_dir(tags.run_id))
         else:
             key_path = Path(str(s.ssh_key_path))
@@ -202,7 +216,11 @@ class MachineBackend(ProviderBackend):
         machines: dict[str, Machine] = {}
         for platform in request.platforms:
             for inst in self._instances_for(platform, by_platform):
-                machines.setdefault(inst.id, Machine(instance=inst)).platforms.append(platform)
+                if inst.id not in machines:
+                    # Facts the driver knows about the machine (e.g. accel, emulated) reach the documents.
+                    labels = inst.details.get("labels")
+                    machines[inst.id] = Machine(instance=inst, labels=dict(labels) if isinstance(labels, dict) else {})
+                machines[inst.id].platforms.append(platform)
         return list(machines.values())
 
     def _instances_for(self, platform: Platform, by_platform: dict[Platform, list[Instance]]) -> list[Instance]:
@@ -222,10 +240,11 @@ class MachineBackend(ProviderBackend):
 
             inst = machine.instance
             inst.timings["reachable_over_ssh"] = wait_reachable(
-                str(inst.address), s.ssh_user, key_path, min(s.ssh_timeout, max(work.remaining(), 0.1)),
-                s.poll_interval, known_hosts)
-            access = SSHHost(address=str(inst.address), user=s.ssh_user, key_path=key_path, known_hosts=known_hosts,
-                             python=s.remote_python or "python3")
+                str(inst.address) if machine.ssh_port == 22 else f"{inst.address}:{machine.ssh_port}", s.ssh_user,
+                key_path,
+                min(s.ssh_timeout, max(work.remaining(), 0.1)), s.poll_interval, known_hosts)
+            access = SSHHost(address=str(inst.address), port=machine.ssh_port, user=s.ssh_user, key_path=key_path,
+                             known_hosts=known_hosts, python=s.remote_python or "python3")
             runtimes = {s.runtime_for(p) for p in machine.platforms}
             with RemoteHost.from_access(access) as host:
                 if s.prepare:
@@ -299,7 +318,7 @@ class MachineBackend(ProviderBackend):
         for platform in request.platforms:
             for inst in self._instances_for(platform, by_platform):
                 machine = by_id[inst.id]
-                common = dict(address=str(inst.address), user=s.ssh_user, key_path=key_path,
+                common = dict(address=str(inst.address), port=machine.ssh_port, user=s.ssh_user, key_path=key_path,
                               known_hosts=known_hosts, python=machine.python, pythonpath=machine.pythonpath)
                 docker = s.runtime_for(platform) == "docker"
                 access = SSHDocker(image=s.docker_image, **common) if docker else SSHHost(**common)

@@ -21,7 +21,7 @@ from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, pl
 from dlbench.execution.targets import Target
 from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.datasets import ensure_dataset
-from dlbench.pipeline.providers import backend_for
+from dlbench.pipeline.providers import backend_for, backend_for_request
 from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
 from dlbench.workloads.profiles import Scenario
 from dlbench.workloads.result import ResultDocument, Status
@@ -78,12 +78,13 @@ def validate(params: dict[str, Any], max_jobs: int | None = None) -> dict[str, A
             raise ConfigError(f"invalid benchmark request: the request expands to {count} jobs, more than Airflow's "
                               f"[core] max_map_length ({max_jobs}); lower repetitions or choose fewer platforms, "
                               "suites, models or data kinds (or raise max_map_length)")
-    try:
-        backend_for(request.provider).preflight(request)
-    except ConfigError:
-        raise
-    except (ValueError, LookupError, RuntimeError) as exc:
-        raise ConfigError(f"invalid benchmark request: {request.provider.name}: {exc}") from None
+    for settings in request.providers:  # each provider checks its own cloud, named in the error
+        try:
+            backend_for(settings).preflight(request.for_provider(settings))
+        except ConfigError:
+            raise
+        except (ValueError, LookupError, RuntimeError) as exc:
+            raise ConfigError(f"invalid benchmark request: {settings.name}: {exc}") from None
     return request.model_dump(mode="json")
 
 
@@ -107,8 +108,8 @@ def tags_for(run_id: str, dag_id: str = "", dag_run_id: str = "", expiry: timede
 def expiry_for(request: dict[str, Any], default_hours: float) -> timedelta:
     """How long the run's resources may live: the provider settings' ``expiry_hours`` when set,
     else the deployment default (Airflow Variable ``dlbench_expiry_hours``)."""
-    hours = request_from(request).provider.expiry_hours
-    return timedelta(hours=hours if hours is not None else default_hours)
+    set_hours = [p.expiry_hours for p in request_from(request).providers if p.expiry_hours is not None]
+    return timedelta(hours=max(set_hours) if set_hours else default_hours)
 
 
 def tags_from(data: dict[str, Any]) -> Tags:
@@ -126,7 +127,7 @@ def archive_run(run_id: str, request: dict[str, Any], dag_id: str, tags: dict[st
 
     req = request_from(request)
     archive.write_run_info(safe_run_id(run_id), {
-        "dag_id": dag_id, "dag_run_id": run_id, "provider": req.provider.name, "profile": req.profile,
+        "dag_id": dag_id, "dag_run_id": run_id, "provider": req.provider_names, "profile": req.profile,
         "scheduled": scheduled, "request": request, "tags": tags})
 
 
@@ -134,7 +135,7 @@ def provision(request: dict[str, Any], tags: dict[str, Any], budget_s: float | N
     """Setup: targets for every platform within ``budget_s`` (the task's execution_timeout). The
     backend undoes its own partial work on failure, timeouts and kills included."""
     req = request_from(request)
-    targets = backend_for(req.provider).acquire(req, tags_from(tags), budget_s)
+    targets = backend_for_request(req).acquire(req, tags_from(tags), budget_s)
     for target in targets:
         if target.skip_reason:
             log.warning("%s: %s", target.platform.value, target.skip_reason)
@@ -145,7 +146,7 @@ def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[st
     """Teardown: release whatever the run holds, found by tag (works when targets is empty and
     on any worker: everything comes from the request and the tags)."""
     req = request_from(request)
-    backend_for(req.provider).release(req, tags_from(tags), [Target.from_xcom(t) for t in targets or []])
+    backend_for_request(req).release(req, tags_from(tags), [Target.from_xcom(t) for t in targets or []])
 
 
 def pick_target(job: Job, targets: list[Target]) -> Target:
@@ -162,7 +163,7 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float =
     request and tags, the job holds the run's lease while it runs (the run is alive)."""
     if request is not None and tags is not None:
         req = request_from(request)
-        with backend_for(req.provider).keep_alive(tags_from(tags)):
+        with backend_for_request(req).keep_alive(tags_from(tags)):
             return _run_job(job, targets, timeout)
     return _run_job(job, targets, timeout)
 
@@ -186,7 +187,7 @@ def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float)
         if path:
             doc.labels["network_path"] = path
         doc.labels.setdefault("target", target.name)
-        for key in ("provider", "prepared"):
+        for key in ("provider", "prepared", "emulated", "accel"):
             if key in target.labels:
                 doc.labels.setdefault(key, target.labels[key])
         doc.write(archive)
@@ -330,7 +331,7 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
         info = load.RunInfo.from_archive(archived)
     else:
         req = request_from(request)
-        info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider.name,
+        info = load.RunInfo(run_id=safe, dag_id=dag_id, profile=req.profile, provider=req.provider_names,
                             scheduled=load.is_scheduled_run_id(run_id), config=request)
     summary = load.load_documents(engine, documents, run=info)
     log.info("loaded %d samples (%s) of run %s into %s", summary.samples, summary, safe, db.describe_url(url))

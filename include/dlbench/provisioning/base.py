@@ -14,7 +14,7 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from dlbench.provisioning.polling import Deadline
 
@@ -102,11 +102,16 @@ class Instance:
 
 @dataclass(frozen=True)
 class Demand:
-    """``count`` machines in role ``role`` (a short name part: ``bm``, ``vm``...) for ``platform``."""
+    """``count`` machines in role ``role`` (a short name part: ``bm``, ``vm``...) for ``platform``.
+
+    ``placement`` is what the run's scenarios need from the cloud's scheduler: ``spread`` (one
+    machine per host: the distributed scenario's roles must not share a hypervisor), ``pack``
+    (on one host), or ``""`` (no preference). Drivers whose machines are whole hosts ignore it."""
 
     role: str
     platform: str
     count: int
+    placement: Literal["", "spread", "pack"] = ""
 
 
 @dataclass(frozen=True)
