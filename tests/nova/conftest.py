@@ -1,0 +1,105 @@
+"""Fixtures for the Nova tier: the devcloud's real Keystone + Nova + Placement + Glance (and its
+one stand-in, the Neutron API), never a fake compute API (docs/devcloud-nova.md).
+
+``DLBENCH_NOVA_TEST_CLOUD`` / ``DLBENCH_NOVA_TEST_CLOUDS_FILE`` point the tier at another cloud
+(default: cloud ``devcloud-nova`` from ``.devcloud/clouds.yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, require
+
+CLOUD = os.environ.get("DLBENCH_NOVA_TEST_CLOUD", "devcloud-nova")
+ADMIN_CLOUD = os.environ.get("DLBENCH_NOVA_TEST_ADMIN_CLOUD", "devcloud-admin")
+CLOUDS_FILE = os.environ.get("DLBENCH_NOVA_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
+FLAVOR = os.environ.get("DLBENCH_NOVA_TEST_FLAVOR", "dlbench.small")
+NETWORK = os.environ.get("DLBENCH_NOVA_TEST_NETWORK", "devcloud-net")
+POLL = 0.3
+FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
+
+
+def settings(**overrides: Any) -> Any:
+    """NovaSettings for the test cloud (stock image unless overridden), fast polling."""
+    from dlbench.provisioning.nova import NovaSettings
+
+    base: dict[str, Any] = dict(cloud=CLOUD, clouds_file=CLOUDS_FILE, flavor=FLAVOR, image="stock", network=NETWORK,
+                                poll_interval=POLL, ready_timeout=180, ssh_timeout=90, release_timeout=180,
+                                expiry_hours=1, api_retry_seconds=60)
+    base.update(overrides)
+    return NovaSettings(**base)
+
+
+def connect(cloud: str = CLOUD) -> Any:
+    from dlbench.hooks.openstack import connect as open_cloud
+
+    return open_cloud(cloud, config_file=CLOUDS_FILE)
+
+
+@pytest.fixture(scope="session")
+def nova_conn() -> Any:
+    """A connection as the benchmark user; skips (fails under CI) when the devcloud's Nova is not up."""
+    require(Path(CLOUDS_FILE).exists(), f"no devcloud: {CLOUDS_FILE} missing (run `make devcloud-up`)")
+    try:
+        conn = connect()
+        list(conn.compute.flavors())
+    except Exception as exc:  # noqa: BLE001 - any failure = the devcloud's Nova is not usable
+        require(False, f"devcloud Nova not reachable ({type(exc).__name__}: {exc}); run `make devcloud-up`")
+        raise
+    return conn
+
+
+@pytest.fixture(scope="session")
+def admin_conn(nova_conn: Any) -> Any:
+    return connect(ADMIN_CLOUD)
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def leaks(conn: Any) -> list[str]:
+    """Everything of ours still on the cloud: servers, keypairs, server groups, security groups."""
+    found = [f"server {s.name} ({s.status})" for s in conn.compute.servers() if (s.name or "").startswith("dlbench-")]
+    found += [f"keypair {k.name}" for k in conn.compute.keypairs() if (k.name or "").startswith("dlbench-")]
+    found += [f"server group {g.name}" for g in conn.compute.server_groups() if (g.name or "").startswith("dlbench-")]
+    found += [f"security group {g.name}" for g in conn.network.security_groups()
+              if (g.name or "").startswith("dlbench-")]
+    return found
+
+
+def wait_clean(conn: Any, timeout: float) -> list[str]:
+    deadline = time.monotonic() + timeout
+    left = leaks(conn)
+    while left and time.monotonic() < deadline:
+        time.sleep(POLL)
+        left = leaks(conn)
+    return left
+
+
+@pytest.fixture
+def clean_nova(nova_conn: Any) -> Any:
+    """Nothing of ours before the test, and nothing after it (knobs reset even when it failed)."""
+    assert wait_clean(nova_conn, 60) == []
+    yield nova_conn
+    if FAULT_SCRIPT.exists():
+        fault("reset")
+    left = wait_clean(nova_conn, 120)
+    assert left == [], f"leaked on the devcloud's Nova: {left}"
+
+
+def fault(knob: str, *args: object) -> None:
+    """A devcloud fault knob (docs/devcloud-nova.md): nova-api-stop/start, server-error/ok,
+    quota-exhausted/ok, server-ssh-down/up, hypervisor-full/ok, reset."""
+    require(FAULT_SCRIPT.exists(), f"devcloud fault knobs missing ({FAULT_SCRIPT}); run `make devcloud-up`")
+    subprocess.run([str(FAULT_SCRIPT), knob, *(str(a) for a in args)], check=True, capture_output=True,
+                   text=True, timeout=120)

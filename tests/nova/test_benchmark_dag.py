@@ -1,0 +1,113 @@
+"""dlbench_benchmark end to end on the devcloud's real Nova (dag.test()): the four hosting
+options of the core study in ONE run, bare metal and containers on bare metal from Ironic, VMs
+and containers on VMs from Nova (each VM a machine with its own root filesystem, sshd and Docker
+engine, reached over SSH with the run's key); smoke TensorFlow + the CPU suite; the report shows
+all four normalized to bare metal; nothing is left on either cloud. And a SIGKILLed run's VMs,
+keypair, security group and server groups are swept by the janitor once its lease lapses."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from dlbench import paths
+from dlbench.pipeline.steps import safe_run_id
+from tests.conftest import ROOT
+from tests.ironic.conftest import assert_no_leaks, node_image
+from tests.ironic.conftest import settings as ironic_settings
+from tests.ironic.test_benchmark_dag import rows_by_platform
+from tests.nova.conftest import settings, wait_clean
+
+FOUR = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
+
+
+@pytest.fixture(scope="module")
+def dag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py"))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags["dlbench_benchmark"]
+
+
+def four_platform_conf(workload_image: str, **nova: Any) -> dict[str, Any]:
+    common = dict(share_nodes=True, docker_image=workload_image, prepare_timeout=900)
+    return {"providers": ["ironic", "nova"], "platforms": FOUR, "suites": ["tf_cnn", "cpu"], "models": ["alexnet"],
+            "data": ["synthetic"], "profile": "smoke", "repetitions": 1,
+            "ironic": ironic_settings(image_source=node_image(), nodes={"bare_metal": 1}, **common).model_dump(
+                exclude={"name"}, mode="json"),
+            "nova": settings(image="dlbench-node", nodes={"virtual_machine": 1}, **common, **nova).model_dump(
+                exclude={"name"}, mode="json")}
+
+
+def test_four_hosting_options_in_one_run(dag, clean_cloud, clean_nova, workload_image):
+    run = dag.test(run_conf=four_platform_conf(workload_image))
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state).endswith("success"), states
+    found = rows_by_platform(run.run_id)
+    for platform in FOUR:
+        assert found.get((platform, "tf_cnn"), 0) > 0 and found.get((platform, "cpu"), 0) > 0, (platform, found)
+    # both providers' machines timed: Ironic's deploy and Nova's create -> ACTIVE, SSH, prepare, release
+    assert found.get(("bare_metal", "provisioning"), 0) >= 5 and found.get(("virtual_machine", "provisioning"), 0) >= 5
+    # the report normalizes all four to bare metal
+    report = paths.reports_dir() / safe_run_id(run.run_id)
+    with (report / "comparison.csv").open() as handle:
+        rows = [r for r in csv.DictReader(handle) if r["metric"] == "throughput" and r["normalized"]]
+    assert {r["platform"] for r in rows} == set(FOUR), rows
+    assert all(float(r["normalized"]) > 0 for r in rows)
+    assert [r for r in rows if r["platform"] == "bare_metal"][0]["normalized"] in ("1.0", "1")
+    page = (report / "report.html").read_text()
+    assert all(platform in page for platform in FOUR)
+    assert_no_leaks(clean_cloud)
+    assert wait_clean(clean_nova, 60) == []
+
+
+def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova):
+    """The process driving a run (make run) SIGKILLed once its VMs exist: nothing releases them,
+    the janitor keeps them while the lease is fresh, then deletes servers, server group, keypair
+    and security group once it lapsed."""
+    from dlbench.pipeline import janitor
+    from dlbench.provisioning.base import LEASE_KEY
+    from dlbench.provisioning.nova import NovaDriver
+    from tests.ironic.test_janitor import _children
+
+    lease_s = 15
+    nova = settings(image="dlbench-node", lease_minutes=lease_s / 60, nodes={"virtual_machine": 3})
+    conf = {"provider": "nova", "platforms": ["virtual_machine"], "suites": ["tf_cnn"], "models": ["inception3"],
+            "data": ["synthetic"], "scenarios": ["single", "distributed"], "profile": "smoke", "repetitions": 5,
+            "nova": nova.model_dump(exclude={"name"}, mode="json")}
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
+    driver = NovaDriver(settings())
+    try:
+        deadline = time.monotonic() + 300
+        while len([s for s in driver._servers(None) if s.status == "ACTIVE" and LEASE_KEY in s.metadata]) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never made its VMs"
+            time.sleep(0.5)
+        time.sleep(8)
+    finally:
+        for pid in [*_children(proc.pid), proc.pid]:
+            try:
+                os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        proc.wait()
+    (run_id,) = driver.find()
+    groups = [g.name for g in clean_nova.compute.server_groups() if run_id in (g.name or "")]
+    assert groups, "the distributed scenario's server group"
+    first = janitor.sweep([settings()], lambda tags: True, docker=False)
+    assert [k["run_id"] for k in first["kept"]] == [run_id] and not first["released"], first
+    time.sleep(lease_s + 2)
+    second = janitor.sweep([settings()], lambda tags: True, docker=False)
+    assert {r["run_id"] for r in second["released"]} == {run_id} and not second["errors"], second
+    assert all("lease lapsed" in r["reason"] for r in second["released"]), second
+    assert wait_clean(clean_nova, 120) == []
