@@ -166,3 +166,24 @@ def test_distributed_runs_ask_the_cloud_to_spread_the_machines():
     assert (demand.role, demand.count, demand.placement) == ("vm", 3, "spread")
     single = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "nova": {"cloud": "c"}})
     assert plan_demands(single, single.provider)[0].placement == ""
+
+
+def test_shared_scenario_pairs_two_vms_on_one_host():
+    """Two instances with the same host id (two VMs packed on one hypervisor) carry the shared
+    scenario's two jobs; instances on different hosts, or one instance twice, do not."""
+    from dlbench.execution.targets import HOST_LABEL, SSHHost, Target
+    from dlbench.pipeline.machines import plan_demands
+    from dlbench.pipeline.scenarios import co_located_pair
+
+    def vm(name: str, host: str, instance: str | None = None) -> Target:
+        return Target(name=name, platform="virtual_machine", instance_id=instance or name,
+                      access=SSHHost(address="198.18.96.10", key_path="/k"), labels={HOST_LABEL: host})
+
+    pair = co_located_pair([vm("a", "h1"), vm("b", "h2"), vm("c", "h1")])
+    assert pair is not None and [t.name for t in pair] == ["a", "c"]
+    assert co_located_pair([vm("a", "h1"), vm("b", "h2")]) is None
+    assert co_located_pair([vm("a", "h1", "i"), vm("b", "h1", "i")]) is None  # one VM, two platforms
+    assert co_located_pair([vm("a", ""), vm("b", "")]) is None  # hosts unknown (bare metal)
+    shared = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "scenarios": ["shared"],
+                            "suites": ["tf_cnn"], "nova": {"cloud": "c", "nodes": {"virtual_machine": 2}}})
+    assert plan_demands(shared, shared.provider)[0].placement == "pack"

@@ -79,6 +79,11 @@ class SSHDocker(SSHHost, ContainerLimits):
 Access = Annotated[LocalProcess | LocalDocker | SSHHost | SSHDocker, Field(discriminator="kind")]
 
 
+HOST_LABEL = "host_id"
+"""Target label: the physical host under a VM (the cloud's opaque id, e.g. Nova's ``hostId``),
+when the provider knows it; targets with the same value share a host."""
+
+
 class Target(BaseModel):
     """One platform on one machine: what a mapped job task needs to start its workload."""
 

@@ -35,11 +35,11 @@ from pathlib import Path
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, Suite
 from dlbench.execution.base import ExecutionError
-from dlbench.execution.targets import SSHDocker, SSHHost, Target
+from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.pipeline.leases import LeaseKeeper
 from dlbench.pipeline.providers import ProviderBackend
-from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags
+from dlbench.provisioning.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags
 from dlbench.provisioning.polling import Deadline, WaitTimeout
 from dlbench.provisioning.settings import MachineSettings
 from dlbench.workloads.profiles import DataKind, Scenario
@@ -115,7 +115,10 @@ def plan_demands(request: BenchmarkRequest, settings: MachineSettings) -> list[D
     demands = []
     # The distributed scenario puts each role on its own instance: on a cloud that schedules
     # several VMs per host, they must land on different hosts too, or the network is not measured.
-    placement = "spread" if Scenario.DISTRIBUTED in request.scenarios else ""
+    # The shared-resource scenario compares a job alone and next to a background job on the same
+    # physical machine: VMs of one run are packed on one host (each job in its own VM there).
+    placement = ("spread" if Scenario.DISTRIBUTED in request.scenarios
+                 else "pack" if Scenario.SHARED in request.scenarios else "")
     for platform in request.platforms:
         host = settings.host_platform_of(platform)
         if settings.share_nodes and host is not None and host in request.platforms:
@@ -326,7 +329,8 @@ class MachineBackend(ProviderBackend):
                     name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
                     data_dir=machine.data_dir, skip_reason=machine.skip_docker if docker else None,
                     expires_at=tags.expires_at, timings=dict(inst.timings),
-                    labels={"provider": self.driver.name, "run_id": tags.run_id, **machine.labels}))
+                    labels={"provider": self.driver.name, "run_id": tags.run_id, **machine.labels,
+                            **({HOST_LABEL: str(inst.details[HOST_ID])} if inst.details.get(HOST_ID) else {})}))
         for target in targets:
             if target.skip_reason:
                 log.warning("%s: %s", target.platform.value, target.skip_reason)

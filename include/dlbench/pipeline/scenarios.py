@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.config import Job
-from dlbench.execution.targets import Target
+from dlbench.execution.targets import HOST_LABEL, Target
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.workloads.profiles import DistributedMode, Scenario, get_profile
@@ -297,6 +297,18 @@ def cpu_halves(count: int) -> tuple[str, str]:
     return first, second
 
 
+def co_located_pair(targets: Sequence[Target]) -> tuple[Target, Target] | None:
+    """Two targets on different instances of one physical host (same ``host_id`` label, set by
+    drivers whose instances are VMs), or None: then both jobs share one machine."""
+    by_host: dict[str, list[Target]] = {}
+    for target in targets:
+        host = target.labels.get(HOST_LABEL)
+        if host and target.instance_id and all(t.instance_id != target.instance_id for t in by_host.get(host, [])):
+            by_host.setdefault(host, []).append(target)
+    pairs = [sorted(group, key=lambda t: t.name)[:2] for group in by_host.values() if len(group) >= 2]
+    return (pairs[0][0], pairs[0][1]) if pairs else None
+
+
 def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
     from dlbench.pipeline.steps import pick_target
 
@@ -321,7 +333,10 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
         return aggregate.shared(cell, outcomes)
 
     fg_target, bg_target = target, target
-    if in_container:
+    pair = co_located_pair(ready)
+    if pair is not None:  # two VMs on one physical host: each job in its own VM (study 004's setup)
+        fg_target, bg_target = pair
+    elif in_container:
         fg_cpus, bg_cpus = cpu_halves(_cpu_count(target))
         fg_target, bg_target = _with_access(target, cpuset=fg_cpus), _with_access(target, cpuset=bg_cpus)
     alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), fg_target)
@@ -335,7 +350,9 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
                           delay=spec.lead_seconds)
         outcomes += run_together(cell, [background, foreground], timeout + spec.lead_seconds, archive)
     doc = aggregate.shared(cell, outcomes)
-    if in_container:
+    doc.labels["placement"] = (f"foreground on {fg_target.name}, background on {bg_target.name}, one host"
+                               if pair is not None else f"one machine ({target.name})")
+    if in_container and pair is None:
         doc.labels["cpusets"] = json.dumps({"foreground": fg_target.access.cpuset,  # type: ignore[union-attr]
                                             "background": bg_target.access.cpuset})  # type: ignore[union-attr]
     return doc

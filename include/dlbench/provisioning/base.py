@@ -135,6 +135,10 @@ class SweepAction:
 
 RunIsActive = Callable[[Tags], bool]
 
+HOST_ID = "host_id"
+"""``Instance.details`` key a driver fills with the physical host under a virtual machine (Nova's
+``hostId``): instances with the same value share a host (the shared-resource scenario's pair)."""
+
 
 class Driver(abc.ABC):
     """One cloud's machines behind the one lifecycle (PerfKit's BaseResource, metalsmith's API).

@@ -46,6 +46,7 @@ from pydantic import Field, model_validator
 
 from dlbench.grammar import AbsolutePath, Name
 from dlbench.provisioning.base import (
+    HOST_ID,
     LEASE_KEY,
     RESOURCE_PREFIX,
     BootConfig,
@@ -334,8 +335,8 @@ class NovaDriver(Driver):
 
     def _security_group(self, name: str, tags: Tags) -> Any:
         net = self.conn.network
-        found = [g for g in self._call("list security groups", lambda: list(net.security_groups(name=name)))
-                 if Tags.from_dict(_tags_of(g)) is not None]
+        found = [g for g in self._call("list security groups", lambda: list(net.security_groups(
+            tags=_run_tag(tags.run_id)))) if g.name == name and Tags.from_dict(_tags_of(g)) is not None]
         if found:
             return found[0]
         group = self._call("create security group", net.create_security_group, name=name,
@@ -368,7 +369,7 @@ class NovaDriver(Driver):
                     started = float(inst.details.pop("create_started", time.monotonic()))  # type: ignore[arg-type]
                     inst.timings["create_to_active"] = time.monotonic() - started
                     inst.address = self._address(server, inst)
-                    inst.details.update({"host_id": server.host_id or "",
+                    inst.details.update({HOST_ID: server.host_id or "",
                                          "hypervisor": server.hypervisor_hostname or ""})
                     del pending[server_id]
                 elif server.status == "ERROR":
