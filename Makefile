@@ -81,4 +81,4 @@ report: venv ## regenerate the latest run's report from the warehouse
 
 TEST_ARGS ?=
 test: venv ## run the whole test suite (DLBENCH_REQUIRE_ALL=1 turns prerequisite skips into failures)
-	$(PY) -m pytest -ra $(TEST_ARGS)
+	$(PY) -m pytest -ra --durations=30 $(TEST_ARGS)
