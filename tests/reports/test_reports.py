@@ -229,3 +229,26 @@ def test_the_dag_steps_load_and_report_an_archived_run(monkeypatch, tmp_path, re
         run = conn.execute(text("SELECT dag_id, profile, provider, scheduled FROM runs")).one()
     engine.dispose()
     assert tuple(run) == ("dlbench_benchmark", "smoke", "local", True)
+
+
+def test_emulated_platforms_carry_a_visible_warning(engine, tmp_path):
+    """Numbers from a QEMU guest without hardware virtualization (documents labelled emulated)
+    are flagged in the HTML report and the text table; other platforms are not."""
+    docs = [tf_doc(p, r, 100.0 - r, 10.0 + r) for p in ("bare_metal", "virtual_machine") for r in (0, 1)]
+    for doc in docs:
+        if doc.environment.platform is Platform.VIRTUAL_MACHINE:
+            doc.labels.update(emulated="true", accel="tcg")
+    load_documents(engine, docs)
+    html = build_report(engine, "r1", tmp_path / "r").read_text()
+    note = html.split("Warning: emulated platforms")[1].split("</div>")[0]
+    assert "<b>virtual_machine</b>" in note and "(tcg)" in note and "bare_metal" not in note
+    table = text_table(engine, "r1")
+    warnings = [line for line in table.splitlines() if line.startswith("WARNING:")]
+    assert len(warnings) == 1 and warnings[0].startswith("WARNING: virtual_machine ran in QEMU guests without "
+                                                         "hardware virtualization (tcg)")
+
+
+def test_no_emulated_warning_without_emulated_documents(engine, tmp_path):
+    load_documents(engine, [tf_doc(p, 0, 100.0, 10.0) for p in ("bare_metal", "virtual_machine")])
+    assert "emulated" not in build_report(engine, "r1", tmp_path / "r").read_text()
+    assert "WARNING" not in text_table(engine, "r1")

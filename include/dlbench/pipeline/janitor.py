@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dlbench.provisioning.base import Instance, RunIsActive, SweepAction, Tags
+from dlbench.provisioning.base import Driver, Instance, RunIsActive, SweepAction, Tags
 from dlbench.provisioning.polling import Deadline
 from dlbench.provisioning.registry import driver_for, parse_settings
 from dlbench.provisioning.settings import MachineSettings, ProviderSettings
@@ -92,8 +92,26 @@ def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> 
 def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: datetime | None = None,
                    dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """(released or would-release actions, kept runs with the reason) for one cloud."""
+    return sweep_driver(driver_for(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)
+
+
+def sweep_local_vms(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False
+                    ) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """The local provider's QEMU guests on this host (found by the tags in their state
+    directories): a SIGKILLed ``make run`` leaves them running until their lease lapses."""
+    from dlbench.provisioning.qemu import QemuDriver, vms_dir
+    from dlbench.provisioning.settings import LocalVMSettings
+
+    if not vms_dir().is_dir():
+        return [], []
+    settings = LocalVMSettings()
+    return sweep_driver(QemuDriver(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)
+
+
+def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive, *, now: datetime | None = None,
+                 dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """(released or would-release actions, kept runs with the reason) for one driver's resources."""
     now = now or datetime.now(UTC)
-    driver = driver_for(settings)
     actions, kept = [], []
     for run_id, instances in driver.find().items():
         reason, keep = decide(instances, is_active, now)
@@ -103,7 +121,7 @@ def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: da
         error = ""
         if not dry_run:
             try:
-                driver.delete(instances, Deadline(settings.release_timeout, f"janitor release of run {run_id}"))
+                driver.delete(instances, Deadline(release_timeout, f"janitor release of run {run_id}"))
             except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
                 error = str(exc)
         for inst in instances:
@@ -158,9 +176,10 @@ def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_
 
 
 def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bool = False, docker: bool = True,
-          now: datetime | None = None) -> dict[str, Any]:
-    """Sweep every configured cloud and the local Docker engine; a JSON-able report of what was
-    (or, dry run, would be) released, what was kept and why, and errors."""
+          now: datetime | None = None, local_vms: bool = True) -> dict[str, Any]:
+    """Sweep every configured cloud, this host's QEMU guests (``local_vms``) and the local Docker
+    engine; a JSON-able report of what was (or, dry run, would be) released, what was kept and
+    why, and errors."""
     report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "keys": [],
                               "errors": []}
     if not clouds:
@@ -175,6 +194,13 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
             continue
         report["released"] += [{"cloud": where, **dataclasses.asdict(a)} for a in actions]
         report["kept"] += [{"cloud": where, **k} for k in kept]
+    if local_vms:
+        try:
+            actions, kept = sweep_local_vms(is_active, now=now, dry_run=dry_run)
+            report["released"] += [{"cloud": "local-vm", **dataclasses.asdict(a)} for a in actions]
+            report["kept"] += [{"cloud": "local-vm", **k} for k in kept]
+        except Exception as exc:  # noqa: BLE001 - report it and still sweep the rest
+            report["errors"].append(f"local-vm: {type(exc).__name__}: {exc}")
     if docker:
         # Containers first: a network is removable only once its expired containers are gone.
         # Networks go when expired or when their run's resources were released in this sweep.

@@ -1,25 +1,59 @@
-"""The embedded ``local`` provider: this host as bare metal, its Docker engine for containers.
+"""The embedded ``local`` provider: this host as bare metal, its Docker engine for containers,
+QEMU guests on this host for the VM platforms.
 
-No cloud is needed and nothing is provisioned. ``bare_metal`` jobs run as processes on this
-host; ``container_on_bare_metal`` jobs run in the workload image on the local Docker engine.
-When no engine is reachable the container target is still returned, with its skip reason, so
-its jobs are recorded as skipped (run log, warehouse, report) instead of silently missing.
+No cloud is needed. ``bare_metal`` jobs run as processes on this host;
+``container_on_bare_metal`` jobs run in the workload image on the local Docker engine. The VM
+platforms (opt-in: the default request has none) go through the same
+:class:`~dlbench.pipeline.machines.MachineBackend` lifecycle as a cloud, with the
+:class:`~dlbench.provisioning.qemu.QemuDriver`: a guest booted from the VM image, reached over
+SSH with the run's key, prepared, data staged, released by tag. ``virtual_machine`` runs the
+workload in the guest, ``container_on_vm`` on the guest's Docker engine (the same guest when
+both are requested).
+
+Whatever cannot run here is still returned as a target with its skip reason, so its jobs are
+recorded as skipped (run log, warehouse, report) instead of silently missing: containers
+without a Docker engine, VMs without QEMU or the VM image, or a guest that did not boot.
 """
 
 from __future__ import annotations
 
+import logging
+from contextlib import AbstractContextManager, nullcontext
+
 from dlbench.config import BenchmarkRequest
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
-from dlbench.execution.targets import LocalDocker, LocalProcess, Target
+from dlbench.execution.targets import LocalDocker, LocalProcess, SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset
 from dlbench.pipeline.providers import ProviderBackend
 from dlbench.provisioning.base import Tags
+from dlbench.provisioning.settings import LocalSettings, LocalVMSettings
 from dlbench.workloads.result import Platform
+
+log = logging.getLogger(__name__)
+
+VM_PLATFORMS = tuple(LocalVMSettings.platforms)
 
 
 class LocalBackend(ProviderBackend):
+    def __init__(self, settings: LocalSettings | None = None) -> None:
+        self.settings = settings or LocalSettings()
+
+    def _vm_backend(self):  # noqa: ANN202 - MachineBackend, imported lazily (paramiko, cryptography)
+        from dlbench.pipeline.machines import MachineBackend
+        from dlbench.provisioning.qemu import QemuDriver
+
+        return MachineBackend(self.settings.vm, QemuDriver(self.settings.vm))
+
+    @staticmethod
+    def _vm_request(request: BenchmarkRequest) -> BenchmarkRequest | None:
+        """The request restricted to the VM platforms (what the machine lifecycle provisions)."""
+        wanted = [p for p in request.platforms if p in VM_PLATFORMS]
+        return request.model_copy(update={"platforms": wanted}) if wanted else None
+
     def preflight(self, request: BenchmarkRequest) -> None:
-        """Nothing to check beyond the request model (it refuses platforms this host cannot offer)."""
+        """Nothing to check beyond the request model (it refuses platforms this host cannot offer).
+        A VM platform this host cannot boot is a visible skip at setup, not a refusal: the other
+        platforms still run."""
 
     def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         data_dir = ensure_dataset(request)
@@ -30,7 +64,45 @@ class LocalBackend(ProviderBackend):
                                       expires_at=tags.expires_at, labels={"provider": "local"}))
             elif platform is Platform.CONTAINER_ON_BARE_METAL:
                 targets.append(self._container_target(tags, data_dir))
+        vm_request = self._vm_request(request)
+        if vm_request is not None:
+            targets += self._vm_targets(vm_request, tags, budget_s)
         return targets
+
+    def _vm_targets(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None) -> list[Target]:
+        """Guests through the machine lifecycle; when they cannot start (no QEMU, no image, a boot
+        that failed or timed out), one skipped target per VM platform with the reason. The
+        lifecycle has already released whatever it made by then. Interrupts propagate."""
+        vm = self.settings.vm
+        try:
+            if not vm.enabled:
+                raise RuntimeError("local VMs are disabled (provider.vm.enabled is false)")
+            self._release_dead_guests()
+            targets = self._vm_backend().acquire(request, tags, budget_s)
+        except Exception as exc:  # noqa: BLE001 - reported as a visible skip, never hidden
+            reason = f"VM platform skipped: the local guest did not start: {type(exc).__name__}: {exc}"
+            log.warning("%s", reason)
+            return [Target(name="local-vm", platform=p, skip_reason=reason[:2000], expires_at=tags.expires_at,
+                           access=SSHDocker(address="127.0.0.1", key_path="", image=vm.docker_image)
+                           if p is Platform.CONTAINER_ON_VM else SSHHost(address="127.0.0.1", key_path=""),
+                           labels={"provider": "local", "driver": "qemu"}) for p in request.platforms]
+        for target in targets:
+            target.labels.update(provider="local", driver="qemu")
+            if target.labels.get("emulated") == "true":
+                log.warning("%s on %s is emulated (QEMU %s, no hardware virtualization): its numbers are labelled "
+                            "emulated and are not a VM's", target.platform.value, target.name,
+                            target.labels.get("accel"))
+        return targets
+
+    @staticmethod
+    def _release_dead_guests() -> None:
+        """Guests of killed runs (lease lapsed or expired) would compete for this host's CPUs:
+        released before new ones boot, as the janitor would (runs with a live lease are kept)."""
+        from dlbench.pipeline.janitor import sweep_local_vms
+
+        actions, _ = sweep_local_vms(lambda _tags: True)
+        for action in actions:
+            log.warning("released guest %s of run %s left behind: %s", action.name, action.run_id, action.reason)
 
     @staticmethod
     def _container_target(tags: Tags, data_dir: str | None) -> Target:
@@ -48,6 +120,15 @@ class LocalBackend(ProviderBackend):
         return Target(name="local-docker", platform=Platform.CONTAINER_ON_BARE_METAL, access=LocalDocker(image=image),
                       data_dir=data_dir, skip_reason=skip, expires_at=tags.expires_at, labels={"provider": "local"})
 
+    def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:
+        """The run's guests' lease, renewed while a task of the run lives (nothing to renew on
+        this host otherwise): a SIGKILLed run's guests are released by the janitor."""
+        from dlbench.provisioning.qemu import vms_dir
+
+        if not vms_dir().is_dir():
+            return nullcontext()
+        return self._vm_backend().keep_alive(tags)
+
     def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
         from dlbench.execution.image import docker_available
 
@@ -55,3 +136,7 @@ class LocalBackend(ProviderBackend):
             from dlbench.execution.docker import remove_run_containers
 
             remove_run_containers(tags.run_id)
+        vm_request = self._vm_request(request)
+        if vm_request is not None:
+            vm_targets = [t for t in targets if t.platform in VM_PLATFORMS and not t.skip_reason]
+            self._vm_backend().release(vm_request, tags, vm_targets)

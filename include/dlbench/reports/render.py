@@ -52,6 +52,8 @@ def text_table(engine: Engine, run_id: str | None = None) -> str:
     stats = compare.headline(compare.statistics(frame))
     lines = [f"Run {run_id}: mean ± std over repetitions. Diff% = (BM - X) / BM x 100 (study 001), norm = X / BM "
              "(BM = bare metal).", "For ↓ metrics (times) a negative Diff% / norm > 1 means X is slower."]
+    lines += [f"WARNING: {platform} {EMULATED_WARNING.format(accel=accel)}."
+              for platform, accel in sorted(emulated_platforms(engine, run_id).items())]
     # Case names say their scenario and cell (up to ~70 characters): never cut what tells them apart.
     width = min(80, max([42, *(len(c) for c in stats["case"])])) if not stats.empty else 42
     header = f"{'suite':8} {'case':{width}} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
@@ -168,6 +170,32 @@ def network_paths(engine: Engine, run_id: str) -> dict[str, list[str]]:
     return found
 
 
+def emulated_platforms(engine: Engine, run_id: str) -> dict[str, str]:
+    """platform -> the accelerator of its executions whose documents say ``emulated=true``: QEMU
+    guests without hardware virtualization (TCG), 10-70x slower than a real VM."""
+    query = (select(Execution.platform, Execution.labels).join(Run, Execution.run_pk == Run.id)
+             .where(Run.run_id == run_id))
+    found: dict[str, str] = {}
+    with engine.connect() as conn:
+        for platform, labels in conn.execute(query).all():
+            if (labels or {}).get("emulated") == "true":
+                found[platform] = (labels or {}).get("accel") or "emulated"
+    return found
+
+
+EMULATED_WARNING = ("ran in QEMU guests without hardware virtualization ({accel}): emulated, 10-70x slower than a VM "
+                    "on KVM, so these numbers say nothing about virtualization overhead")
+
+
+def _emulated_note(engine: Engine, run_id: str) -> str:
+    found = emulated_platforms(engine, run_id)
+    if not found:
+        return ""
+    items = "".join(f"<li><b>{html.escape(platform)}</b> {html.escape(EMULATED_WARNING.format(accel=accel))}</li>"
+                    for platform, accel in sorted(found.items()))
+    return f"<div class='note bad'><p><b>Warning: emulated platforms</b></p><ul>{items}</ul></div>"
+
+
 def _network_note(engine: Engine, run_id: str) -> str:
     """Says so when the platforms' network numbers went through different paths (e.g. loopback on
     this host vs host <-> container over the Docker bridge): then they are not like for like."""
@@ -207,6 +235,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         "is slower; for lower-is-better metrics (↓, e.g. elapsed seconds) a negative Diff% means it takes longer. "
         "<b>normalized = D / H</b> (bare metal = 1.0), as in the core study's figures.</p>",
     ]
+    parts.append(_emulated_note(engine, run_id))
     bad = compare.problems(engine, run_id)
     if not bad.empty:
         parts.append("<h2 class='bad'>Failed or skipped</h2><ul>" + "".join(

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Build the project's VM guest image (docs/vm-image.md): a bootable Debian 12 disk for QEMU/KVM,
+# the local provider's virtual_machine platform and a Glance image for a libvirt Nova compute.
+#
+#   docker/build-vm-image.sh [--out DIR] [--no-workload-image] [--force]
+#
+# Base: the node image rootfs (build/node-image/dlbench-node.tar, `make node-image`): Debian 12
+# with the benchmark tools, Docker, the workload venv and the workloads. Added from Debian
+# packages: linux-image-amd64 (+ initramfs), systemd, cloud-init (datasources NoCloud and
+# ConfigDrive), DHCP on the first NIC as a fallback, sshd (key authentication, root by key),
+# a serial console. The workload image (dlbench-workload:latest) is pre-loaded into the guest's
+# Docker store at build time, so container_on_vm needs no 2 GB `docker load` under emulation
+# (--no-workload-image leaves it out: the prepare stage then loads it over SSH).
+#
+# Output in DIR (default build/vm-image):
+#   dlbench-vm.qcow2   the root filesystem (ext4, label dlbench-root, no partition table)
+#   vmlinuz, initrd.img  for direct kernel boot: -kernel/-initrd/-append "$(jq -r .cmdline manifest)"
+#   manifest.json      what is inside, sizes, the inputs digest (a rebuild happens only when it changes)
+#
+# No loop device and no mount of the image: the filesystem is made from the directory with
+# `mkfs.ext4 -d`; the chroot steps run in a private mount namespace (nothing left mounted).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+out=$repo/build/vm-image
+force=0
+workload_image=${WORKLOAD_IMAGE:-dlbench-workload:latest}
+preload=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --no-workload-image) preload=0; shift ;;
+    --force) force=1; shift ;;
+    *) echo "usage: $0 [--out DIR] [--no-workload-image] [--force]" >&2; exit 2 ;;
+  esac
+done
+node_tar=${NODE_IMAGE:-$repo/build/node-image/dlbench-node.tar}
+label=dlbench-root
+cmdline="root=LABEL=$label ro console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
+# Only what a bootable cloud guest adds to the node image's rootfs (apparmor: the Debian kernel enables it,
+# and Docker refuses to start containers without its parser then).
+packages="linux-image-amd64 initramfs-tools systemd-sysv udev cloud-init isc-dhcp-client dbus kmod apparmor"
+
+[ "$(id -u)" = 0 ] || { echo "building the VM image needs root (chroot)" >&2; exit 1; }
+for tool in mkfs.ext4 qemu-img unshare chroot; do
+  command -v $tool >/dev/null || { echo "$tool is not installed (apt-get install qemu-utils e2fsprogs)" >&2; exit 1; }
+done
+[ -f "$node_tar" ] || { echo "no node image $node_tar: run \`make node-image\` first" >&2; exit 1; }
+image_id=""
+if [ "$preload" = 1 ]; then
+  image_id=$(docker image inspect --format '{{.Id}}' "$workload_image" 2>/dev/null) || {
+    echo "no workload image $workload_image in the local Docker engine: run \`make image\`," \
+         "or pass --no-workload-image" >&2; exit 1; }
+fi
+
+inputs() {  # everything the result depends on, digested into the manifest
+  sha256sum "$0" | cut -d' ' -f1
+  cat "$node_tar.stamp" 2>/dev/null || stat -c '%s %Y' "$node_tar"
+  echo "$packages|$cmdline|$image_id"
+}
+digest=$(inputs | sha256sum | cut -d' ' -f1)
+manifest=$out/manifest.json
+if [ "$force" = 0 ] && [ -f "$out/dlbench-vm.qcow2" ] && [ -f "$manifest" ] &&
+   grep -q "\"inputs_digest\": \"$digest\"" "$manifest"; then
+  echo "VM image up to date: $out/dlbench-vm.qcow2"; exit 0
+fi
+
+mkdir -p "$out" "$repo/build/apt-cache/partial"
+work=$(mktemp -d "$out/.build.XXXXXX")
+root=$work/rootfs
+dockerd_pid=""
+cleanup() {
+  if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
+    kill "$dockerd_pid"; for _ in $(seq 1 60); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 1; done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start=$(date +%s)
+log=$work/build.log
+step() { echo "[$(( $(date +%s) - start )) s] $*"; }
+
+step "unpacking the node image $node_tar"
+mkdir -p "$root"
+tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -xf "$node_tar"
+
+step "installing $packages (apt, this host's mirror; log: $log)"
+cp /etc/resolv.conf "$root/etc/resolv.conf"  # for apt only; emptied again below
+unshare --mount --propagation private --fork bash -euo pipefail -c '
+  root=$1; cache=$2; packages=$3
+  mount -t proc proc "$root/proc"
+  mount -t sysfs sys "$root/sys"
+  mount --rbind /dev "$root/dev"
+  mount --bind "$cache" "$root/var/cache/apt/archives"
+  # No service may start inside the chroot.
+  printf "#!/bin/sh\nexit 101\n" >"$root/usr/sbin/policy-rc.d"; chmod 755 "$root/usr/sbin/policy-rc.d"
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    DEBIAN_FRONTEND=noninteractive /bin/sh -euc "
+      apt-get -q update
+      apt-get -q install -y --no-install-recommends $packages
+    "
+  rm -f "$root/usr/sbin/policy-rc.d"
+' build-vm-image "$root" "$repo/build/apt-cache" "$packages" >"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }
+kernel=$(basename "$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)"); kver=${kernel#vmlinuz-}
+[ -f "$root/boot/initrd.img-$kver" ] || { echo "no initrd for $kver" >&2; tail -n 40 "$log" >&2; exit 1; }
+
+step "configuring the guest (cloud-init, network fallback, sshd, serial console)"
+: >"$root/etc/resolv.conf"
+: >"$root/etc/machine-id"   # empty: systemd makes a fresh one on the first boot of every guest
+echo "LABEL=$label / ext4 defaults,errors=remount-ro 0 1" >"$root/etc/fstab"
+mkdir -p "$root/etc/cloud/cloud.cfg.d" "$root/etc/systemd/network" "$root/etc/docker"
+cat >"$root/etc/cloud/cloud.cfg.d/90-dlbench.cfg" <<'EOF'
+# dlbench VM image (docs/vm-image.md): a seed ISO (local provider) or a Nova config drive.
+datasource_list: [NoCloud, ConfigDrive, None]
+# The run's key logs in as root (MachineSettings.ssh_user defaults to root).
+disable_root: false
+ssh_pwauth: false
+# Fewer, faster host keys: keygen is slow under emulation.
+ssh_genkeytypes: [ed25519, ecdsa]
+# Nova grows the root disk to the flavor: grow the filesystem with it (no partition table).
+resize_rootfs: true
+growpart: {mode: off}
+apt_preserve_sources_list: true
+package_update: false
+package_upgrade: false
+EOF
+# DHCP on the first NIC whatever the datasource says (cloud-init writes its own, more specific one).
+cat >"$root/etc/systemd/network/99-dlbench-dhcp.network" <<'EOF'
+[Match]
+Name=eth0 en*
+
+[Network]
+DHCP=yes
+EOF
+ln -sf /lib/systemd/system/systemd-networkd.service "$root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
+# Do not wait up to 2 minutes for "online": sshd answers as soon as the address is there.
+ln -sf /dev/null "$root/etc/systemd/system/systemd-networkd-wait-online.service"
+# No apt or man-db jobs in a benchmarked guest (they would compete with the workload).
+for unit in apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer dpkg-db-backup.timer; do
+  rm -f "$root/etc/systemd/system/timers.target.wants/$unit"
+done
+# The guest's Docker bridge in the benchmarking range (as the host's, mk/docker.mk).
+echo '{"bip": "198.18.200.1/24"}' >"$root/etc/docker/daemon.json"
+# A stale workload context (the controller's code changed since the build) then only re-pushes
+# the package: the venv and its requirements are recorded as installed (execution/prepare.py).
+req=$(sha256sum "$repo/requirements-workload.txt" | cut -c1-16)
+python3 - "$root" "$req" <<'EOF'
+import json, sys
+root, req = sys.argv[1], sys.argv[2]
+marker = json.load(open(f"{root}/etc/dlbench/node-image.json"))
+json.dump({"context": marker["context"], "requirements": req, "python": marker["python"],
+           "pythonpath": marker["pythonpath"], "python_version": "3.11", "prepared_at": marker["built_at"]},
+          open(f"{root}/opt/dlbench/prepared.json", "w"), indent=2)
+EOF
+
+if [ "$preload" = 1 ]; then
+  step "pre-loading $workload_image into the guest's Docker store (a private dockerd on its data root)"
+  mkdir -p "$root/var/lib/docker" "$work/exec"
+  dockerd --data-root "$root/var/lib/docker" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" \
+    -H "unix://$work/docker.sock" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
+    --storage-driver=overlay2 >>"$log" 2>&1 &
+  dockerd_pid=$!
+  for _ in $(seq 1 60); do docker -H "unix://$work/docker.sock" info >/dev/null 2>&1 && break; sleep 1; done
+  docker save "$workload_image" | docker -H "unix://$work/docker.sock" load >>"$log" 2>&1
+  kill "$dockerd_pid"; wait "$dockerd_pid" 2>/dev/null || true; dockerd_pid=""
+  rm -rf "$root/var/lib/docker/network" "$root/var/lib/docker/runtimes" "$root/var/lib/docker/tmp"/*
+fi
+
+step "slimming and making the filesystem"
+cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"; cp "$root/boot/initrd.img-$kver" "$work/initrd.img"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share/doc/* "$root"/usr/share/man/* \
+       "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/lib/cloud/* "$root"/tmp/* 2>/dev/null || true
+used_mb=$(du -sxm "$root" | cut -f1)
+size_mb=$(( used_mb * 5 / 4 + 2048 ))   # 25 % for metadata + 2 GiB free for workloads and data
+mkfs.ext4 -q -F -L "$label" -d "$root" -E root_owner=0:0 -m 1 "$work/root.ext4" "${size_mb}M" >>"$log" 2>&1 ||
+  { tail -n 20 "$log" >&2; exit 1; }
+qemu-img convert -O qcow2 "$work/root.ext4" "$work/dlbench-vm.qcow2"
+rm -f "$work/root.ext4"
+
+built=$(( $(date +%s) - start ))
+qcow_bytes=$(stat -c %s "$work/dlbench-vm.qcow2")
+context=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"])' "$root/etc/dlbench/node-image.json")
+cat >"$work/manifest.json" <<EOF
+{
+  "image": "dlbench-vm",
+  "os": "Debian 12 (bookworm)",
+  "kernel": "$kver",
+  "cmdline": "$cmdline",
+  "root_label": "$label",
+  "disk": "dlbench-vm.qcow2",
+  "disk_format": "qcow2",
+  "disk_bytes": $qcow_bytes,
+  "virtual_size_mb": $size_mb,
+  "used_mb": $used_mb,
+  "base": "$(basename "$node_tar") ($(cat "$node_tar.stamp" 2>/dev/null | cut -c1-16))",
+  "added_packages": "$packages",
+  "cloud_init_datasources": ["NoCloud", "ConfigDrive"],
+  "context": "$context",
+  "workload_image": "$( [ "$preload" = 1 ] && echo "$workload_image" )",
+  "workload_image_id": "$image_id",
+  "inputs_digest": "$digest",
+  "build_seconds": $built,
+  "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+}
+EOF
+mv -f "$work/dlbench-vm.qcow2" "$work/vmlinuz" "$work/initrd.img" "$out/"
+mv -f "$work/manifest.json" "$manifest"   # last: a complete image is one with a current manifest
+step "built the VM image in $built s: $out/dlbench-vm.qcow2 ($(( qcow_bytes / 1048576 )) MiB, kernel $kver)"

@@ -1,0 +1,19 @@
+# The VM guest image (docs/vm-image.md): the node image's rootfs + kernel, cloud-init (NoCloud,
+# ConfigDrive) and the workload image pre-loaded, as a qcow2 disk with its kernel and initrd for
+# direct kernel boot. The local provider boots it with QEMU (docs/local-vm.md); a libvirt Nova
+# compute boots it from Glance.
+VM_IMAGE_DIR := $(ROOT)/build/vm-image
+VM_PACKAGES := qemu-system-x86 qemu-utils genisoimage
+CI_PREREQS += vm-image
+
+.PHONY: vm-image vm-prereqs
+vm-prereqs: ## install QEMU, qemu-img and genisoimage when root (Debian), otherwise say what is missing
+	@missing=$$(for p in $(VM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
+	  else echo "missing system packages (install them, or VM rows will be skipped): $$missing"; fi; \
+	fi
+
+vm-image: vm-prereqs node-image image ## build the VM guest image in build/vm-image/ (rebuilt only when its inputs change)
+	@docker/build-vm-image.sh --out $(VM_IMAGE_DIR)

@@ -1,0 +1,42 @@
+"""The local provider's VM tier: real QEMU guests booted from the VM image (``make vm-image``).
+
+Skips with the reason when QEMU, genisoimage or the image is missing (fails instead under
+``DLBENCH_REQUIRE_ALL=1``). Guests run under TCG where KVM is not usable, so the tier keeps to
+one guest for the whole lifecycle and the cheapest real workload (the ``cpu`` suite, smoke).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dlbench.provisioning.qemu import QEMU, VMImage
+from dlbench.provisioning.settings import DEFAULT_VM_IMAGE_DIR
+from tests.conftest import require
+
+
+@pytest.fixture(scope="session")
+def vm_image() -> VMImage:
+    for tool in (QEMU, "qemu-img", "genisoimage"):
+        require(shutil.which(tool) is not None,
+                f"{tool} is not installed (apt-get install qemu-system-x86 qemu-utils genisoimage)")
+    try:
+        return VMImage.load(Path(DEFAULT_VM_IMAGE_DIR))
+    except FileNotFoundError as exc:
+        require(False, str(exc))
+        raise
+
+
+def qemu_pids() -> set[int]:
+    """Every running QEMU process on this host (leak checks compare before and after)."""
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "cmdline").read_bytes().split(b"\0")[0].endswith(QEMU.encode()):
+                    pids.add(int(proc.name))
+            except OSError:
+                continue
+    return pids
