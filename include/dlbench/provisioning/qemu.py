@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -184,6 +185,12 @@ def ssh_banner(port: int, timeout: float = 3.0) -> bool:
         return False
 
 
+def guest_hostname(name: str) -> str:
+    """The guest's hostname: its resource name as a valid host name (RFC 1123: letters, digits and
+    dashes, at most 63 characters). An Airflow run id's ``_`` would make cloud-init keep ``localhost``."""
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-")[:63].rstrip("-") or "guest"
+
+
 def _tail(path: Path, chars: int = 1500) -> str:
     try:
         return path.read_bytes()[-chars:].decode(errors="replace")
@@ -266,7 +273,7 @@ class QemuDriver(Driver):
         run's ``user-data`` verbatim, on an ISO with volume id ``cidata``."""
         seed = state_dir / "seed"
         seed.mkdir()
-        meta = {"instance-id": f"{name}-{uuid.uuid4().hex[:8]}", "local-hostname": name,
+        meta = {"instance-id": f"{name}-{uuid.uuid4().hex[:8]}", "local-hostname": guest_hostname(name),
                 "public-keys": [boot.public_key]}
         (seed / "meta-data").write_text(json.dumps(meta) + "\n")  # JSON is YAML
         (seed / "user-data").write_text(boot.user_data or "#cloud-config\n")
