@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import machine  # devcloud/machine.py, next to this file
+import novacloud  # devcloud/novacloud.py: Keystone, Nova, Glance... (docs/devcloud-nova.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = Path(os.environ.get("DEVCLOUD_STATE", ROOT / ".devcloud"))
@@ -493,12 +494,29 @@ def nodeagent_down() -> None:
 
 def write_clouds_yaml() -> Path:
     path = STATE / "clouds.yaml"
-    path.write_text(f"""# Written by devcloud/devcloud.py up (docs/devcloud.md).
+    text = f"""# Written by devcloud/devcloud.py up (docs/devcloud.md, docs/devcloud-nova.md).
 clouds:
   {CLOUD}:
     auth_type: none
     baremetal_endpoint_override: {API}
-""")
+"""
+    if novacloud.enabled():
+        for cloud, user, password, project in (("devcloud-nova", "dlbench", novacloud.USER_PASSWORD, "dlbench"),
+                                               ("devcloud-admin", "admin", novacloud.ADMIN_PASSWORD, "admin")):
+            text += f"""  {cloud}:
+    auth_type: password
+    auth:
+      auth_url: {novacloud.KEYSTONE_URL}
+      username: {user}
+      password: {password}
+      project_name: {project}
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    interface: public
+    identity_api_version: 3
+"""
+    path.write_text(text)
     return path
 
 
@@ -539,6 +557,7 @@ def cmd_up(_: argparse.Namespace) -> None:
     nodes_up(count)
     if not machine.images(STATE)[machine.DEFAULT_IMAGE].exists():
         log(f"warning: no {machine.DEFAULT_IMAGE} image: deployed nodes cannot boot until `make devcloud-images`")
+    novacloud.up()
     clouds = write_clouds_yaml()
     log(f"up in {time.monotonic() - started:.1f} s: {count} node(s), API {API}, cloud '{CLOUD}'")
     print(f"export OS_CLIENT_CONFIG_FILE={clouds}")
@@ -546,6 +565,7 @@ def cmd_up(_: argparse.Namespace) -> None:
 
 def cmd_down(args: argparse.Namespace) -> None:
     nodeagent_down()  # first: it would boot machines again
+    novacloud.down()
     ironic_down()
     for i in machine_indexes():
         machine.stop(STATE, i, wipe=True)
@@ -584,7 +604,12 @@ def machine_status(i: int) -> dict[str, str]:
     return {"machine": "up", "image": info.get("image", "?"), "sshd": sshd, "dockerd": dockerd}
 
 
-def cmd_status(_: argparse.Namespace) -> None:
+def cmd_status(args: argparse.Namespace) -> None:
+    ironic_status()
+    novacloud.status()
+
+
+def ironic_status() -> None:
     procs = {"postgres": pg_running(), "ironic": bool(pid_alive("ironic", "ironic")),
              "nodeagent": bool(pid_alive("nodeagent", "nodeagent.py"))}
     print("processes: " + ", ".join(f"{k}={'up' if v else 'DOWN'}" for k, v in procs.items()))
@@ -614,6 +639,10 @@ def cmd_status(_: argparse.Namespace) -> None:
 def fault(args: argparse.Namespace) -> None:
     """The knobs fault-injection tests turn (docs/devcloud.md, "Fault knobs")."""
     knob, i = args.knob, args.node
+    if knob in novacloud.KNOBS:
+        novacloud.fault(knob, i)
+        log(f"fault {knob}{'' if i is None else f' {i}'}: done")
+        return
     needs_node = {"deploy-fail", "deploy-ok", "ssh-down", "ssh-up", "link-down", "link-up"}
     if knob in needs_node and i not in host_indexes():
         raise SystemExit(f"devcloud: fault {knob} needs the index of an existing node: one of {host_indexes()}")
@@ -663,6 +692,8 @@ def fault(args: argparse.Namespace) -> None:
             node = get_node(node_name(j))
             if node and node["deploy_interface"] != "fake":
                 fault(argparse.Namespace(knob="deploy-ok", node=j))
+        if novacloud.enabled() and novacloud.installed() and pid_alive("keystone", "wsgirun.py keystone"):
+            novacloud.fault("nova-reset", None)
     log(f"fault {knob}{'' if i is None else f' node {i}'}: done")
 
 
@@ -680,8 +711,11 @@ def main(argv: list[str] | None = None) -> None:
                       help="also delete the PostgreSQL cluster and logs (images are kept)")
     down.set_defaults(func=cmd_down)
     sub.add_parser("status", help="processes and nodes").set_defaults(func=cmd_status)
+    sub.add_parser("nova-up", help="only the Nova part (the rest must be up)").set_defaults(
+        func=lambda _: (novacloud.up(), write_clouds_yaml()))
+    sub.add_parser("nova-down", help="only the Nova part").set_defaults(func=lambda _: novacloud.down())
     knob = sub.add_parser("fault", help="fault-injection knobs (docs/devcloud.md)")
-    knob.add_argument("knob", choices=KNOBS)
+    knob.add_argument("knob", choices=KNOBS + novacloud.KNOBS)
     knob.add_argument("node", nargs="?", type=int, help="node index for per-node knobs")
     knob.set_defaults(func=fault)
     args = parser.parse_args(argv)

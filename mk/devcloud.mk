@@ -1,6 +1,7 @@
 # The devcloud: a real Ironic API whose nodes are machines on this host (docs/devcloud.md).
 DEVCLOUD_STATE := $(ROOT)/.devcloud
 DEVCLOUD_VENV := $(DEVCLOUD_STATE)/venv
+DEVCLOUD_NOVA_VENV := $(DEVCLOUD_STATE)/nova-venv
 DEVCLOUD := python3 $(ROOT)/devcloud/devcloud.py
 APT_PACKAGES += genisoimage debootstrap
 # Images first (up only starts things: seconds); node-image (mk/nodeimage.mk) is added there.
@@ -22,12 +23,34 @@ $(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt
 	$(DEVCLOUD_VENV)/bin/pip check
 	touch $@
 
-devcloud-install: $(DEVCLOUD_VENV)/.installed ## install the devcloud (Ironic venv in .devcloud/venv, Debian packages)
+# Keystone, Placement, Nova, Glance (docs/devcloud-nova.md); RabbitMQ from Debian, started by
+# devcloud-up on 127.0.0.1 only (the package's own service is never started: policy-rc.d in
+# containers; /etc/rabbitmq/rabbitmq-env.conf binds it to loopback should it ever start).
+$(DEVCLOUD_NOVA_VENV)/.installed: devcloud/requirements-nova.txt devcloud/constraints-nova.txt
+	@if ! dpkg -s rabbitmq-server >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    mkdir -p /etc/rabbitmq; \
+	    [ -e /etc/rabbitmq/rabbitmq-env.conf ] || printf 'NODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\n' >/etc/rabbitmq/rabbitmq-env.conf; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server) >/dev/null; \
+	  else echo "devcloud: missing system package: rabbitmq-server"; exit 1; fi; \
+	fi
+	test -x $(DEVCLOUD_NOVA_VENV)/bin/python || python3 -m venv $(DEVCLOUD_NOVA_VENV)
+	$(DEVCLOUD_NOVA_VENV)/bin/pip install -q --upgrade pip
+	$(DEVCLOUD_NOVA_VENV)/bin/pip install -q -r devcloud/requirements-nova.txt -c devcloud/constraints-nova.txt
+	$(DEVCLOUD_NOVA_VENV)/bin/pip check
+	touch $@
+
+DEVCLOUD_INSTALLED := $(DEVCLOUD_VENV)/.installed
+ifneq ($(DEVCLOUD_NOVA),0)
+DEVCLOUD_INSTALLED += $(DEVCLOUD_NOVA_VENV)/.installed
+endif
+
+devcloud-install: $(DEVCLOUD_INSTALLED) ## install the devcloud (Ironic venv .devcloud/venv, Nova venv .devcloud/nova-venv unless DEVCLOUD_NOVA=0, Debian packages)
 
 devcloud-images: ## the devcloud's stock node image .devcloud/images/stock.tar (debootstrap; rebuilt only when its inputs change)
 	@docker/build-node-image.sh --variant stock --out $(DEVCLOUD_STATE)/images/stock.tar
 
-devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385, DEVCLOUD_NODES (3) nodes, node agent
+devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385, DEVCLOUD_NODES (3) nodes, node agent; Keystone, Nova, Glance... (DEVCLOUD_NOVA=0: not)
 	@$(DEVCLOUD) up
 
 devcloud-down: ## stop the devcloud and remove its namespaces (DEVCLOUD_PURGE=1 also deletes its PostgreSQL data)
