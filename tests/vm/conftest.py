@@ -40,3 +40,11 @@ def qemu_pids() -> set[int]:
             except OSError:
                 continue
     return pids
+
+
+def alive(pid: int) -> bool:
+    """A running process (a zombie waiting for this host's init to reap it is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

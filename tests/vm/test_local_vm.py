@@ -27,7 +27,7 @@ from dlbench.provisioning.polling import Deadline
 from dlbench.provisioning.qemu import QemuDriver, guest_hostname, kvm_usable, vms_dir
 from dlbench.provisioning.settings import LocalVMSettings
 from dlbench.workloads.result import ResultDocument, Status
-from tests.vm.conftest import qemu_pids
+from tests.vm.conftest import alive, qemu_pids
 
 RUN_ID = "manual__2026-11-23T01:00:00+00:00"
 CONF = {"platforms": ["virtual_machine", "container_on_vm"], "suites": ["cpu"], "data": ["synthetic", "real"],
@@ -122,11 +122,11 @@ def test_a_killed_runs_guests_are_released_by_the_janitor_once_the_lease_lapses(
     now = datetime.now(UTC)
     dead = driver.create(Demand("vm", "virtual_machine", 1), Tags(run_id="killed", lease_until=now + timedelta(
         seconds=1)), BootConfig(public_key=public), Deadline(60, "create"))
-    alive = driver.create(Demand("vm", "virtual_machine", 1), Tags(run_id="alive", lease_until=now), BootConfig(
+    alive_guest = driver.create(Demand("vm", "virtual_machine", 1), Tags(run_id="alive", lease_until=now), BootConfig(
         public_key=public), Deadline(60, "create"))
     try:
-        driver.renew(alive, now + timedelta(minutes=10))  # the live run's lease keeper
-        assert json.loads((vms_dir() / alive[0].name / "state.json").read_text())["tags"][
+        driver.renew(alive_guest, now + timedelta(minutes=10))  # the live run's lease keeper
+        assert json.loads((vms_dir() / alive_guest[0].name / "state.json").read_text())["tags"][
             "dlbench_lease_until"].startswith(str((now + timedelta(minutes=10)).year))
         pid = int(dead[0].details["pid"])  # type: ignore[arg-type]
         time.sleep(1.5)
@@ -134,9 +134,10 @@ def test_a_killed_runs_guests_are_released_by_the_janitor_once_the_lease_lapses(
         assert [(a.name, a.released) for a in actions] == [(dead[0].name, True)]
         assert "lease lapsed" in actions[0].reason
         assert [k["run_id"] for k in kept] == ["alive"]
-        assert not os.path.exists(f"/proc/{pid}") and not (vms_dir() / dead[0].name).exists()
+        assert not alive(pid) and not (vms_dir() / dead[0].name).exists()
+        assert alive(int(alive_guest[0].details["pid"]))  # type: ignore[arg-type]
     finally:
-        driver.delete(dead + alive, Deadline(60, "cleanup"))
+        driver.delete(dead + alive_guest, Deadline(60, "cleanup"))
     assert driver.find() == {}
 
 
