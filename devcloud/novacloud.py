@@ -194,8 +194,10 @@ region_name = RegionOne
 os_region_name = RegionOne
 [scheduler]
 discover_hosts_in_cells_interval = 2
-# One attempt: a failed build is ERROR with its own fault message, not a reschedule.
-max_attempts = 1
+# Nova's default: servers of an anti-affinity group created at the same time may be placed on
+# one host by concurrent scheduling; the compute's late check then reschedules one of them. (A
+# spawn failure of the server-error knob aborts the build without a reschedule.)
+max_attempts = 3
 workers = 1
 [filter_scheduler]
 enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,
@@ -229,8 +231,6 @@ enforce_scope = true
 enforce_new_defaults = true
 [compute]
 resource_provider_association_refresh = 60
-[workarounds]
-disable_group_policy_check_upcall = true
 """)
     device_spec = json.dumps({"vendor_id": "10de", "product_id": "1eb8"})
     for k, host in enumerate(HYPERVISORS, 1):
