@@ -372,7 +372,8 @@ class QemuDriver(Driver):
             except (OSError, ValueError):
                 continue  # deleted meanwhile
             state["tags"] = {**state.get("tags", {}), "dlbench_lease_until": until.astimezone(UTC).isoformat()}
-            _write_json(path, state)
+            with contextlib.suppress(OSError):  # the guest's directory went away meanwhile (released)
+                _write_json(path, state)
 
     def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
         """Our guests by the tags in their state files (a directory without our tags is skipped)."""
