@@ -483,6 +483,31 @@ def stop_service(name: str, marker: str, timeout: float = 10) -> None:
     (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
 
 
+def stop_many(named: list[tuple[str, str]], timeout: float = 10) -> None:
+    """SIGTERM to all of them (and their workers) at once, SIGKILL to what is left after ``timeout``."""
+    group = []
+    for name, marker in named:
+        pid = dc.pid_alive(name, marker)
+        if pid:
+            group += [pid, *dc.children(pid)]
+    for p in group:
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    while any(Path(f"/proc/{p}").exists() and not dc._zombie(p) for p in group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in group:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for name, _ in named:
+        (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
+
+
 def epmd_down() -> None:
     """The epmd our RabbitMQ started (it daemonizes) goes when no Erlang node is registered."""
     epmd = shutil.which("epmd") or next(iter(sorted(Path("/usr/lib/erlang/erts-").parent.glob("erts-*/bin/epmd"))),
@@ -499,9 +524,7 @@ def down() -> None:
     """Stop every Nova-part process, every server machine, the VM network; drop the databases."""
     svc = services()
     stop_service("vmagent", "vmagent.py")
-    for name, _, marker in reversed(svc[1:]):
-        if name != "vmagent":
-            stop_service(name, marker)
+    stop_many([(name, marker) for name, _, marker in svc if name not in ("vmagent", "rabbitmq")])
     for idx in vm_machine_indexes():
         machine.stop(dc.STATE, idx, wipe=True)
         machine.ssh_down_flag(dc.STATE, idx).unlink(missing_ok=True)

@@ -313,3 +313,11 @@ def test_fault_nova_api(clouds: tuple[Any, Any]) -> None:
     finally:
         knob("nova-api-thaw")
     assert answers(NOVA, timeout=10)
+
+
+def test_gpu_flavor_lands_on_the_gpu_hypervisor(clouds: tuple[Any, Any]) -> None:
+    """dlbench.gpu asks for the PCI alias fake-gpu; only devcloud-hv-1 reports such devices."""
+    user, admin = clouds
+    with servers(user, 1, flavor="dlbench.gpu") as (server,):
+        assert server.status == "ACTIVE", server.fault
+        assert admin.compute.get_server(server.id).hypervisor_hostname == "devcloud-hv-1"
