@@ -146,9 +146,19 @@ def failed_document(job: Job, error: str, output_tail: str = "") -> ResultDocume
 
 
 def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: float, *, error: str = "",
-           output: str = "", stopped: StopWatch | None = None) -> ResultDocument:
+           output: str = "", stopped: StopWatch | None = None, ended: float | None = None) -> ResultDocument:
     """Common end of every executor: fill in a missing document, add the launch-to-end time
     measured from outside the workload (includes interpreter or container start), archive.
+
+    ``launched`` and ``ended`` are ``time.monotonic()`` readings of the executor, on its own side:
+    ``launched`` just before the workload was started, ``ended`` when the executor saw it exit
+    (the process wait returned, ``docker wait`` returned). Why ``ended``: what comes after the
+    exit (removing the container, fetching the document over SSH, cleaning up) is the executor's
+    teardown, not the workload's; counted in ``launch_to_end_time`` it biased the comparison
+    against containers and SSH. It is recorded apart as ``teardown_time`` (exit to archived), so
+    ``launch_to_end_time + teardown_time`` is the old measure. Without ``ended`` (the workload
+    never started, an executor that cannot tell) the launch-to-end time runs to now, and its
+    ``end`` label says so.
 
     A stopped job (``stopped.fired``): the workload's own document, when it wrote one on
     SIGTERM, says how it ended, so the executor's error (the non-zero exit a signal causes)
@@ -169,8 +179,16 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
         doc.status, doc.error = Status.FAILED, f"{error}; the workload reported: {doc.error}"[:4000]
     if was_stopped:
         doc.labels[STOPPED_LABEL] = "true"
-    doc.add("launch_to_end_time", time.monotonic() - launched, "s", scope="executor")
     doc.labels.setdefault("job_label", job.label)
+    now = time.monotonic()
+    if ended is None:
+        # Sample labels stay the same either way (they name a report's case); the document says it.
+        doc.labels["launch_to_end"] = "to the archiving of the result (the workload's exit was not seen)"
+        doc.add("launch_to_end_time", now - launched, "s", scope="executor", clock="executor_monotonic")
+    else:
+        ended = min(max(ended, launched), now)
+        doc.add("launch_to_end_time", ended - launched, "s", scope="executor", clock="executor_monotonic")
+        doc.add("teardown_time", now - ended, "s", scope="executor", clock="executor_monotonic")
     doc.write(archive_path)
     return doc
 

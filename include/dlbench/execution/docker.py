@@ -88,6 +88,7 @@ class DockerExecutor(Executor):
             launched = time.monotonic()
             container = None
             output, error = "", ""
+            ended: float | None = None
             watch = StopWatch()
 
             def stop_action(_: StopWatch) -> None:
@@ -101,10 +102,12 @@ class DockerExecutor(Executor):
                 try:
                     with on_stop(stop, stop_action, name=f"stop-{launch.name}") as watch:
                         status = container.wait(timeout=timeout)
+                    ended = _exit_moment(container, launched, time.monotonic())
                     if status.get("StatusCode", 1) != 0:
                         error = f"workload container exited with status {status.get('StatusCode')}"
                 except (ReadTimeout, RequestsConnectionError):
                     container.kill()
+                    ended = time.monotonic()
                     error = timed_out(timeout, "container killed")
                 output = container.logs(stdout=True, stderr=True).decode(errors="replace")
             except docker.errors.DockerException as exc:
@@ -116,7 +119,33 @@ class DockerExecutor(Executor):
             if error and output:
                 error = f"{error}: {output.strip().splitlines()[-1][:400]}"
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
-                          stopped=watch)
+                          stopped=watch, ended=ended)
+
+
+def _exit_moment(container: Any, launched: float, waited: float) -> float:
+    """When the container's process exited, on this process's monotonic clock.
+
+    ``waited`` (when ``container.wait()`` returned) is late by the engine's own bookkeeping and the
+    HTTP answer (tens of ms on a busy machine). The engine's ``State.FinishedAt`` is when it saw the
+    exit, on the engine's realtime clock, which is this host's when the engine is local: converted
+    through this host's realtime clock. Used only when it falls between the launch and ``waited``
+    (an engine elsewhere, with another clock, is caught there); otherwise ``waited``. Why it
+    matters: everything after the exit (logs, removal) is teardown, not the workload's time.
+    """
+    try:
+        container.reload()
+        finished = _engine_time(container.attrs["State"]["FinishedAt"])
+    except Exception:  # noqa: BLE001 - the wait's return is the fallback, never a failure
+        return waited
+    ended = time.monotonic() - (time.time() - finished)
+    return ended if launched <= ended <= waited else waited
+
+
+def _engine_time(text: str) -> float:
+    """Docker's RFC 3339 UTC time with nanoseconds (``2026-11-23T01:39:21.123456789Z``) as epoch
+    seconds; ``datetime`` alone keeps only microseconds and rejects nine digits."""
+    head, _, frac = text.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{head}+00:00").timestamp() + float(f"0.{frac or '0'}")
 
 
 def _remove_container(client: Any, container: Any, wait: float = 60.0) -> None:

@@ -75,6 +75,7 @@ class LocalProcessExecutor(Executor):
                 proc = subprocess.Popen(argv, stdout=output_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=env, start_new_session=True)
                 error = ""
+                ended: float | None = None
 
                 def stop_action(watch: StopWatch) -> None:
                     terminate_then_kill(lambda: _signal_group(proc, signal.SIGTERM),
@@ -85,16 +86,20 @@ class LocalProcessExecutor(Executor):
                     with on_stop(stop, stop_action, name=f"stop-{job.job_id[:12]}") as watch:
                         try:
                             status = proc.wait(timeout=timeout)
+                            ended = time.monotonic()  # the exit: what follows is teardown
                             if status != 0:
                                 error = f"workload exited with status {status}"
                         except subprocess.TimeoutExpired:
                             error = timed_out(timeout)
                             _signal_group(proc, signal.SIGKILL)
                             proc.wait()
+                            ended = time.monotonic()
                 finally:
                     if proc.poll() is None:  # an exception in between: never leave the workload behind
                         _signal_group(proc, signal.SIGKILL)
                         proc.wait()
+                    if ended is None:
+                        ended = time.monotonic()
                     if watch.fired or error.startswith(TIMED_OUT):
                         _signal_group(proc, signal.SIGKILL)  # children that outlived or ignored the TERM
                 output_file.seek(max(0, output_file.seek(0, os.SEEK_END) - OUTPUT_TAIL))
@@ -103,7 +108,7 @@ class LocalProcessExecutor(Executor):
                 error = f"{error}: {_last_line(output)}"
             doc, why = read_document(out)
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
-                          stopped=watch)
+                          stopped=watch, ended=ended)
 
 
 def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:

@@ -450,12 +450,13 @@ class SSHExecutor(Executor):
                           error=f"SSH to {host.name} failed: {type(exc).__name__}: {exc}")
         output, error, doc = "", "", None
         watch = StopWatch()
+        exited: list[float] = []  # when the workload's exit reached the controller (its monotonic clock)
         try:
             host.check(["sh", "-c", 'rm -rf -- "$1" && mkdir -m 0700 -- "$1"', "sh", remote_dir], 60)
             if access.kind == "ssh_docker":
-                output, error = self._run_container(host, job, target, remote_dir, timeout, stop, watch)
+                output, error = self._run_container(host, job, target, remote_dir, timeout, stop, watch, exited)
             else:
-                output, error = self._run_process(host, job, target, remote_dir, timeout, stop, watch)
+                output, error = self._run_process(host, job, target, remote_dir, timeout, stop, watch, exited)
             doc, why = self._fetch(host, f"{remote_dir}/result.json")
             if doc is None and not error:
                 error = why
@@ -467,10 +468,16 @@ class SSHExecutor(Executor):
             except _ssh_errors() as exc:
                 log.warning("could not remove %s on %s: %s", remote_dir, host.name, exc)
             host.close()
-        return finish(job, doc, archive_path, launched, error=error, output=output, stopped=watch)
+        # Launch-to-end: from before the SSH connection to the exit status (process) or the return
+        # of ``docker wait`` (container) arriving here, on this side's clock (the node's clock is
+        # another one). Fetching the document, removing the container and the job directory are
+        # teardown_time.
+        return finish(job, doc, archive_path, launched, error=error, output=output, stopped=watch,
+                      ended=exited[0] if exited else None)
 
     def _run_process(self, host: RemoteHost, job: Job, target: Target, remote_dir: str, timeout: float,
-                     stop: threading.Event | None = None, watch: StopWatch | None = None) -> tuple[str, str]:
+                     stop: threading.Event | None = None, watch: StopWatch | None = None,
+                     exited: list[float] | None = None) -> tuple[str, str]:
         """``timeout`` on the node too: it signals the workload's whole process group, so a lost
         SSH session cannot leave a workload (or its iperf3/fio children) running. Its PID (also
         the group's id: ``timeout`` leads its own process group) is written to ``<remote_dir>/pid``
@@ -489,6 +496,8 @@ class SSHExecutor(Executor):
 
         with on_stop(stop, stop_action, name=f"stop-{job.job_id[:12]}") as seen:
             status, output = host.run(argv, timeout + 2 * self.grace)
+        if exited is not None:
+            exited.append(time.monotonic())
         if watch is not None:
             watch.fired, watch.error = seen.fired, seen.error
         if seen.fired:
@@ -519,7 +528,8 @@ class SSHExecutor(Executor):
             host.run(["sh", "-c", _KILL_GROUP, "sh", pid[0]], 30)
 
     def _run_container(self, host: RemoteHost, job: Job, target: Target, remote_dir: str, timeout: float,
-                       stop: threading.Event | None = None, watch: StopWatch | None = None) -> tuple[str, str]:
+                       stop: threading.Event | None = None, watch: StopWatch | None = None,
+                       exited: list[float] | None = None) -> tuple[str, str]:
         """``docker run -d`` with the one launch, ``docker wait`` bounded by the timeout, the logs,
         and ``docker rm -f`` whatever happened (a fresh connection if this one broke). A stop is
         ``docker stop -t <grace>`` (SIGTERM, the grace, SIGKILL: done by the engine)."""
@@ -546,6 +556,8 @@ class SSHExecutor(Executor):
             with on_stop(stop, stop_action, name=f"stop-{launch.name}") as seen:
                 status, out = host.run(["timeout", str(wait_limit + 5), engine, "wait", launch.name],
                                        wait_limit + self.grace)
+            if exited is not None:
+                exited.append(time.monotonic())
             if watch is not None:
                 watch.fired, watch.error = seen.fired, seen.error
             code = out.strip().splitlines()[-1] if status == 0 and out.strip() else ""
