@@ -271,6 +271,8 @@ def _build_replicated_graph(role: ClusterRole, model_name: ModelName, spec: Trai
                 builder = models.GraphBuilder(variables.factory(tower, device))
                 logits = models.GRAPH_MODELS[model_name](builder, images, spec.num_classes)
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+                # The harness's weight decay: L2 on every non-batch-norm trainable variable.
+                loss = loss + builder.weight_decay_loss()
                 local_vars = [local for local, _ in variables.pairs[tower]]
                 tower_grads.append(tf.gradients(loss, local_vars))
                 losses.append(loss)

@@ -1,42 +1,248 @@
-"""The three image-classification models of the core study, built with Keras.
+"""The three image-classification models of the core study, equal to tf_cnn_benchmarks' layer for layer.
 
-InceptionV3 and ResNet-50 are Keras applications (random weights: we time training, not
-accuracy). AlexNet is the one-tower variant of tf_cnn_benchmarks (``models/alexnet_model.py``),
-the reference the study ran: 11x11/4 VALID stem, 5x5 and three 3x3 convolutions, three 3x3/2
-max pools, two 4096 dense layers with dropout.
+The study timed tf_cnn_benchmarks (``scripts/tf_cnn_benchmarks/models/{resnet_model,inception_model,
+alexnet_model}.py`` built by ``convnet_builder.py``), so each network here is that harness's, not
+Keras applications' look-alike (docs/models.md lists what differed and what it cost):
 
-The same three networks also exist as TF1 graph builders (:data:`GRAPH_MODELS`) for the
-distributed_replicated mode, which needs graph mode (see the comment above them).
+* ResNet-50 v1: unbiased convolutions each followed by batch norm (decay 0.9, epsilon 1e-5, with
+  scale), stride 2 on the first 1x1 convolution of a stage, 7x7/2 stem on an explicitly padded
+  input, 3x3/2 SAME max pool, projection shortcuts (convolution + batch norm) where depth changes.
+* InceptionV3: unbiased convolutions + batch norm (decay 0.999, epsilon 1e-3, no scale), the
+  mixed_10 pool branch a *max* pool (mixed_9's is average), no auxiliary head (the harness's default).
+* AlexNet: the one-tower variant, biased convolutions, no batch norm, 227x227 input (224 + 3 so the
+  VALID 11x11/4 stem gives 55x55), two 4096 fully-connected layers each followed by dropout 0.5.
+
+Every network ends in a linear fully-connected layer to ``num_classes`` (1001 for ImageNet in the
+harness: label 0 is background). Initialisers are the harness's: variance scaling (fan-in, truncated
+normal) for convolutions, truncated normal with stddev sqrt(2/fan_in) (relu) or sqrt(1/fan_in)
+(linear) for fully-connected layers, zero biases. Weight decay (:data:`WEIGHT_DECAY`, the harness's
+default) is an L2 loss on every trainable variable except batch norm's (biases included, as its
+``filter_l2_loss_vars`` does).
+
+Each architecture is written once, against :class:`Net`; :class:`KerasNet` turns it into a Keras
+model (single instance, multi-worker mirrored) and :class:`GraphBuilder` into ``tf.compat.v1`` graph
+ops (distributed_replicated, see the comment above it), so both modes train the same network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from dlbench.workloads.profiles import ModelName, TrainingSpec
 
+WEIGHT_DECAY = 4e-5
+"""tf_cnn_benchmarks' ``--weight_decay`` default; the study did not change it."""
 
-def alexnet(image_size: int, num_classes: int) -> Any:
+
+@dataclass(frozen=True)
+class BatchNorm:
+    """The harness's batch-norm settings for one model (``ConvNetBuilder.batch_norm``'s arguments)."""
+
+    decay: float
+    epsilon: float
+    scale: bool
+
+
+RESNET_BN = BatchNorm(decay=0.9, epsilon=1e-5, scale=True)  # ResnetModel.batch_norm_config
+INCEPTION_BN = BatchNorm(decay=0.999, epsilon=1e-3, scale=False)  # ConvNetBuilder.batch_norm defaults
+
+
+class Net(Protocol):
+    """The operations the architectures are written in (a subset of ``ConvNetBuilder``)."""
+
+    def conv(self, x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
+             bn: BatchNorm | None = None, relu: bool = True) -> Any: ...
+
+    def max_pool(self, x: Any, size: int, stride: int, padding: str = "VALID") -> Any: ...
+
+    def avg_pool(self, x: Any, size: int, stride: int, padding: str = "VALID") -> Any: ...
+
+    def dense(self, x: Any, units: int, *, relu: bool) -> Any: ...
+
+    def dropout(self, x: Any, rate: float) -> Any: ...
+
+    def flatten(self, x: Any) -> Any: ...
+
+    def spatial_mean(self, x: Any) -> Any: ...
+
+    def concat(self, xs: Sequence[Any]) -> Any: ...
+
+    def add_relu(self, a: Any, b: Any) -> Any: ...
+
+
+def _channels(x: Any) -> int:
+    return int(x.shape[-1])
+
+
+def _resnet_pads(kernel: int) -> tuple[int, int]:
+    """convnet_builder's ``SAME_RESNET`` padding for a strided convolution: (before, after)."""
+    return (kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2
+
+
+# --- the architectures -------------------------------------------------------------------------------------------
+
+
+def alexnet_net(net: Net, images: Any, num_classes: int) -> Any:
+    """``AlexnetModel.add_inference`` + the final affine layer."""
+    x = net.conv(images, 64, 11, 11, 4, "VALID")
+    x = net.max_pool(x, 3, 2)
+    x = net.conv(x, 192, 5, 5)
+    x = net.max_pool(x, 3, 2)
+    x = net.conv(x, 384, 3, 3)
+    x = net.conv(x, 384, 3, 3)
+    x = net.conv(x, 256, 3, 3)
+    x = net.max_pool(x, 3, 2)
+    x = net.flatten(x)  # 256 * 6 * 6 at 227x227
+    x = net.dropout(net.dense(x, 4096, relu=True), 0.5)
+    x = net.dropout(net.dense(x, 4096, relu=True), 0.5)
+    return net.dense(x, num_classes, relu=False)
+
+
+def resnet50_net(net: Net, images: Any, num_classes: int) -> Any:
+    """``ResnetModel('resnet50')`` (v1, layer counts 3, 4, 6, 3) + the final affine layer."""
+    bn = RESNET_BN
+    x = net.conv(images, 64, 7, 7, 2, "SAME_RESNET", bn=bn)
+    x = net.max_pool(x, 3, 2, "SAME")
+    for depth, blocks, first_stride in ((256, 3, 1), (512, 4, 2), (1024, 6, 2), (2048, 3, 2)):
+        for index in range(blocks):
+            stride = first_stride if index == 0 else 1
+            # bottleneck_block_v1: depth == input depth only after a stage's first block, where
+            # the stride is 1, so the shortcut is the identity or a projection (never a pool).
+            if depth == _channels(x) and stride == 1:
+                shortcut = x
+            else:
+                shortcut = net.conv(x, depth, 1, 1, stride, bn=bn, relu=False)
+            y = net.conv(x, depth // 4, 1, 1, stride, bn=bn)
+            y = net.conv(y, depth // 4, 3, 3, 1, "SAME_RESNET", bn=bn)
+            y = net.conv(y, depth, 1, 1, 1, bn=bn, relu=False)
+            x = net.add_relu(shortcut, y)
+    x = net.spatial_mean(x)
+    return net.dense(x, num_classes, relu=False)
+
+
+def inception3_net(net: Net, images: Any, num_classes: int) -> Any:
+    """``Inceptionv3Model`` (auxiliary head off, the harness's default) + the final affine layer."""
+    bn = INCEPTION_BN
+
+    def conv(x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME") -> Any:
+        return net.conv(x, filters, kh, kw, stride, padding, bn=bn)
+
+    def chain(x: Any, *layers: tuple[Any, ...]) -> Any:
+        for layer in layers:
+            x = conv(x, *layer)
+        return x
+
+    x = conv(images, 32, 3, 3, 2, "VALID")
+    x = conv(x, 32, 3, 3, 1, "VALID")
+    x = conv(x, 64, 3, 3)
+    x = net.max_pool(x, 3, 2)
+    x = conv(x, 80, 1, 1, 1, "VALID")
+    x = conv(x, 192, 3, 3, 1, "VALID")
+    x = net.max_pool(x, 3, 2)
+    for n in (32, 64, 64):  # inception_v3_a: mixed, mixed_1, mixed_2 (35x35)
+        x = net.concat([conv(x, 64, 1, 1),
+                        chain(x, (48, 1, 1), (64, 5, 5)),
+                        chain(x, (64, 1, 1), (96, 3, 3), (96, 3, 3)),
+                        conv(net.avg_pool(x, 3, 1, "SAME"), n, 1, 1)])
+    x = net.concat([conv(x, 384, 3, 3, 2, "VALID"),  # inception_v3_b: mixed_3 (17x17)
+                    chain(x, (64, 1, 1), (96, 3, 3), (96, 3, 3, 2, "VALID")),
+                    net.max_pool(x, 3, 2)])
+    for n in (128, 160, 160, 192):  # inception_v3_c: mixed_4 .. mixed_7
+        x = net.concat([conv(x, 192, 1, 1),
+                        chain(x, (n, 1, 1), (n, 1, 7), (192, 7, 1)),
+                        chain(x, (n, 1, 1), (n, 7, 1), (n, 1, 7), (n, 7, 1), (192, 1, 7)),
+                        conv(net.avg_pool(x, 3, 1, "SAME"), 192, 1, 1)])
+    x = net.concat([chain(x, (192, 1, 1), (320, 3, 3, 2, "VALID")),  # inception_v3_d: mixed_8 (8x8)
+                    chain(x, (192, 1, 1), (192, 1, 7), (192, 7, 1), (192, 3, 3, 2, "VALID")),
+                    net.max_pool(x, 3, 2)])
+    for pool in ("avg", "max"):  # inception_v3_e: mixed_9 (average pool), mixed_10 (max pool)
+        branch3x3 = conv(x, 384, 1, 1)
+        branch3x3dbl = chain(x, (448, 1, 1), (384, 3, 3))
+        pooled = net.avg_pool(x, 3, 1, "SAME") if pool == "avg" else net.max_pool(x, 3, 1, "SAME")
+        x = net.concat([conv(x, 320, 1, 1),
+                        conv(branch3x3, 384, 1, 3), conv(branch3x3, 384, 3, 1),
+                        conv(branch3x3dbl, 384, 1, 3), conv(branch3x3dbl, 384, 3, 1),
+                        conv(pooled, 192, 1, 1)])
+    x = net.spatial_mean(x)  # the harness's 8x8 VALID average pool + reshape at 299x299
+    return net.dense(x, num_classes, relu=False)
+
+
+ARCHITECTURES: dict[ModelName, Callable[[Net, Any, int], Any]] = {
+    ModelName.ALEXNET: alexnet_net,
+    ModelName.RESNET50: resnet50_net,
+    ModelName.INCEPTION3: inception3_net,
+}
+
+
+# --- Keras ---------------------------------------------------------------------------------------------------------
+
+
+def _conv_initializer() -> Any:
     import tensorflow as tf
 
-    layers = tf.keras.layers
-    inputs = tf.keras.Input(shape=(image_size, image_size, 3), name="images")
-    x = layers.Conv2D(64, 11, strides=4, padding="valid", activation="relu", name="conv1")(inputs)
-    x = layers.MaxPooling2D(3, strides=2, name="pool1")(x)
-    x = layers.Conv2D(192, 5, padding="same", activation="relu", name="conv2")(x)
-    x = layers.MaxPooling2D(3, strides=2, name="pool2")(x)
-    x = layers.Conv2D(384, 3, padding="same", activation="relu", name="conv3")(x)
-    x = layers.Conv2D(384, 3, padding="same", activation="relu", name="conv4")(x)
-    x = layers.Conv2D(256, 3, padding="same", activation="relu", name="conv5")(x)
-    x = layers.MaxPooling2D(3, strides=2, name="pool5")(x)
-    x = layers.Flatten()(x)
-    x = layers.Dense(4096, activation="relu", name="fc6")(x)
-    x = layers.Dropout(0.5)(x)
-    x = layers.Dense(4096, activation="relu", name="fc7")(x)
-    x = layers.Dropout(0.5)(x)
-    outputs = layers.Dense(num_classes, name="logits")(x)
-    return tf.keras.Model(inputs, outputs, name="alexnet")
+    # tf.compat.v1.variance_scaling_initializer()'s defaults, what convnet_builder.conv uses.
+    return tf.keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="truncated_normal")
+
+
+def _dense_stddev(fan_in: int, relu: bool) -> float:
+    """convnet_builder.affine's initialiser: He for relu layers, LeCun for the linear one."""
+    return math.sqrt((2.0 if relu else 1.0) / fan_in)
+
+
+class KerasNet:
+    """:class:`Net` as Keras layers on symbolic tensors (a functional model)."""
+
+    def __init__(self) -> None:
+        import tensorflow as tf
+
+        self.layers = tf.keras.layers
+
+    def conv(self, x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
+             bn: BatchNorm | None = None, relu: bool = True) -> Any:
+        if padding == "SAME_RESNET":
+            if stride == 1:
+                padding = "SAME"
+            else:
+                x = self.layers.ZeroPadding2D((_resnet_pads(kh), _resnet_pads(kw)))(x)
+                padding = "VALID"
+        activation = "relu" if relu and bn is None else None
+        y = self.layers.Conv2D(filters, (kh, kw), strides=stride, padding=padding.lower(), use_bias=bn is None,
+                               activation=activation, kernel_initializer=_conv_initializer())(x)
+        if bn is not None:
+            y = self.layers.BatchNormalization(momentum=bn.decay, epsilon=bn.epsilon, scale=bn.scale, center=True)(y)
+            if relu:
+                y = self.layers.ReLU()(y)
+        return y
+
+    def max_pool(self, x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
+        return self.layers.MaxPooling2D(size, stride, padding=padding.lower())(x)
+
+    def avg_pool(self, x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
+        return self.layers.AveragePooling2D(size, stride, padding=padding.lower())(x)
+
+    def dense(self, x: Any, units: int, *, relu: bool) -> Any:
+        import tensorflow as tf
+
+        init = tf.keras.initializers.TruncatedNormal(stddev=_dense_stddev(_channels(x), relu))
+        return self.layers.Dense(units, activation="relu" if relu else None, kernel_initializer=init)(x)
+
+    def dropout(self, x: Any, rate: float) -> Any:
+        return self.layers.Dropout(rate)(x)
+
+    def flatten(self, x: Any) -> Any:
+        return self.layers.Flatten()(x)
+
+    def spatial_mean(self, x: Any) -> Any:
+        return self.layers.GlobalAveragePooling2D()(x)
+
+    def concat(self, xs: Sequence[Any]) -> Any:
+        return self.layers.Concatenate(axis=-1)(list(xs))
+
+    def add_relu(self, a: Any, b: Any) -> Any:
+        return self.layers.ReLU()(self.layers.Add()([a, b]))
 
 
 def build(model: ModelName | str, spec: TrainingSpec) -> Any:
@@ -44,18 +250,24 @@ def build(model: ModelName | str, spec: TrainingSpec) -> Any:
     import tensorflow as tf
 
     model = ModelName(model)
-    shape = (spec.image_size, spec.image_size, 3)
-    if model is ModelName.ALEXNET:
-        return alexnet(spec.image_size, spec.num_classes)
-    if model is ModelName.RESNET50:
-        return tf.keras.applications.ResNet50(
-            weights=None, input_shape=shape, classes=spec.num_classes, classifier_activation=None
-        )
-    if model is ModelName.INCEPTION3:
-        return tf.keras.applications.InceptionV3(
-            weights=None, input_shape=shape, classes=spec.num_classes, classifier_activation=None
-        )
-    raise ValueError(f"unknown model {model!r}")
+    inputs = tf.keras.Input(shape=(spec.image_size, spec.image_size, 3), name="images")
+    outputs = ARCHITECTURES[model](KerasNet(), inputs, spec.num_classes)
+    return tf.keras.Model(inputs, outputs, name=model.value)
+
+
+def l2_variables(model: Any) -> list[Any]:
+    """The trainable variables weight decay applies to: all but batch norm's (``filter_l2_loss_vars``)."""
+    import tensorflow as tf
+
+    return [w for layer in model.layers if not isinstance(layer, tf.keras.layers.BatchNormalization)
+            for w in layer.trainable_weights]
+
+
+def weight_decay_loss(variables: Sequence[Any], weight_decay: float = WEIGHT_DECAY) -> Any:
+    """``weight_decay * sum(tf.nn.l2_loss(v))``, the term the harness adds to the loss."""
+    import tensorflow as tf
+
+    return weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in variables])
 
 
 # --- Graph-mode builders (TF1 ``tf.compat.v1`` graphs: distributed_replicated) ---------------------
@@ -65,10 +277,10 @@ def build(model: ModelName | str, spec: TrainingSpec) -> Any:
 # device. Keras 3 (what tf.keras is now) cannot build TF1 graphs. The tf_keras package (Keras 2)
 # can, but its wheel requires the ``tensorflow`` distribution, which pip cannot see tensorflow-cpu
 # provide: installing it would put the CUDA ``tensorflow`` build over tensorflow-cpu in the same
-# site-packages. So, like tf_cnn_benchmarks' own model builders, these layers are plain ops. They
-# reproduce the Keras models above layer for layer (same shapes, same variables, same default
-# initialisers; tests/workloads/test_distributed.py checks the parameter counts are equal), so the
-# single and distributed scenarios train the same networks.
+# site-packages. So, like tf_cnn_benchmarks' own model builders, these layers are plain ops, driven
+# by the same architecture functions as the Keras models (tests/workloads/test_distributed.py
+# checks the variables' shapes are equal), so the single and distributed scenarios train the same
+# networks.
 
 VariableFactory = Callable[[str, list[int], Any, bool], Any]
 """``(name, shape, initializer, trainable) -> variable`` the tower's ops read; the caller decides
@@ -76,182 +288,129 @@ where variables live (for distributed_replicated: a local copy of a global on a 
 
 
 class GraphBuilder:
-    """Keras-equivalent layers as ``tf.compat.v1`` graph ops for one tower (NHWC, training mode)."""
+    """:class:`Net` as ``tf.compat.v1`` graph ops for one tower (NHWC), like ``ConvNetBuilder``."""
 
     def __init__(self, variable: VariableFactory, *, training: bool = True) -> None:
         self.variable = variable
         self.training = training
         self.updates: list[Any] = []  # batch-norm moving-average updates, run with every step
+        self.l2_variables: list[Any] = []  # what weight decay applies to (not batch norm's)
+        self.counts: dict[str, int] = {}
 
-    def conv(self, x: Any, filters: int, kernel: int | tuple[int, int], *, strides: int = 1,
-             padding: str = "valid", use_bias: bool = True, name: str) -> Any:
-        """Keras Conv2D (default padding 'valid', glorot-uniform kernel, zero bias)."""
+    def _name(self, kind: str) -> str:
+        index = self.counts.get(kind, 0)
+        self.counts[kind] = index + 1
+        return f"{kind}{index}"
+
+    def conv(self, x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
+             bn: BatchNorm | None = None, relu: bool = True) -> Any:
         import tensorflow as tf
 
-        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-        kernel_var = self.variable(f"{name}/kernel", [kh, kw, int(x.shape[-1]), filters],
-                                   tf.compat.v1.glorot_uniform_initializer(), True)
-        y = tf.nn.conv2d(x, kernel_var, strides=strides, padding=padding.upper())
-        if use_bias:
-            y = tf.nn.bias_add(y, self.variable(f"{name}/bias", [filters], tf.compat.v1.zeros_initializer(), True))
-        return y
+        name = self._name("conv")
+        if padding == "SAME_RESNET":
+            if stride == 1:
+                padding = "SAME"
+            else:
+                x = tf.pad(x, [[0, 0], list(_resnet_pads(kh)), list(_resnet_pads(kw)), [0, 0]])
+                padding = "VALID"
+        init = tf.compat.v1.variance_scaling_initializer()
+        kernel = self.variable(f"{name}/kernel", [kh, kw, _channels(x), filters], init, True)
+        self.l2_variables.append(kernel)
+        y = tf.nn.conv2d(x, kernel, strides=stride, padding=padding)
+        if bn is None:
+            bias = self.variable(f"{name}/bias", [filters], tf.compat.v1.zeros_initializer(), True)
+            self.l2_variables.append(bias)
+            y = tf.nn.bias_add(y, bias)
+        else:
+            y = self.batch_norm(y, bn, name=f"{name}/batchnorm")
+        return tf.nn.relu(y) if relu else y
 
-    def batch_norm(self, x: Any, *, scale: bool = True, epsilon: float = 1e-3, momentum: float = 0.99,
-                   name: str) -> Any:
-        """Keras BatchNormalization in training mode: batch statistics, moving averages updated."""
+    def batch_norm(self, x: Any, bn: BatchNorm, *, name: str) -> Any:
+        """Fused batch norm in training mode: batch statistics, moving averages updated (decay ``bn.decay``)."""
         import tensorflow as tf
 
-        channels = int(x.shape[-1])
+        channels = _channels(x)
         ones, zeros = tf.compat.v1.ones_initializer(), tf.compat.v1.zeros_initializer()
-        gamma = self.variable(f"{name}/gamma", [channels], ones, True) if scale else tf.ones([channels])
+        gamma = self.variable(f"{name}/gamma", [channels], ones, True) if bn.scale else tf.ones([channels])
         beta = self.variable(f"{name}/beta", [channels], zeros, True)
         moving_mean = self.variable(f"{name}/moving_mean", [channels], zeros, False)
         moving_variance = self.variable(f"{name}/moving_variance", [channels], ones, False)
         if not self.training:
             y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, gamma, beta, mean=moving_mean, variance=moving_variance,
-                                                       epsilon=epsilon, is_training=False)
+                                                       epsilon=bn.epsilon, is_training=False)
             return y
-        y, mean, variance = tf.compat.v1.nn.fused_batch_norm(x, gamma, beta, epsilon=epsilon, is_training=True)
-        self.updates.append(moving_mean.assign(moving_mean * momentum + mean * (1 - momentum)))
-        self.updates.append(moving_variance.assign(moving_variance * momentum + variance * (1 - momentum)))
+        y, mean, variance = tf.compat.v1.nn.fused_batch_norm(x, gamma, beta, epsilon=bn.epsilon, is_training=True)
+        d = bn.decay
+        self.updates.append(moving_mean.assign(moving_mean * d + mean * (1 - d)))
+        self.updates.append(moving_variance.assign(moving_variance * d + variance * (1 - d)))
         return y
 
-    def dense(self, x: Any, units: int, *, name: str) -> Any:
+    def dense(self, x: Any, units: int, *, relu: bool) -> Any:
         import tensorflow as tf
 
-        kernel = self.variable(f"{name}/kernel", [int(x.shape[-1]), units],
-                               tf.compat.v1.glorot_uniform_initializer(), True)
-        bias = self.variable(f"{name}/bias", [units], tf.compat.v1.zeros_initializer(), True)
-        return tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        name = self._name("affine")
+        fan_in = _channels(x)
+        init = tf.compat.v1.truncated_normal_initializer(stddev=_dense_stddev(fan_in, relu))
+        kernel = self.variable(f"{name}/weights", [fan_in, units], init, True)
+        bias = self.variable(f"{name}/biases", [units], tf.compat.v1.zeros_initializer(), True)
+        self.l2_variables.extend([kernel, bias])
+        y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        return tf.nn.relu(y) if relu else y
 
     @staticmethod
-    def max_pool(x: Any, size: int, strides: int, padding: str = "valid") -> Any:
+    def max_pool(x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
         import tensorflow as tf
 
-        return tf.nn.max_pool2d(x, size, strides, padding.upper())
+        return tf.nn.max_pool2d(x, size, stride, padding)
 
     @staticmethod
-    def avg_pool(x: Any, size: int, strides: int, padding: str = "valid") -> Any:
+    def avg_pool(x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
         import tensorflow as tf
 
-        return tf.nn.avg_pool2d(x, size, strides, padding.upper())
+        return tf.nn.avg_pool2d(x, size, stride, padding)
 
     def dropout(self, x: Any, rate: float) -> Any:
         import tensorflow as tf
 
         return tf.nn.dropout(x, rate=rate) if self.training else x
 
+    @staticmethod
+    def flatten(x: Any) -> Any:
+        import tensorflow as tf
 
-def graph_alexnet(b: GraphBuilder, images: Any, num_classes: int) -> Any:
-    """:func:`alexnet` as graph ops."""
-    import tensorflow as tf
+        return tf.reshape(x, [-1, math.prod(int(d) for d in x.shape[1:])])
 
-    relu = tf.nn.relu
-    x = relu(b.conv(images, 64, 11, strides=4, padding="valid", name="conv1"))
-    x = b.max_pool(x, 3, 2)
-    x = relu(b.conv(x, 192, 5, padding="same", name="conv2"))
-    x = b.max_pool(x, 3, 2)
-    x = relu(b.conv(x, 384, 3, padding="same", name="conv3"))
-    x = relu(b.conv(x, 384, 3, padding="same", name="conv4"))
-    x = relu(b.conv(x, 256, 3, padding="same", name="conv5"))
-    x = b.max_pool(x, 3, 2)
-    x = tf.reshape(x, [-1, int(x.shape[1]) * int(x.shape[2]) * int(x.shape[3])])
-    x = b.dropout(relu(b.dense(x, 4096, name="fc6")), 0.5)
-    x = b.dropout(relu(b.dense(x, 4096, name="fc7")), 0.5)
-    return b.dense(x, num_classes, name="logits")
+    @staticmethod
+    def spatial_mean(x: Any) -> Any:
+        import tensorflow as tf
 
+        return tf.reduce_mean(x, axis=[1, 2])
 
-def graph_resnet50(b: GraphBuilder, images: Any, num_classes: int) -> Any:
-    """Keras ``applications.ResNet50`` (v1: stride on the first 1x1 convolution, biased convolutions,
-    batch-norm epsilon 1.001e-5) as graph ops."""
-    import tensorflow as tf
+    @staticmethod
+    def concat(xs: Sequence[Any]) -> Any:
+        import tensorflow as tf
 
-    relu = tf.nn.relu
-    eps = 1.001e-5
+        return tf.concat(list(xs), axis=3)
 
-    def block(x: Any, filters: int, stride: int, conv_shortcut: bool, name: str) -> Any:
-        if conv_shortcut:
-            shortcut = b.batch_norm(b.conv(x, 4 * filters, 1, strides=stride, name=f"{name}_0_conv"),
-                                    epsilon=eps, name=f"{name}_0_bn")
-        else:
-            shortcut = x
-        y = relu(b.batch_norm(b.conv(x, filters, 1, strides=stride, name=f"{name}_1_conv"),
-                              epsilon=eps, name=f"{name}_1_bn"))
-        y = relu(b.batch_norm(b.conv(y, filters, 3, padding="same", name=f"{name}_2_conv"),
-                              epsilon=eps, name=f"{name}_2_bn"))
-        y = b.batch_norm(b.conv(y, 4 * filters, 1, name=f"{name}_3_conv"), epsilon=eps, name=f"{name}_3_bn")
-        return relu(shortcut + y)
+    @staticmethod
+    def add_relu(a: Any, b: Any) -> Any:
+        import tensorflow as tf
 
-    x = tf.pad(images, [[0, 0], [3, 3], [3, 3], [0, 0]])
-    x = relu(b.batch_norm(b.conv(x, 64, 7, strides=2, name="conv1_conv"), epsilon=eps, name="conv1_bn"))
-    x = b.max_pool(tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), 3, 2)
-    for stage, (filters, blocks, stride) in enumerate(((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)), start=2):
-        x = block(x, filters, stride, True, f"conv{stage}_block1")
-        for index in range(2, blocks + 1):
-            x = block(x, filters, 1, False, f"conv{stage}_block{index}")
-    x = tf.reduce_mean(x, axis=[1, 2])
-    return b.dense(x, num_classes, name="predictions")
+        return tf.nn.relu(a + b)
+
+    def weight_decay_loss(self, weight_decay: float = WEIGHT_DECAY) -> Any:
+        return weight_decay_loss(self.l2_variables, weight_decay)
 
 
-def graph_inception3(b: GraphBuilder, images: Any, num_classes: int) -> Any:
-    """Keras ``applications.InceptionV3`` (unbiased convolutions, batch norm without scale) as graph ops."""
-    import tensorflow as tf
+def _graph(architecture: Callable[[Net, Any, int], Any]) -> Callable[[GraphBuilder, Any, int], Any]:
+    def build_graph(b: GraphBuilder, images: Any, num_classes: int) -> Any:
+        return architecture(b, images, num_classes)
 
-    counter = iter(range(1_000))
-
-    def cbn(x: Any, filters: int, rows: int, cols: int, padding: str = "same", strides: int = 1) -> Any:
-        index = next(counter)
-        y = b.conv(x, filters, (rows, cols), strides=strides, padding=padding, use_bias=False, name=f"conv2d_{index}")
-        return tf.nn.relu(b.batch_norm(y, scale=False, name=f"batch_normalization_{index}"))
-
-    def concat(*branches: Any) -> Any:
-        return tf.concat(list(branches), axis=3)
-
-    x = cbn(images, 32, 3, 3, strides=2, padding="valid")
-    x = cbn(x, 32, 3, 3, padding="valid")
-    x = cbn(x, 64, 3, 3)
-    x = b.max_pool(x, 3, 2)
-    x = cbn(x, 80, 1, 1, padding="valid")
-    x = cbn(x, 192, 3, 3, padding="valid")
-    x = b.max_pool(x, 3, 2)
-    for pool_filters in (32, 64, 64):  # mixed 0, 1, 2: 35 x 35
-        branch1x1 = cbn(x, 64, 1, 1)
-        branch5x5 = cbn(cbn(x, 48, 1, 1), 64, 5, 5)
-        branch3x3dbl = cbn(cbn(cbn(x, 64, 1, 1), 96, 3, 3), 96, 3, 3)
-        branch_pool = cbn(b.avg_pool(x, 3, 1, "same"), pool_filters, 1, 1)
-        x = concat(branch1x1, branch5x5, branch3x3dbl, branch_pool)
-    # mixed 3: 17 x 17
-    branch3x3 = cbn(x, 384, 3, 3, strides=2, padding="valid")
-    branch3x3dbl = cbn(cbn(cbn(x, 64, 1, 1), 96, 3, 3), 96, 3, 3, strides=2, padding="valid")
-    x = concat(branch3x3, branch3x3dbl, b.max_pool(x, 3, 2))
-    for width in (128, 160, 160, 192):  # mixed 4, 5, 6, 7
-        branch1x1 = cbn(x, 192, 1, 1)
-        branch7x7 = cbn(cbn(cbn(x, width, 1, 1), width, 1, 7), 192, 7, 1)
-        branch7x7dbl = cbn(x, width, 1, 1)
-        branch7x7dbl = cbn(cbn(branch7x7dbl, width, 7, 1), width, 1, 7)
-        branch7x7dbl = cbn(cbn(branch7x7dbl, width, 7, 1), 192, 1, 7)
-        branch_pool = cbn(b.avg_pool(x, 3, 1, "same"), 192, 1, 1)
-        x = concat(branch1x1, branch7x7, branch7x7dbl, branch_pool)
-    # mixed 8: 8 x 8
-    branch3x3 = cbn(cbn(x, 192, 1, 1), 320, 3, 3, strides=2, padding="valid")
-    branch7x7x3 = cbn(cbn(cbn(x, 192, 1, 1), 192, 1, 7), 192, 7, 1)
-    branch7x7x3 = cbn(branch7x7x3, 192, 3, 3, strides=2, padding="valid")
-    x = concat(branch3x3, branch7x7x3, b.max_pool(x, 3, 2))
-    for _ in range(2):  # mixed 9, 10
-        branch1x1 = cbn(x, 320, 1, 1)
-        branch3x3 = cbn(x, 384, 1, 1)
-        branch3x3 = concat(cbn(branch3x3, 384, 1, 3), cbn(branch3x3, 384, 3, 1))
-        branch3x3dbl = cbn(cbn(x, 448, 1, 1), 384, 3, 3)
-        branch3x3dbl = concat(cbn(branch3x3dbl, 384, 1, 3), cbn(branch3x3dbl, 384, 3, 1))
-        branch_pool = cbn(b.avg_pool(x, 3, 1, "same"), 192, 1, 1)
-        x = concat(branch1x1, branch3x3, branch3x3dbl, branch_pool)
-    x = tf.reduce_mean(x, axis=[1, 2])
-    return b.dense(x, num_classes, name="predictions")
+    build_graph.__doc__ = f"{architecture.__name__} as graph ops."
+    return build_graph
 
 
 GRAPH_MODELS: dict[ModelName, Callable[[GraphBuilder, Any, int], Any]] = {
-    ModelName.ALEXNET: graph_alexnet,
-    ModelName.RESNET50: graph_resnet50,
-    ModelName.INCEPTION3: graph_inception3,
+    name: _graph(architecture) for name, architecture in ARCHITECTURES.items()
 }
 """Graph-mode builders: ``(builder, images, num_classes) -> logits``."""
