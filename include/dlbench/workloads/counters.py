@@ -1,11 +1,17 @@
 """Container-effect counters around every workload (study 002): cgroup and kernel counters.
 
 The harness already records the process's own getrusage deltas. These hooks add what the
-process cannot see about itself: its cgroup's CPU time and throttling, page faults and
+process cannot see about itself: its own cgroup's CPU time and throttling, page faults and
 write-back, block I/O bytes (cgroup v2 or v1), the system-wide write-back from /proc/vmstat,
 and, when asked (``DLBENCH_TRACE_SYSCALLS=1``), system-call counts from ``strace -c``. Tracing
 slows the traced process, so it is off by default and the document says so; where the machine
 forbids it (no ptrace in the container) the document says "not available".
+
+The cgroup counters are those of the cgroup the workload process is in (v2: one directory; v1:
+one per controller, found through /proc/self/cgroup and /proc/self/mountinfo), never blindly
+the mount point: on a host that is the root, i.e. the whole machine. Labels ``cgroup`` (whose
+counters) and ``cgroup_source`` (the directories read) say exactly what was read, including
+when it is the root or when the own cgroup is not visible.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dlbench.workloads import environment
+from dlbench.workloads.environment import UNIFIED, CgroupDir
 from dlbench.workloads.harness import register_counter_hook
 from dlbench.workloads.result import ResultDocument
-
-CG = Path("/sys/fs/cgroup")
 
 
 def _read_kv(path: Path) -> dict[str, float]:
@@ -39,10 +45,10 @@ def _read_kv(path: Path) -> dict[str, float]:
     return values
 
 
-def _io_v2() -> dict[str, float]:
+def _io_v2(directory: Path) -> dict[str, float]:
     totals = {"rbytes": 0.0, "wbytes": 0.0, "rios": 0.0, "wios": 0.0}
     try:
-        for line in (CG / "io.stat").read_text().splitlines():
+        for line in (directory / "io.stat").read_text().splitlines():
             for field in line.split()[1:]:
                 key, _, value = field.partition("=")
                 if key in totals and value.isdigit():
@@ -52,10 +58,10 @@ def _io_v2() -> dict[str, float]:
     return totals
 
 
-def _io_v1() -> dict[str, float]:
+def _io_v1(directory: Path) -> dict[str, float]:
     totals = {"rbytes": 0.0, "wbytes": 0.0}
     try:
-        for line in (CG / "blkio" / "blkio.throttle.io_service_bytes").read_text().splitlines():
+        for line in (directory / "blkio.throttle.io_service_bytes").read_text().splitlines():
             parts = line.split()
             if len(parts) == 3 and parts[1] in ("Read", "Write"):
                 totals["rbytes" if parts[1] == "Read" else "wbytes"] += float(parts[2])
@@ -64,35 +70,47 @@ def _io_v1() -> dict[str, float]:
     return totals
 
 
-def cgroup_snapshot() -> dict[str, tuple[float, str]]:
-    """Counters of this process's cgroup: metric -> (value, unit)."""
+def cgroup_snapshot(dirs: dict[str, CgroupDir] | None = None) -> dict[str, tuple[float, str]]:
+    """Counters of this process's own cgroup(s) (:func:`environment.cgroup_dirs`): metric -> (value, unit).
+
+    Never the hierarchy's mount point blindly: on a host that is the root, the whole machine."""
+    dirs = environment.cgroup_dirs() if dirs is None else dirs
     out: dict[str, tuple[float, str]] = {}
-    if (CG / "cgroup.controllers").exists():  # v2
-        cpu = _read_kv(CG / "cpu.stat")
+    memory: dict[str, float] = {}
+    io: dict[str, float] = {}
+    if UNIFIED in dirs:  # v2: one directory
+        cg = dirs[UNIFIED].directory
+        cpu = _read_kv(cg / "cpu.stat")
         for key, metric in (("usage_usec", "cgroup_cpu_time"), ("user_usec", "cgroup_cpu_time_user"),
                             ("system_usec", "cgroup_cpu_time_system"), ("throttled_usec", "cgroup_cpu_throttled")):
             if key in cpu:
                 out[metric] = (cpu[key] / 1e6, "s")
         if "nr_throttled" in cpu:
             out["cgroup_cpu_throttled_periods"] = (cpu["nr_throttled"], "count")
-        memory = _read_kv(CG / "memory.stat")
-        io = _io_v2()
-    else:  # v1
-        usage = (CG / "cpuacct" / "cpuacct.usage")
-        if usage.exists():
-            out["cgroup_cpu_time"] = (float(usage.read_text().strip()) / 1e9, "s")
-        ticks = os.sysconf("SC_CLK_TCK")
-        acct = _read_kv(CG / "cpuacct" / "cpuacct.stat")
-        if "user" in acct:
-            out["cgroup_cpu_time_user"] = (acct["user"] / ticks, "s")
-            out["cgroup_cpu_time_system"] = (acct.get("system", 0.0) / ticks, "s")
-        throttle = _read_kv(CG / "cpu" / "cpu.stat")
-        if "nr_throttled" in throttle:
-            out["cgroup_cpu_throttled_periods"] = (throttle["nr_throttled"], "count")
-            out["cgroup_cpu_throttled"] = (throttle.get("throttled_time", 0.0) / 1e9, "s")
-        memory = _read_kv(CG / "memory" / "memory.stat")
-        memory = {**memory, **{k[len("total_"):]: v for k, v in memory.items() if k.startswith("total_")}}
-        io = _io_v1()
+        memory = _read_kv(cg / "memory.stat")
+        io = _io_v2(cg)
+    else:  # v1: a directory per controller, possibly of different cgroups
+        if "cpuacct" in dirs:
+            acct_dir = dirs["cpuacct"].directory
+            usage = _read_kv_single(acct_dir / "cpuacct.usage")
+            if usage is not None:
+                out["cgroup_cpu_time"] = (usage / 1e9, "s")
+            ticks = os.sysconf("SC_CLK_TCK")
+            acct = _read_kv(acct_dir / "cpuacct.stat")
+            if "user" in acct:
+                out["cgroup_cpu_time_user"] = (acct["user"] / ticks, "s")
+                out["cgroup_cpu_time_system"] = (acct.get("system", 0.0) / ticks, "s")
+        if "cpu" in dirs:
+            throttle = _read_kv(dirs["cpu"].directory / "cpu.stat")
+            if "nr_throttled" in throttle:
+                out["cgroup_cpu_throttled_periods"] = (throttle["nr_throttled"], "count")
+                out["cgroup_cpu_throttled"] = (throttle.get("throttled_time", 0.0) / 1e9, "s")
+        if "memory" in dirs:
+            memory = _read_kv(dirs["memory"].directory / "memory.stat")
+            # total_*: the cgroup and its descendants (a job's own child cgroups included).
+            memory = {**memory, **{k[len("total_"):]: v for k, v in memory.items() if k.startswith("total_")}}
+        if "blkio" in dirs:
+            io = _io_v1(dirs["blkio"].directory)
     for key, metric in (("pgfault", "cgroup_page_faults"), ("pgmajfault", "cgroup_major_page_faults")):
         if key in memory:
             out[metric] = (memory[key], "count")
@@ -102,13 +120,21 @@ def cgroup_snapshot() -> dict[str, tuple[float, str]]:
     return out
 
 
+def _read_kv_single(path: Path) -> float | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return float(text) if text.isdigit() else None
+
+
 def vmstat_snapshot() -> dict[str, float]:
     stats = _read_kv(Path("/proc/vmstat"))
     return {k: stats[k] for k in ("nr_dirtied", "nr_written", "pgfault", "pgmajfault") if k in stats}
 
 
 def cgroup_path() -> str:
-    """This process's cgroup ("/" is the root: its counters then cover the whole machine)."""
+    """This process's cgroup as /proc/self/cgroup names it (v2, else v1's memory hierarchy)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -122,13 +148,14 @@ def cgroup_path() -> str:
 
 @register_counter_hook
 def cgroup_counters(doc: ResultDocument) -> Callable[[], None]:
-    path = cgroup_path()
-    # Readers must know whose counters these are: a container's own, or a shared/root cgroup.
-    doc.labels["cgroup"] = path if path not in ("/", "") else "/ (root: counters include the whole machine)"
-    before, vm_before = cgroup_snapshot(), vmstat_snapshot()
+    dirs = environment.cgroup_dirs()
+    # Readers must know whose counters these are (a container's own cgroup, a job's, or the
+    # machine's root): the labels describe exactly the directories the counters are read from.
+    doc.labels.update(environment.cgroup_labels(dirs))
+    before, vm_before = cgroup_snapshot(dirs), vmstat_snapshot()
 
     def finish() -> None:
-        after, vm_after = cgroup_snapshot(), vmstat_snapshot()
+        after, vm_after = cgroup_snapshot(dirs), vmstat_snapshot()
         for metric, (value, unit) in after.items():
             if metric in before:
                 doc.add(metric, value - before[metric][0], unit, scope="cgroup", source="cgroup")
