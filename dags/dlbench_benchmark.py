@@ -17,12 +17,17 @@ from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
 from dlbench.config import Suite
 from dlbench.provisioning.registry import PROVIDERS, provider_names
-from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, profile_names
+from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 
 JOB_POOL = "dlbench_benchmark"
 """One slot by default: two benchmarks sharing a machine would measure each other."""
 PROVISION_POOL = "dlbench_provision"
+JOB_TASK_TIMEOUT = timedelta(hours=24)
+"""Ceiling of one mapped job task. Each job's own timeout is derived from its profile's planned
+work (a paper HPL + HPCG job: hours) and capped at this minus JOB_STOP_GRACE."""
+JOB_STOP_GRACE = timedelta(minutes=10)
+"""Left to the executor after a job's timeout: stop the workload, archive its failed document."""
 
 
 def _choices(enum: type) -> list[str]:
@@ -70,10 +75,15 @@ PARAMS = {
         description="distributed_replicated: the study's (TF1, synchronous through the parameter server). "
         "multi_worker_mirrored: TF 2's synchronous all-reduce (no parameter server). Empty = the profile's.",
     ),
+    # Not an enum: user profiles (DLBENCH_PROFILES_FILE, Variable dlbench_profiles) may change after
+    # parse time. The form suggests the built-ins; validate_request refuses an unknown name, listing
+    # the allowed ones.
     "profile": Param(
-        "auto", enum=["auto", *profile_names()], title="Profile",
-        description="paper: the studies' exact parameters (real hardware). smoke: toy sizes. "
-        "auto: the Airflow Variable dlbench_profile (default smoke).",
+        "auto", type="string", minLength=1, examples=["auto", *load_profiles()], title="Profile",
+        description="A profile name. paper: the studies' exact parameters (real hardware). smoke: toy sizes. "
+        "auto: the Airflow Variable dlbench_profile (default smoke). User profiles (YAML file named by "
+        "DLBENCH_PROFILES_FILE, or the Airflow Variable dlbench_profiles) are selected by their name: "
+        "docs/profiles.md.",
     ),
     "repetitions": Param(
         None, type=["null", "integer"], minimum=1, maximum=100, title="Repetitions",
@@ -127,7 +137,10 @@ def dlbench_benchmark() -> None:
                     params["profile"] = Variable.get("dlbench_profile", default="smoke")
                 from airflow.configuration import conf
 
-                return steps.validate(params, max_jobs=conf.getint("core", "max_map_length", fallback=1024))
+                from dlbench.workloads.profiles import PROFILES_VARIABLE
+
+                return steps.validate(params, max_jobs=conf.getint("core", "max_map_length", fallback=1024),
+                                      user_profiles=Variable.get(PROFILES_VARIABLE, default=None))
             except steps.ConfigError as exc:
                 raise AirflowFailException(str(exc)) from None
 
@@ -171,7 +184,7 @@ def dlbench_benchmark() -> None:
             # that times out must still have time to release what it made).
             return steps.provision(request, tags, budget_s=timeout.total_seconds() if timeout else None)
 
-    @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=3),
+    @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=JOB_TASK_TIMEOUT,
           map_index_template="{{ job_label }}")
     def run_job(job: dict, targets: list[dict], request: dict, tags: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -179,9 +192,14 @@ def dlbench_benchmark() -> None:
         from dlbench.config import Job
         from dlbench.pipeline import steps
 
-        get_current_context()["job_label"] = Job.model_validate(job).label  # names the mapped index in the UI
+        ctx = get_current_context()
+        the_job = Job.model_validate(job)
+        # Names the mapped index in the UI, with the job's own timeout (derived from its profile).
+        ctx["job_label"] = f"{the_job.label} (timeout {the_job.timeout_s} s)" if the_job.timeout_s else the_job.label
+        limit = ctx["task"].execution_timeout or JOB_TASK_TIMEOUT
         try:
-            return steps.run_job(job, targets, request=request, tags=tags)  # holds the run's lease
+            return steps.run_job(job, targets, request=request, tags=tags,  # holds the run's lease
+                                 max_timeout=(limit - JOB_STOP_GRACE).total_seconds())
         except steps.JobSkipped as exc:
             raise AirflowSkipException(str(exc)) from None
 

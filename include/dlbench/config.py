@@ -20,9 +20,15 @@ from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
     ModelName,
+    Profile,
     Scenario,
     get_profile,
+    is_builtin,
+    job_timeout,
+    profile_digest,
     profile_names,
+    profile_to_argument,
+    register_profile,
 )
 from dlbench.workloads.result import Platform
 
@@ -66,15 +72,47 @@ class BenchmarkRequest(BaseModel):
     scenarios: list[Scenario] = Field(default_factory=lambda: [Scenario.SINGLE], min_length=1)
     distributed_mode: DistributedMode | None = Field(
         default=None, description="how a distributed job synchronises (default: the profile's, the study's mode)")
-    profile: str = "smoke"
+    profile: str = Field(default="smoke", description="a profile's name: built-in, from DLBENCH_PROFILES_FILE "
+                         "or from the Airflow Variable dlbench_profiles (docs/profiles.md)")
+    profile_spec: Profile | None = Field(
+        default=None, description="the profile's resolved fields, filled in at validation: later tasks (on any "
+        "worker) and the archived request use exactly what was validated, even if the profile is redefined")
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: AbsolutePath | None = None
 
-    @field_validator("profile")
+    @model_validator(mode="before")
     @classmethod
-    def _known_profile(cls, value: str) -> str:
-        get_profile(value)  # raises with the allowed names
-        return value
+    def _pin_profile(cls, data: Any) -> Any:
+        """Resolve ``profile`` to its fields once (``profile_spec``); a request that already carries
+        them (validated earlier, maybe in another process) registers them here so that every
+        ``get_profile(name)`` of this process sees the pinned profile."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("profile", "smoke")
+        if not isinstance(name, str):
+            return data  # the field's own validation says what is wrong
+        spec = data.get("profile_spec")
+        if spec is None:
+            try:
+                profile = get_profile(name)
+            except ValueError:
+                raise ValueError(f"profile: unknown profile {name!r} (allowed: {', '.join(profile_names())}; "
+                                 "user profiles: docs/profiles.md)") from None
+            return {**data, "profile_spec": profile}
+        return data
+
+    @model_validator(mode="after")
+    def _register_profile(self) -> BenchmarkRequest:
+        if self.profile_spec is not None:
+            if self.profile_spec.name != self.profile:
+                raise ValueError(f"profile_spec: describes profile {self.profile_spec.name!r}, not {self.profile!r}")
+            register_profile(self.profile_spec)
+        return self
+
+    @property
+    def resolved_profile(self) -> Profile:
+        """The pinned profile (always set after validation)."""
+        return self.profile_spec or get_profile(self.profile)
 
     @field_validator("platforms", "suites", "models", "data", "scenarios")
     @classmethod
@@ -141,7 +179,7 @@ class BenchmarkRequest(BaseModel):
                              "add it to suites")
         if Scenario.DISTRIBUTED not in self.scenarios:
             return self
-        roles = len(get_profile(self.profile).scenarios.distributed.roles(self.distributed_mode))
+        roles = len(self.resolved_profile.scenarios.distributed.roles(self.distributed_mode))
         for platform in self.platforms:
             provider = self.provider_for(platform)
             have = provider.instances_for(platform)
@@ -154,7 +192,7 @@ class BenchmarkRequest(BaseModel):
 
     @property
     def training_distributed_mode(self) -> DistributedMode:
-        return self.distributed_mode or get_profile(self.profile).scenarios.distributed.mode
+        return self.distributed_mode or self.resolved_profile.scenarios.distributed.mode
 
     @property
     def effective_repetitions(self) -> int:
@@ -162,7 +200,7 @@ class BenchmarkRequest(BaseModel):
         return self.repetitions_for(Suite.TF_CNN)
 
     def repetitions_for(self, suite: Suite) -> int:
-        return self.repetitions or get_profile(self.profile).repetitions_for(suite.value)
+        return self.repetitions or self.resolved_profile.repetitions_for(suite.value)
 
 
 def normalize(params: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +290,11 @@ class Job(BaseModel):
     command: str
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
     profile: str
+    profile_digest: str | None = None
+    """Digest of the profile the job was planned with (:func:`profile_digest`): the workload's
+    argv refuses a different definition under the same name, and the document records it."""
+    timeout_s: int | None = None
+    """Derived from the profile's planned work (:func:`job_timeout`); None: derived when run."""
     repetition: int = 0
     scenario: Scenario = Scenario.SINGLE
     """single: the workload runs once on one target; distributed/shared: the cell of a group of
@@ -270,6 +313,13 @@ class Job(BaseModel):
             self.command, "--out", out, "--run-id", self.run_id, "--job-id", self.job_id,
             "--repetition", str(self.repetition), "--platform", self.platform.value, "--profile", self.profile,
         ]
+        profile = get_profile(self.profile)
+        if self.profile_digest is not None and profile_digest(profile) != self.profile_digest:
+            raise ValueError(f"profile {self.profile!r} here has digest {profile_digest(profile)}, but the job was "
+                             f"planned with {self.profile_digest}: pass the run's request to run_job (it carries "
+                             "the pinned profile)")
+        if not is_builtin(profile):  # a user profile: the machine running the job may not know it
+            argv += ["--profile-spec", profile_to_argument(profile)]
         for key, value in self.args.items():
             if isinstance(value, bool):  # a switch: present or absent
                 argv += [f"--{key.replace('_', '-')}"] if value else []
@@ -305,7 +355,7 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
         return cells
     if scenario is Scenario.DISTRIBUTED:
         return [{**cell, "mode": request.training_distributed_mode.value} for cell in cells]
-    shared = get_profile(request.profile).scenarios.shared
+    shared = request.resolved_profile.scenarios.shared
     out = [{**cell, "interference": "background"} for cell in cells]
     out += [{"model": shared.control_model.value, "data": d.value, "batch_size": shared.control_batch_size,
              "interference": "background"} for d in request.data]
@@ -317,6 +367,8 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
     """Expand a request into jobs. Repetitions are the outer loop, so a run cut short still has
     a complete first pass over the matrix rather than many repetitions of its first cell."""
     jobs = []
+    profile = request.resolved_profile
+    digest = profile_digest(profile)
     for repetition in range(max(request.repetitions_for(suite) for suite in request.suites)):
         for platform in request.platforms:
             for suite in request.suites:
@@ -324,9 +376,11 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
                     continue
                 for scenario in request.scenarios:
                     for args in suite_cells(request, suite, scenario):
+                        timeout, _ = job_timeout(profile, suite.value, args, scenario.value)
                         jobs.append(Job(
                             job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario),
                             run_id=run_id, platform=platform, suite=suite.value, command=SUITE_COMMANDS[suite.value],
                             args=args, profile=request.profile, repetition=repetition, scenario=scenario,
+                            profile_digest=digest, timeout_s=timeout,
                         ))
     return jobs

@@ -23,7 +23,7 @@ from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.datasets import ensure_dataset
 from dlbench.pipeline.providers import backend_for, backend_for_request
 from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
-from dlbench.workloads.profiles import Scenario
+from dlbench.workloads.profiles import ProfileError, Scenario, get_profile, job_timeout, register_user_profiles
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,18 @@ def request_params(form: dict[str, Any], *, scheduled: bool, scheduled_request: 
     return data
 
 
-def validate(params: dict[str, Any], max_jobs: int | None = None) -> dict[str, Any]:
+def validate(params: dict[str, Any], max_jobs: int | None = None, user_profiles: str | None = None) -> dict[str, Any]:
     """Validate the request before anything is provisioned (ConfigError names the field); the
     provider's preflight checks its cloud (names, credentials, capacity) too. ``max_jobs`` is
-    Airflow's ``[core] max_map_length``: a matrix larger than that would fail only at mapping time."""
-    request = parse_request(params)
+    Airflow's ``[core] max_map_length``: a matrix larger than that would fail only at mapping time.
+    ``user_profiles``: the Airflow Variable ``dlbench_profiles`` (YAML/JSON), validated here, so a
+    bad profile fails the run naming ``profiles.<name>.<field>``; the request then carries the
+    chosen profile's fields (``profile_spec``) to every later task."""
+    try:
+        register_user_profiles(user_profiles)
+        request = parse_request(params)
+    except ProfileError as exc:
+        raise ConfigError(f"invalid benchmark request: {exc}") from None
     if max_jobs is not None:
         count = len(plan_jobs(request, "validate"))
         if count > max_jobs:
@@ -156,16 +163,41 @@ def pick_target(job: Job, targets: list[Target]) -> Target:
     return candidates[int(job.job_id, 16) % len(candidates)]
 
 
-def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float = 3600,
-            request: dict[str, Any] | None = None, tags: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_timeout_for(job: Job, timeout: float | None = None, max_timeout: float | None = None) -> float:
+    """The job's timeout: ``timeout`` when given, else the one planned from its profile (sum of its
+    planned work at conservative rates, with a margin; ``Job.timeout_s``), capped at ``max_timeout``
+    (what the Airflow task's own execution_timeout leaves). Logged with its basis."""
+    if timeout is not None:
+        seconds, basis = float(timeout), "given by the caller"
+    else:
+        try:
+            planned, basis = job_timeout(get_profile(job.profile), job.suite, job.args, job.scenario.value)
+        except ValueError:  # planned elsewhere with a profile this process does not know: keep the plan's
+            if job.timeout_s is None:
+                raise
+            planned, basis = job.timeout_s, f"planned from profile {job.profile}"
+        seconds = float(job.timeout_s or planned)
+    if max_timeout is not None and seconds > max_timeout:
+        log.warning("%s: timeout %.0f s capped at %.0f s (the task's execution_timeout)", job.label, seconds,
+                    max_timeout)
+        seconds, basis = float(max_timeout), f"capped by the task's execution_timeout; planned: {basis}"
+    log.info("%s: timeout %.0f s (%s)", job.label, seconds, basis)
+    return seconds
+
+
+def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float | None = None,
+            request: dict[str, Any] | None = None, tags: dict[str, Any] | None = None,
+            max_timeout: float | None = None) -> dict[str, Any]:
     """Run one job and archive its document. Raises JobFailed / JobSkipped after archiving, so
     Airflow shows the state while the document still reaches the warehouse. With the run's
-    request and tags, the job holds the run's lease while it runs (the run is alive)."""
-    if request is not None and tags is not None:
-        req = request_from(request)
+    request (it pins the profile: a user profile resolves here) and tags, the job holds the
+    run's lease while it runs (the run is alive). The timeout is :func:`job_timeout_for`'s."""
+    req = request_from(request) if request is not None else None
+    seconds = job_timeout_for(Job.model_validate(job), timeout, max_timeout)
+    if req is not None and tags is not None:
         with backend_for_request(req).keep_alive(tags_from(tags)):
-            return _run_job(job, targets, timeout)
-    return _run_job(job, targets, timeout)
+            return _run_job(job, targets, seconds)
+    return _run_job(job, targets, seconds)
 
 
 def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:

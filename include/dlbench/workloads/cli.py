@@ -1,7 +1,10 @@
 """Command line of the workloads: ``python -m dlbench.workloads <command> ...``.
 
 Every benchmark command shares the same options (``--out``, ``--run-id``, ``--job-id``,
-``--repetition``, ``--platform``, ``--profile``) and writes one result document. Exit status:
+``--repetition``, ``--platform``, ``--profile``, ``--profile-spec``) and writes one result document.
+A user profile travels as ``--profile-spec JSON`` (its resolved fields): the machine that runs the
+job needs neither the user's file nor Airflow. Every document records the profile's name and
+digest in its labels (``profile``, ``profile_digest``). Exit status:
 0 ok, 1 the workload failed (the document says why; also when SIGTERM stopped a workload whose
 normal end it is not), 2 bad arguments.
 """
@@ -15,8 +18,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dlbench.workloads.profiles import load_profiles
-from dlbench.workloads.result import Platform, json_schema
+from dlbench.workloads.profiles import (
+    Profile,
+    ProfileError,
+    all_profiles,
+    get_profile,
+    profile_digest,
+    profile_from_argument,
+    register_profile,
+)
+from dlbench.workloads.result import Platform, ResultDocument, json_schema
 
 Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 COMMANDS: dict[str, Command] = {}
@@ -40,7 +51,42 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-id", default=None, help="unique id of this execution (default: random)")
     parser.add_argument("--repetition", type=int, default=0)
     parser.add_argument("--platform", choices=[p.value for p in Platform], default=None)
-    parser.add_argument("--profile", default="smoke", choices=list(load_profiles()))
+    parser.add_argument("--profile", default="smoke",
+                        help="profile name: built-in, from DLBENCH_PROFILES_FILE, or given by --profile-spec")
+    parser.add_argument("--profile-spec", default=None, metavar="JSON",
+                        help="the profile's resolved fields (a user profile this machine does not have)")
+
+
+_hook_registered: list[bool] = []
+_used_profile: list[Profile] = []
+"""The profile of the command being run; the hook below labels its document."""
+
+
+def _label_profile(doc: ResultDocument) -> Callable[[], None]:
+    """Harness hook: name and digest of the profile into the document's labels, so results of a
+    profile redefined under the same name stay distinguishable in the warehouse."""
+    if _used_profile:
+        doc.labels.setdefault("profile", _used_profile[-1].name)
+        doc.labels.setdefault("profile_digest", profile_digest(_used_profile[-1]))
+    return lambda: None
+
+
+def resolve_profile(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Profile:
+    """The command's profile: ``--profile-spec`` registered under ``--profile``, else the name
+    looked up here; a bad one ends with exit status 2 naming the field or the allowed names."""
+    try:
+        if args.profile_spec:
+            profile = profile_from_argument(args.profile_spec)
+            if profile.name != args.profile:
+                parser.error(f"--profile-spec describes profile {profile.name!r}, not --profile {args.profile!r}")
+            return register_profile(profile)
+        return get_profile(args.profile)
+    except ProfileError as exc:
+        parser.error(str(exc))
+    except ValueError:
+        parser.error(f"argument --profile: unknown profile {args.profile!r} (allowed: {', '.join(all_profiles())}; "
+                     "a user profile travels with --profile-spec)")
+    raise AssertionError("unreachable")
 
 
 def common_kwargs(args: argparse.Namespace) -> dict:
@@ -94,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "profiles":
-        print(json.dumps({k: v.model_dump(mode="json") for k, v in load_profiles().items()}, indent=2))
+        print(json.dumps({k: v.model_dump(mode="json") for k, v in all_profiles().items()}, indent=2))
         return 0
     if args.command == "net-serve":
         from dlbench.workloads.micro.network import serve
@@ -111,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from dlbench.workloads import harness
 
+    _used_profile[:] = [resolve_profile(parser, args)]
+    if not _hook_registered:
+        harness.register_counter_hook(_label_profile)
+        _hook_registered.append(True)
     try:
         return COMMANDS[args.command][1](args)
     except harness.Stopped as exc:

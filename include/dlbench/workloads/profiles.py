@@ -1,21 +1,39 @@
 """Benchmark profiles: the parameters of every study, as validated data.
 
-The numbers live in ``profiles.yaml`` beside this module; this module is the one config
+The built-in numbers live in ``profiles.yaml`` beside this module; this module is the one config
 model that validates them, so a typo in a profile fails at load time with the field's name.
+
+User profiles (docs/profiles.md) come from a YAML file named by ``DLBENCH_PROFILES_FILE`` and
+from the Airflow Variable ``dlbench_profiles`` (the DAG reads it and hands the text to
+:func:`register_user_profiles`: this module never imports Airflow, because workloads on remote
+machines import it). A user profile may ``extends:`` another one and override a few fields.
+Precedence: built-ins < the file < the Variable < a profile registered by a validated request.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
+PROFILES_FILE_ENV = "DLBENCH_PROFILES_FILE"
+"""Environment variable naming a YAML file of user profiles (on the Airflow workers)."""
+PROFILES_VARIABLE = "dlbench_profiles"
+"""Airflow Variable holding user profiles (YAML or JSON, same shape as the file)."""
 
+log = logging.getLogger(__name__)
 
 class ModelName(StrEnum):
     """Image-classification models of the core study (names as in tf_cnn_benchmarks)."""
@@ -214,18 +232,310 @@ class Profile(BaseModel):
         return self.tf_cnn[ModelName(model)]
 
 
+class ProfileError(ValueError):
+    """A user profile that cannot be used; the message names ``profiles.<name>.<field>``."""
+
+
+def _builtin_yaml(path: Path) -> dict[str, Any]:
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: profiles must be a mapping of name -> profile")
+    return raw
+
+
 @cache
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
-    raw = yaml.safe_load(path.read_text())
-    return {name: Profile.model_validate({"name": name, **body}) for name, body in raw.items()}
+    """The built-in profiles of the installed package (the user's are in :func:`all_profiles`)."""
+    return {name: Profile.model_validate({"name": name, **body}) for name, body in _builtin_yaml(path).items()}
+
+
+def _field_errors(name: str, exc: ValidationError) -> str:
+    """``profiles.<name>.<field>: message`` per error: the same wording for the file, the Variable
+    and a profile shipped to a workload, so a user finds the line to fix."""
+    lines = []
+    for error in exc.errors():
+        where = ".".join(["profiles", name, *(str(p) for p in error["loc"])])
+        lines.append(f"{where}: {str(error['msg']).removeprefix('Value error, ')}")
+    return "\n  ".join(lines)
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; lists and scalars replace (``hpl_sizes: [2000]`` is the whole list)."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) \
+            else value
+    return out
+
+
+def _extend(parent: Profile, child: Mapping[str, Any]) -> dict[str, Any]:
+    """The child's fields over its parent's. ``tf_cnn.defaults`` in a child applies to every
+    model of the parent (``defaults: {batch_size_per_device: 64}`` is batch 64 for all three),
+    and the child's per-model entries apply over that."""
+    base = parent.model_dump(mode="json", exclude={"name"})
+    body = {k: v for k, v in child.items() if k != "tf_cnn"}
+    merged = _merge(base, body)
+    tf_child = child.get("tf_cnn")
+    if isinstance(tf_child, Mapping):
+        defaults = tf_child.get("defaults") or {}
+        models = {**{m: {} for m in base["tf_cnn"]}, **{k: v for k, v in tf_child.items() if k != "defaults"}}
+        merged["tf_cnn"] = {m: {**base["tf_cnn"].get(m, {}), **defaults, **(spec or {})} for m, spec in models.items()}
+    elif tf_child is not None:
+        merged["tf_cnn"] = tf_child  # not a mapping: let the model say so
+    return merged
+
+
+def resolve_profiles(raw: Any, below: Mapping[str, Profile], source: str) -> dict[str, Profile]:
+    """Validate user profiles (name -> body) over the profiles ``below`` them.
+
+    ``extends: NAME`` takes every field of NAME (a profile of the same source, else one below,
+    e.g. a built-in) and the body overrides it; a profile without ``extends`` is complete on its
+    own. A profile may reuse a built-in name (it replaces it; ``extends: paper`` inside a profile
+    named ``paper`` is the built-in one): its results differ in the recorded digest."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ProfileError(f"{source}: profiles must be a mapping of name -> profile (got {type(raw).__name__})")
+    resolved: dict[str, Profile] = {}
+    resolving: list[str] = []
+
+    def resolve(name: str) -> Profile:
+        if name in resolved:
+            return resolved[name]
+        body = raw[name]
+        if not isinstance(body, Mapping):
+            raise ProfileError(f"{source}: profiles.{name}: must be a mapping of fields (got {type(body).__name__})")
+        if "name" in body and body["name"] != name:
+            raise ProfileError(f"{source}: profiles.{name}.name: the key is the name (got {body['name']!r})")
+        body = {k: v for k, v in body.items() if k != "name"}
+        parent_name = body.pop("extends", None)
+        if parent_name is not None:
+            parent_name = str(parent_name)
+            if parent_name in resolving and parent_name != name:
+                raise ProfileError(f"{source}: profiles.{name}.extends: cycle "
+                                   f"{' -> '.join([*resolving, name, parent_name])}")
+            resolving.append(name)
+            try:
+                if parent_name in raw and parent_name != name:
+                    parent = resolve(parent_name)
+                elif parent_name in below:
+                    parent = below[parent_name]
+                else:
+                    allowed = sorted({*below, *(n for n in raw if n != name)})
+                    raise ProfileError(f"{source}: profiles.{name}.extends: unknown profile {parent_name!r} "
+                                       f"(allowed: {', '.join(allowed)})")
+            finally:
+                resolving.pop()
+            body = _extend(parent, body)
+            body.setdefault("description", f"{parent_name}, modified: {parent.description}")
+        try:
+            resolved[name] = Profile.model_validate({**body, "name": name})
+        except ValidationError as exc:
+            raise ProfileError(f"{source}:\n  {_field_errors(name, exc)}") from None
+        return resolved[name]
+
+    for name in raw:
+        resolve(str(name))
+    return resolved
+
+
+def parse_profiles_text(text: str, below: Mapping[str, Profile], source: str) -> dict[str, Profile]:
+    """YAML or JSON text (JSON is YAML) of user profiles -> validated profiles."""
+    try:
+        raw = yaml.safe_load(text) if text and text.strip() else None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: not YAML or JSON: {exc}") from None
+    return resolve_profiles(raw, below, source)
+
+
+@cache
+def _file_profiles(path: str, mtime_ns: int) -> dict[str, Profile]:
+    """The user file's profiles, re-read when the file changes (the key includes its mtime)."""
+    del mtime_ns
+    return parse_profiles_text(Path(path).read_text(), load_profiles(), f"{PROFILES_FILE_ENV}={path}")
+
+
+def file_profiles() -> dict[str, Profile]:
+    """Profiles of the file named by ``DLBENCH_PROFILES_FILE`` (none when unset)."""
+    path = os.environ.get(PROFILES_FILE_ENV, "").strip()
+    if not path:
+        return {}
+    try:
+        mtime = Path(path).stat().st_mtime_ns
+    except OSError as exc:
+        raise ProfileError(f"{PROFILES_FILE_ENV}={path}: cannot read it ({exc.strerror})") from None
+    return _file_profiles(path, mtime)
+
+
+_registered: dict[str, Profile] = {}
+_registered_lock = threading.Lock()
+
+
+def register_profile(profile: Profile) -> Profile:
+    """Make ``profile`` resolvable by name in this process: a validated request's pinned profile
+    (so a later task on another worker runs what was validated) or one a workload got on its
+    command line. Same name, other content: the newer wins, with a warning."""
+    with _registered_lock:
+        old = _registered.get(profile.name)
+        if old is not None and profile_digest(old) != profile_digest(profile):
+            log.warning("profile %r redefined in this process (digest %s -> %s)", profile.name,
+                        profile_digest(old), profile_digest(profile))
+        _registered[profile.name] = profile
+    return profile
+
+
+def register_user_profiles(text: str | None, source: str = f"Airflow Variable {PROFILES_VARIABLE}") -> list[str]:
+    """Validate user profiles given as text (the Variable's) and register them; their names."""
+    if not text or not text.strip():
+        return []
+    profiles = parse_profiles_text(text, {**load_profiles(), **file_profiles()}, source)
+    for profile in profiles.values():
+        register_profile(profile)
+    return list(profiles)
+
+
+def all_profiles() -> dict[str, Profile]:
+    """Every profile this process knows: built-ins, the user file, then registered ones."""
+    with _registered_lock:
+        registered = dict(_registered)
+    return {**load_profiles(), **file_profiles(), **registered}
 
 
 def profile_names() -> list[str]:
-    return list(load_profiles())
+    return list(all_profiles())
 
 
 def get_profile(name: str) -> Profile:
-    profiles = load_profiles()
+    profiles = all_profiles()
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; allowed: {', '.join(profiles)}")
     return profiles[name]
+
+
+def profile_digest(profile: Profile) -> str:
+    """Short sha256 of what a profile makes a workload do: every field but ``name`` and
+    ``description``. Recorded in each result document, so results of a profile redefined under
+    the same name are told apart in the warehouse (and two names with the same numbers match)."""
+    content = profile.model_dump(mode="json", exclude={"name", "description"})
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def is_builtin(profile: Profile) -> bool:
+    """Whether ``profile`` is the installed package's profile of that name, unchanged: then a
+    workload resolves it by name and nothing else travels on its command line."""
+    builtin = load_profiles().get(profile.name)
+    return builtin is not None and profile_digest(builtin) == profile_digest(profile)
+
+
+def profile_to_argument(profile: Profile) -> str:
+    """The profile as one ASCII JSON word (``--profile-spec``): shell-quoted by every executor."""
+    return json.dumps(profile.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=True)
+
+
+def profile_from_argument(text: str) -> Profile:
+    """Inverse of :func:`profile_to_argument`, validated like any profile."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProfileError(f"--profile-spec: not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ProfileError("--profile-spec: a JSON object with the profile's fields and its name")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"--profile-spec:\n  {_field_errors(data['name'], exc)}") from None
+
+
+# --- Timeouts derived from a profile ---------------------------------------------------------
+#
+# A job's timeout is a hang detector, so its bound is conservative: the planned work at rates a
+# slow machine still reaches, times a margin, plus a fixed allowance for what precedes the work.
+
+TRAIN_FLOPS_PER_IMAGE: dict[ModelName, tuple[float, int]] = {
+    ModelName.ALEXNET: (2.2e9, 224),      # forward ~0.72 GFLOPs, training ~3x
+    ModelName.RESNET50: (12.3e9, 224),    # forward ~4.1 GFLOPs
+    ModelName.INCEPTION3: (17.1e9, 299),  # forward ~5.7 GFLOPs
+}
+"""Training FLOPs per image at the model's native size (scaled by the image area)."""
+SLOW_TRAINING_FLOPS = 20e9
+"""Sustained training rate of the slowest device a profile may land on (a few CPU cores)."""
+SLOW_HPL_FLOPS = 20e9
+"""Sustained HPL rate of a slow machine (any server CPU since 2012 does several times this)."""
+SLOW_DISK_BYTES_S = 50e6
+TIMEOUT_MARGIN = 1.5
+STARTUP_ALLOWANCE_S = 600.0
+"""Interpreter start, imports, model build, data staging, container start."""
+MIN_JOB_TIMEOUT_S = 3600.0
+"""The floor: what every job got before timeouts were derived. An emulated guest (TCG) still
+starts TensorFlow within it; a smaller profile never gets less."""
+
+
+def _training_seconds(profile: Profile, model: str, batch: int | None) -> tuple[float, str]:
+    spec = profile.training(model)
+    flops, native = TRAIN_FLOPS_PER_IMAGE[ModelName(model)]
+    images = batch or spec.batch_size_per_device
+    per_step = images * flops * (spec.image_size / native) ** 2 / SLOW_TRAINING_FLOPS
+    steps = spec.warmup_steps + spec.measured_steps
+    return per_step * steps, (f"{model} {steps} steps x {per_step:.3g} s (batch {images}, "
+                              f"{spec.image_size} px at {SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS)")
+
+
+def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = None,
+                 scenario: str = "single") -> tuple[float, str]:
+    """Seconds of work a job of ``suite`` with ``args`` plans at conservative rates, and how."""
+    args = args or {}
+    micro = profile.micro
+    if suite == "tf_cnn":
+        seconds, basis = _training_seconds(profile, str(args.get("model", ModelName.INCEPTION3.value)),
+                                           int(args["batch_size"]) if args.get("batch_size") else None)
+        if scenario == "distributed":
+            seconds, basis = seconds * 2, basis + "; x2 synchronising across instances"
+        elif scenario == "shared":
+            sharing = int(args.get("tenants") or 2)
+            lead = profile.scenarios.shared.lead_seconds
+            seconds = seconds * (1 + sharing) + lead  # alone, then slowed by the others
+            basis += f"; alone + x{sharing} sharing the machine, {lead:.0f} s lead"
+        return seconds, basis
+    if suite == "cpu":
+        hpl = sum(2 / 3 * n**3 + 2 * n**2 for n in micro.cpu.hpl_sizes) / SLOW_HPL_FLOPS
+        hpcg = micro.cpu.hpcg_seconds * 1.2 + 120
+        return hpl + hpcg, (f"HPL {len(micro.cpu.hpl_sizes)} sizes up to N={max(micro.cpu.hpl_sizes)} "
+                            f"{hpl:.0f} s at {SLOW_HPL_FLOPS / 1e9:.0f} GFLOPS + HPCG {micro.cpu.hpcg_seconds:.0f} s "
+                            f"(+20% + 120 s set-up)")
+    if suite == "disk":
+        d = micro.disk
+        block = _bytes(d.dd_block)
+        dd = sum(c * block for c in d.dd_counts) / SLOW_DISK_BYTES_S
+        ioping = d.ioping_count * 1.0 + 2 * d.ioping_seconds
+        fio = 4 * (d.fio_runtime_s + d.fio_size_mb * 1e6 / SLOW_DISK_BYTES_S)
+        return dd + ioping + fio, f"dd {dd:.0f} s + ioping {ioping:.0f} s + fio 4 x {d.fio_runtime_s} s (+ layout)"
+    if suite == "network":
+        n = micro.network
+        return 4 * n.seconds + n.latency_samples * 0.05, f"iperf3 4 x {n.seconds} s + {n.latency_samples} pings"
+    if suite == "gpu":
+        g = micro.gpu
+        m, k, n3 = g.gemm
+        work = g.iterations * (2 * m * k * n3 + 2 * g.conv_size**2 * 9) / 1e12 + 300
+        return work, f"{g.iterations} iterations of GEMM {m}x{k}x{n3} at 1 TFLOPS + 300 s for the other programs"
+    if suite == "deepbench":
+        per = 120.0 if micro.deepbench.shapes == "paper" else 5.0
+        return (micro.deepbench.iterations * per,
+                f"{micro.deepbench.iterations} iterations x {per:.0f} s ({micro.deepbench.shapes} shapes)")
+    return 0.0, f"no estimate for suite {suite!r}"
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    size = size.strip().lower()
+    return int(size[:-1]) * units[size[-1]] if size and size[-1] in units else int(size)
+
+
+def job_timeout(profile: Profile, suite: str, args: Mapping[str, Any] | None = None,
+                scenario: str = "single") -> tuple[int, str]:
+    """(timeout in seconds, its basis): max(floor, startup + margin x planned work)."""
+    work, basis = planned_work(profile, suite, args, scenario)
+    derived = STARTUP_ALLOWANCE_S + TIMEOUT_MARGIN * work
+    seconds = int(math.ceil(max(MIN_JOB_TIMEOUT_S, derived)))
+    floor = " (the floor)" if derived < MIN_JOB_TIMEOUT_S else ""
+    return seconds, (f"{seconds} s{floor} = max({MIN_JOB_TIMEOUT_S:.0f}, {STARTUP_ALLOWANCE_S:.0f} + "
+                     f"{TIMEOUT_MARGIN} x {work:.0f} s) from profile {profile.name}: {basis}")
