@@ -30,3 +30,21 @@ def test_a_typo_in_a_profile_fails_with_the_field_name():
     raw["tf_cnn"]["alexnet"]["batch_sise_per_device"] = 8
     with pytest.raises(ValidationError, match="batch_sise_per_device"):
         Profile.model_validate({"name": "broken", **raw})
+
+
+def test_builtins_travel_by_name_and_user_profiles_are_listed(tmp_path, monkeypatch, capsys):
+    """A built-in needs nothing on the command line; the CLI lists the user's file beside it."""
+    import json
+
+    from dlbench.workloads import cli
+    from dlbench.workloads.profiles import PROFILES_FILE_ENV, is_builtin, profile_digest
+
+    assert is_builtin(get_profile("paper")) and profile_digest(get_profile("paper")) != profile_digest(
+        get_profile("smoke"))
+    path = tmp_path / "mine.yaml"
+    path.write_text("mine: {extends: smoke, repetitions: 1}\n")
+    monkeypatch.setenv(PROFILES_FILE_ENV, str(path))
+    assert cli.main(["profiles"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["mine"]["repetitions"] == 1 and listed["mine"]["micro"] == listed["smoke"]["micro"]
+    assert not is_builtin(get_profile("mine"))
