@@ -156,7 +156,11 @@ EOF
 if [ "$preload" = 1 ]; then
   step "pre-loading $workload_image into the guest's Docker store (a private dockerd on its data root)"
   mkdir -p "$root/var/lib/docker" "$work/exec"
-  dockerd --data-root "$root/var/lib/docker" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" \
+  # Its own network namespace and no network store from the image: a dockerd started with
+  # --bridge=none deletes a stored "bridge" network, i.e. the host's docker0, when it shares the
+  # host's namespace (it only talks to the CLI through its unix socket).
+  rm -rf "$root/var/lib/docker/network"
+  unshare --net dockerd --data-root "$root/var/lib/docker" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" \
     -H "unix://$work/docker.sock" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
     --storage-driver=overlay2 >>"$log" 2>&1 &
   dockerd_pid=$!
