@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, require
+from tests.ironic.conftest import clean_cloud, cloud_conn  # noqa: F401 - the four-platform run uses Ironic too
 
 CLOUD = os.environ.get("DLBENCH_NOVA_TEST_CLOUD", "devcloud-nova")
 ADMIN_CLOUD = os.environ.get("DLBENCH_NOVA_TEST_ADMIN_CLOUD", "devcloud-admin")

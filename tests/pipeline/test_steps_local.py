@@ -83,7 +83,7 @@ def test_run_tags_carry_the_expiry_of_the_request():
     local = steps.validate({"platforms": ["bare_metal"], "suites": ["cpu"]})
     assert steps.expiry_for(local, 6) == timedelta(hours=6)
     assert steps.expiry_for(local, 2.5) == timedelta(hours=2.5)  # the dlbench_expiry_hours Variable
-    ironic = {**local, "provider": {"name": "ironic", "cloud": "devcloud", "expiry_hours": 1}}
+    ironic = {**local, "providers": [{"name": "ironic", "cloud": "devcloud", "expiry_hours": 1}]}
     assert steps.expiry_for(ironic, 6) == timedelta(hours=1)  # the provider's settings win
     tags = Tags.from_dict(steps.tags_for("r", expiry=steps.expiry_for(ironic, 6)))
     assert timedelta(minutes=59) < tags.expires_at - datetime.now(UTC) <= timedelta(hours=1)
