@@ -15,7 +15,7 @@ the project's TensorFlow without touching .venv::
 Both run the same model at the harness's shapes (AlexNet 227, ResNet-50 224, InceptionV3 299,
 1001 classes), the same batch, warm-up and measured steps, synthetic data, NHWC, SGD with the
 same learning rate and weight decay, parameters on the CPU; each in a fresh process, interleaved
-A B A B (this machine is shared: compare side by side, never against a number of another day).
+A B B A (this machine is shared: compare side by side, never against a number of another day).
 Prints images/s per model and the ratio ours / reference; the goal is >= 1.00 per model.
 
     .venv/bin/python bench/reference_ratio.py --reference /tmp/tfbench --python /tmp/refvenv/bin/python \\
@@ -104,16 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         ours, ref = [], []
         labels: dict[str, str] = {}
         for index in range(args.rounds):
-            value, labels = run_ours(model, args.batch_size, args.warmup_steps, args.measured_steps, args.timeout)
-            ours.append(value)
-            ref.append(run_reference(args.python, script, model, args.batch_size, args.warmup_steps,
-                                     args.measured_steps, learning_rate, args.timeout))
+            # A B, then B A: a load that drifts during a round burdens both sides alike.
+            for side in ("ours", "ref") if index % 2 == 0 else ("ref", "ours"):
+                if side == "ours":
+                    value, labels = run_ours(model, args.batch_size, args.warmup_steps, args.measured_steps,
+                                             args.timeout)
+                    ours.append(value)
+                else:
+                    ref.append(run_reference(args.python, script, model, args.batch_size, args.warmup_steps,
+                                             args.measured_steps, learning_rate, args.timeout))
             print(f"{model:<11} {index + 1:>5} {ours[-1]:>11.2f} {ref[-1]:>10.2f}", flush=True)
-        results[model] = {"ours": ours, "reference": ref, "ratio": statistics.fmean(ours) / statistics.fmean(ref),
+        results[model] = {"ours": ours, "reference": ref,
+                          "ratio": statistics.median(ours) / statistics.median(ref),
                           "diverged": labels.get("diverged", ""), "model_parameters": labels.get("model_parameters")}
-    print(f"\n{'model':<11} {'ours img/s':>11} {'ref img/s':>10} {'ours/ref':>9}")
+    print(f"\nmedians\n{'model':<11} {'ours img/s':>11} {'ref img/s':>10} {'ours/ref':>9}")
     for model, r in results.items():
-        print(f"{model:<11} {statistics.fmean(r['ours']):>11.2f} {statistics.fmean(r['reference']):>10.2f} "
+        print(f"{model:<11} {statistics.median(r['ours']):>11.2f} {statistics.median(r['reference']):>10.2f} "
               f"{r['ratio']:>9.3f}")
     if args.json:
         args.json.write_text(json.dumps({"batch_size": args.batch_size, "warmup_steps": args.warmup_steps,

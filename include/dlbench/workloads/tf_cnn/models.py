@@ -192,6 +192,46 @@ def _dense_stddev(fan_in: int, relu: bool) -> float:
     return math.sqrt((2.0 if relu else 1.0) / fan_in)
 
 
+def fused_batch_norm_layer(bn: BatchNorm, **kwargs: Any) -> Any:
+    """A Keras layer doing what the harness's batch norm does: ``FusedBatchNormV3`` (one kernel
+    for statistics and normalisation; Keras 3's BatchNormalization runs moments and normalisation
+    as separate ops) and moving averages with decay ``bn.decay``."""
+    import tensorflow as tf
+
+    class FusedBatchNorm(tf.keras.layers.Layer):
+        def build(self, input_shape: Any) -> None:
+            shape = (int(input_shape[-1]),)
+            self.gamma = self.add_weight(shape=shape, name="gamma", initializer="ones", autocast=False) \
+                if bn.scale else None
+            self.beta = self.add_weight(shape=shape, name="beta", initializer="zeros", autocast=False)
+            self.moving_mean = self.add_weight(shape=shape, name="moving_mean", initializer="zeros",
+                                               trainable=False, autocast=False)
+            self.moving_variance = self.add_weight(shape=shape, name="moving_variance", initializer="ones",
+                                                   trainable=False, autocast=False)
+
+        def call(self, x: Any, training: bool | None = None) -> Any:
+            beta = self.beta.value
+            gamma = self.gamma.value if self.gamma is not None else tf.ones_like(beta)
+            if not training:
+                y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+                    x, gamma, beta, mean=self.moving_mean.value, variance=self.moving_variance.value,
+                    epsilon=bn.epsilon, is_training=False)
+                return y
+            y, mean, variance = tf.compat.v1.nn.fused_batch_norm(x, gamma, beta, epsilon=bn.epsilon, is_training=True)
+            d = bn.decay
+            self.moving_mean.assign(self.moving_mean.value * d + mean * (1 - d))
+            self.moving_variance.assign(self.moving_variance.value * d + variance * (1 - d))
+            return y
+
+    return FusedBatchNorm(**kwargs)
+
+
+def _is_batch_norm(layer: Any) -> bool:
+    import tensorflow as tf
+
+    return isinstance(layer, tf.keras.layers.BatchNormalization) or type(layer).__name__ == "FusedBatchNorm"
+
+
 class KerasNet:
     """:class:`Net` as Keras layers on symbolic tensors (a functional model)."""
 
@@ -212,7 +252,7 @@ class KerasNet:
         y = self.layers.Conv2D(filters, (kh, kw), strides=stride, padding=padding.lower(), use_bias=bn is None,
                                activation=activation, kernel_initializer=_conv_initializer())(x)
         if bn is not None:
-            y = self.layers.BatchNormalization(momentum=bn.decay, epsilon=bn.epsilon, scale=bn.scale, center=True)(y)
+            y = fused_batch_norm_layer(bn)(y)
             if relu:
                 y = self.layers.ReLU()(y)
         return y
@@ -257,10 +297,7 @@ def build(model: ModelName | str, spec: TrainingSpec) -> Any:
 
 def l2_variables(model: Any) -> list[Any]:
     """The trainable variables weight decay applies to: all but batch norm's (``filter_l2_loss_vars``)."""
-    import tensorflow as tf
-
-    return [w for layer in model.layers if not isinstance(layer, tf.keras.layers.BatchNormalization)
-            for w in layer.trainable_weights]
+    return [w for layer in model.layers if not _is_batch_norm(layer) for w in layer.trainable_weights]
 
 
 def weight_decay_loss(variables: Sequence[Any], weight_decay: float = WEIGHT_DECAY) -> Any:

@@ -234,7 +234,10 @@ def train(
     with strategy_obj.scope():
         model = models.build(model_name, spec)
         decayed = models.l2_variables(model)
-        optimizer = tf.keras.optimizers.SGD(learning_rate=spec.learning_rate)
+        # The harness's optimizer (tf.compat.v1.train.GradientDescentOptimizer): one fused
+        # ResourceApplyGradientDescent per variable. Keras 3's SGD multiplies the gradient into a
+        # temporary and then subtracts it, an extra pass over every weight each step (AlexNet: 62M).
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(spec.learning_rate)
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE
         )
@@ -247,7 +250,9 @@ def train(
             # tf_cnn_benchmarks' total loss: cross entropy + weight decay (once over the replicas).
             loss += tf.nn.scale_regularization_loss(models.weight_decay_loss(decayed))
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=False))
+        # The TF variables behind the Keras ones (what a TF1 optimizer updates; under a
+        # distribution strategy, its distributed variables, so gradients are still all-reduced).
+        optimizer.apply_gradients(zip(grads, [v.value for v in model.trainable_variables], strict=True))
         return loss
 
     @tf.function
