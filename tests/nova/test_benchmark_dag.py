@@ -71,13 +71,13 @@ def test_four_hosting_options_in_one_run(dag, clean_cloud, clean_nova, workload_
     assert wait_clean(clean_nova, 60) == []
 
 
-def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova):
+def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
     """The process driving a run (make run) SIGKILLed once its VMs exist: nothing releases them,
     the janitor keeps them while the lease is fresh, then deletes servers, server group, keypair
     and security group once it lapsed."""
     from dlbench.pipeline import janitor
     from dlbench.provisioning.base import LEASE_KEY
-    from dlbench.provisioning.nova import NovaDriver
+    from dlbench.provisioning.nova import NovaDriver, support_name
     from tests.ironic.test_janitor import _children
 
     lease_s = 15
@@ -103,7 +103,7 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova):
                 pass
         proc.wait()
     (run_id,) = driver.find()
-    groups = [g.name for g in clean_nova.compute.server_groups() if run_id in (g.name or "")]
+    groups = [g.name for g in clean_nova.compute.server_groups() if (g.name or "").startswith(support_name(run_id))]
     assert groups, "the distributed scenario's server group"
     first = janitor.sweep([settings()], lambda tags: True, docker=False)
     assert [k["run_id"] for k in first["kept"]] == [run_id] and not first["released"], first

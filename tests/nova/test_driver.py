@@ -136,3 +136,18 @@ def test_a_restarting_api_is_waited_for(clean_nova, run_id, tmp_path):
     finally:
         fault("nova-api-start")
         driver.delete(driver.find(run_id).get(run_id, []), Deadline(180, "release"))
+
+
+def test_vms_that_never_answer_ssh_are_rolled_back(clean_nova, run_id):
+    """The whole lifecycle (MachineBackend) on Nova: servers ACTIVE but sshd never starts: setup
+    fails naming SSH, and everything of the run is released before the error reaches Airflow."""
+    from dlbench.config import parse_request
+    from dlbench.pipeline.providers import backend_for_request
+
+    request = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "suites": ["cpu"],
+                             "nova": settings(ssh_timeout=8, nodes={"virtual_machine": 2}).model_dump(
+                                 exclude={"name"}, mode="json")})
+    fault("server-ssh-down")
+    with pytest.raises(Exception, match="not reachable over SSH"):
+        backend_for_request(request).acquire(request, Tags(run_id=run_id), budget_s=300)
+    assert NovaDriver(settings()).find(run_id) == {}
