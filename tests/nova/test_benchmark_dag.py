@@ -65,6 +65,15 @@ def test_four_hosting_options_in_one_run(dag, clean_cloud, clean_nova, workload_
     assert {r["platform"] for r in rows} == set(FOUR), rows
     assert all(float(r["normalized"]) > 0 for r in rows)
     assert [r for r in rows if r["platform"] == "bare_metal"][0]["normalized"] in ("1.0", "1")
+    # the VM documents say which flavor, image, placement and (hashed) host they ran on
+    from dlbench.warehouse import archive
+    from dlbench.workloads.result import ResultDocument
+
+    docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(safe_run_id(run.run_id)))]
+    vm_docs = [d for d in docs if d.benchmark.suite == "cpu" and d.labels.get("job_label", "").startswith(
+        "container_on_vm/")]
+    assert vm_docs and all(d.labels.get("flavor") == "dlbench.small" and d.labels.get("host_id")
+                           and d.labels.get("placement") == "none" for d in vm_docs), [d.labels for d in vm_docs]
     page = (report / "report.html").read_text()
     assert all(platform in page for platform in FOUR)
     assert_no_leaks(clean_cloud)

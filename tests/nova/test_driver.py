@@ -151,3 +151,23 @@ def test_vms_that_never_answer_ssh_are_rolled_back(clean_nova, run_id):
     with pytest.raises(Exception, match="not reachable over SSH"):
         backend_for_request(request).acquire(request, Tags(run_id=run_id), budget_s=300)
     assert NovaDriver(settings()).find(run_id) == {}
+
+
+def test_pack_puts_two_vms_on_one_hypervisor_and_gpus_pick_the_passthrough_flavor(clean_nova, admin_conn,
+                                                                                     run_id, tmp_path):
+    """The shared-resource scenario's two VMs on one host (affinity), and `gpus: 1` choosing the
+    flavor whose pci_passthrough:alias passes one `fake-gpu` through (scheduled where the devices
+    are: devcloud-hv-1)."""
+    driver = NovaDriver(settings(flavor=None, gpus=1, gpu_alias="fake-gpu", vcpus=1, ram_mb=512, disk_gb=1))
+    _, boot = boot_config(tmp_path)
+    demand = Demand(role="vm", platform="virtual_machine", count=2, placement="pack")
+    driver.preflight([demand])
+    instances = driver.create(demand, Tags(run_id=run_id), boot, Deadline(120, "create"))
+    try:
+        driver.wait_ready(instances, Deadline(120, "ready"))
+        assert {i.details["labels"]["flavor"] for i in instances} == {"dlbench.gpu"}
+        assert {i.details["labels"]["placement"] for i in instances} == {"affinity"}
+        assert len({i.details["host_id"] for i in instances}) == 1
+        assert {admin_conn.compute.get_server(i.id).hypervisor_hostname for i in instances} == {"devcloud-hv-1"}
+    finally:
+        driver.delete(driver.find(run_id).get(run_id, []), Deadline(120, "release"))

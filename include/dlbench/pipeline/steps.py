@@ -18,7 +18,7 @@ from typing import Any
 
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
-from dlbench.execution.targets import Target
+from dlbench.execution.targets import HOST_LABEL, Target
 from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.datasets import ensure_dataset
 from dlbench.pipeline.providers import backend_for, backend_for_request
@@ -219,7 +219,7 @@ def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float)
         if path:
             doc.labels["network_path"] = path
         doc.labels.setdefault("target", target.name)
-        for key in ("provider", "prepared", "emulated", "accel"):
+        for key in ("provider", "prepared", "emulated", "accel", "flavor", "image", "placement", HOST_LABEL):
             if key in target.labels:
                 doc.labels.setdefault(key, target.labels[key])
         doc.write(archive)

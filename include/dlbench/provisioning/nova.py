@@ -300,7 +300,10 @@ class NovaDriver(Driver):
                     details={KIND: "server", "flavor": flavor.name, "image": image.name, "network": network.name,
                              "server_group": group.name if group is not None else "",
                              "placement": group.policy if group is not None else "none",
-                             "create_started": started}))
+                             "create_started": started,
+                             # recorded in every result document of the VM (the lifecycle passes them on)
+                             "labels": {"flavor": flavor.name, "image": image.name,
+                                        "placement": group.policy if group is not None else "none"}}))
         except BaseException as exc:  # noqa: BLE001 - cleaned up, then re-raised (explained when a quota)
             log.error("creating servers failed (%s); deleting the %d created so far", _first_line(exc),
                       len(instances))
