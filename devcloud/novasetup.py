@@ -121,6 +121,12 @@ def nova(conn: Any) -> None:
             conn.compute.create_flavor_extra_specs(flavor, specs)
     wait("3 hypervisors up and mapped (nova-compute logs in .devcloud/logs)", lambda: hypervisors_ready(conn),
          timeout=180)
+    # A compute node is listed before the scheduler's periodic discovery maps its host to the cell:
+    # in that window a create fails with NoValidHost. Map them now, so `up` returns a usable cloud.
+    import subprocess
+
+    subprocess.run([novacloud.venv("nova-manage"), "--config-file", str(novacloud.OS_DIR / "nova" / "nova.conf"),
+                    "cell_v2", "discover_hosts"], check=True, capture_output=True, timeout=120)
 
 
 def glance(conn: Any) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -27,7 +26,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
-from dlbench.provisioning.base import LEASE_KEY, TAG_KEYS, BootConfig, Demand, Driver, Instance, Tags, resource_name
+from dlbench.provisioning.base import LEASE_KEY, TAG_KEYS, BootConfig, Demand, Instance, Tags, resource_name
+from dlbench.provisioning.openstack_driver import OpenStackDriver
 from dlbench.provisioning.polling import Deadline, WaitTimeout, poll, retry_call
 from dlbench.provisioning.settings import OpenStackSettings, Runtime
 from dlbench.workloads.result import Platform
@@ -73,7 +73,6 @@ class IronicSettings(OpenStackSettings):
     address_extra_key: Name = "test_host_address"
     inventory: dict[Name, Host] = Field(default_factory=dict, description="node name or uuid -> address")
     allocate_timeout: float = Field(default=120, gt=0, le=6 * 3600)
-    api_retry_seconds: float = Field(default=120, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _inventory(self) -> IronicSettings:
@@ -82,36 +81,21 @@ class IronicSettings(OpenStackSettings):
         return self
 
 
-class IronicDriver(Driver):
+class IronicDriver(OpenStackDriver):
     """See the module docstring. The connection is opened on first use (lazily: the validate
     task's preflight and the janitor build drivers too)."""
 
     name = PROVIDER
     timing_phases = ("allocate", "deploy_to_active", "undeploy")
 
-    def __init__(self, settings: IronicSettings, conn: Any = None) -> None:
-        self.spec = settings
-        self._conn = conn
-        self._lock = threading.Lock()  # the lease thread and the lifecycle share the connection
+    spec: IronicSettings
 
     def __repr__(self) -> str:  # the connection object may know credentials: never print it
         return f"IronicDriver(resource_class={self.spec.resource_class!r})"
 
     @property
-    def conn(self) -> Any:
-        with self._lock:
-            if self._conn is None:
-                self._conn = self.spec.connect()
-            return self._conn
-
-    # -- API access with retries --------------------------------------------------------------
-    @property
     def bm(self) -> Any:
         return self.conn.baremetal
-
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return retry_call(lambda: fn(*args, **kwargs), Deadline(self.spec.api_retry_seconds, what),
-                          first_delay=self.spec.poll_interval, what=what)
 
     # -- preflight -----------------------------------------------------------------------------
     def matching_nodes(self) -> list[Any]:

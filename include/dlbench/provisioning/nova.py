@@ -51,11 +51,11 @@ from dlbench.provisioning.base import (
     RESOURCE_PREFIX,
     BootConfig,
     Demand,
-    Driver,
     Instance,
     Tags,
     resource_name,
 )
+from dlbench.provisioning.openstack_driver import OpenStackDriver
 from dlbench.provisioning.polling import Deadline, WaitTimeout, retry_call
 from dlbench.provisioning.settings import OpenStackSettings, Runtime
 from dlbench.workloads.result import Platform
@@ -102,7 +102,6 @@ class NovaSettings(OpenStackSettings):
         default="auto", description="server group policy; auto: anti-affinity for the distributed scenario, "
         "none otherwise")
     config_drive: bool = Field(default=False, description="ask for a config drive (clouds without metadata service)")
-    api_retry_seconds: float = Field(default=120, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _gpu_alias(self) -> NovaSettings:
@@ -133,32 +132,21 @@ def support_name(run_id: str) -> str:
     return resource_name(run_id, "run", 0).removesuffix("-run-0")
 
 
-class NovaDriver(Driver):
+class NovaDriver(OpenStackDriver):
     """See the module docstring. The connection opens on first use (preflight, janitor)."""
 
     name = PROVIDER
     timing_phases = ("create_to_active", "delete")
 
+    spec: NovaSettings
+
     def __init__(self, settings: NovaSettings, conn: Any = None) -> None:
-        self.spec = settings
-        self._conn = conn
-        self._lock = threading.Lock()
+        super().__init__(settings, conn)
         self._support_lock = threading.Lock()
         self._resolved: dict[str, Any] = {}
 
     def __repr__(self) -> str:  # the connection may know credentials: never print it
         return f"NovaDriver(image={self.spec.image!r}, network={self.spec.network!r})"
-
-    @property
-    def conn(self) -> Any:
-        with self._lock:
-            if self._conn is None:
-                self._conn = self.spec.connect()
-            return self._conn
-
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return retry_call(lambda: fn(*args, **kwargs), Deadline(self.spec.api_retry_seconds, what),
-                          first_delay=self.spec.poll_interval, what=what)
 
     # -- names the request gives -> cloud objects ------------------------------------------------
     def _flavor(self, platform: Platform) -> Any:

@@ -144,6 +144,8 @@ class OpenStackSettings(MachineSettings):
     cloud: Name | None = Field(default=None, description="clouds.yaml cloud name")
     conn_id: Name | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
     clouds_file: AbsolutePath | None = Field(default=None, description="clouds.yaml path (default: standard places)")
+    api_retry_seconds: float = Field(default=120, gt=0, le=3600,
+                                     description="s to retry an API call that fails transiently (5xx, refused)")
 
     @model_validator(mode="after")
     def _cloud_named(self) -> OpenStackSettings:
