@@ -109,7 +109,11 @@ def children(pid: int) -> list[int]:
 
 def stop_pid(pid: int, timeout: float = 10.0) -> None:
     """SIGCONT (it may be frozen by a fault knob), SIGTERM, then SIGKILL after ``timeout``."""
-    group = [pid, *children(pid)]
+    stop_group([pid, *children(pid)], timeout)
+
+
+def stop_group(group: list[int], timeout: float = 10.0) -> None:
+    """:func:`stop_pid` for several processes at once: all signalled together, one deadline."""
     for p in group:
         for sig in (signal.SIGCONT, signal.SIGTERM):
             try:

@@ -74,16 +74,8 @@ def http_ok(url: str) -> bool:
 # --- configuration -----------------------------------------------------------------------------
 
 def authtoken(user: str) -> str:
-    return f"""www_authenticate_uri = {KEYSTONE_URL}
-auth_url = {KEYSTONE_URL}
-auth_type = password
-username = {user}
-password = {SERVICE_PASSWORD}
-project_name = service
-user_domain_name = Default
-project_domain_name = Default
-region_name = RegionOne
-"""
+    """``[keystone_authtoken]``: the service's own credentials plus the URI it names to clients."""
+    return f"www_authenticate_uri = {KEYSTONE_URL}\n" + service_auth(user)
 
 
 def service_auth(user: str) -> str:
@@ -490,20 +482,7 @@ def stop_many(named: list[tuple[str, str]], timeout: float = 10) -> None:
         pid = dc.pid_alive(name, marker)
         if pid:
             group += [pid, *dc.children(pid)]
-    for p in group:
-        for sig in (signal.SIGCONT, signal.SIGTERM):
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + timeout
-    while any(Path(f"/proc/{p}").exists() and not dc._zombie(p) for p in group) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for p in group:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    dc.stop_group(group, timeout)
     for name, _ in named:
         (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
 
