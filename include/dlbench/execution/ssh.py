@@ -554,7 +554,7 @@ class SSHExecutor(Executor):
                 host.check([engine, "stop", "-t", str(grace), launch.name], grace + 120)
 
             with on_stop(stop, stop_action, name=f"stop-{launch.name}") as seen:
-                status, out = host.run(["timeout", str(wait_limit + 5), engine, "wait", launch.name],
+                status, out = host.run(["timeout", str(wait_limit), engine, "wait", launch.name],
                                        wait_limit + self.grace)
             if exited is not None:
                 exited.append(time.monotonic())
