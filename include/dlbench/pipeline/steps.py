@@ -379,3 +379,25 @@ def report_run(run_id: str, url: str | None) -> dict[str, str]:
     engine = db.engine_for(url)
     html = build_report(engine, safe, paths.reports_dir() / safe)
     return {"html": str(html), "table": text_table(engine, safe)}
+
+
+def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None,
+                window: int | None = None) -> dict[str, Any]:
+    """This run's cases against their history (dlbench.reports.regression, docs/regressions.md):
+    the regressions as JSON-able dicts and as text, also written to the run's report directory
+    (``regressions.json``)."""
+    from dlbench.reports import regression
+    from dlbench.warehouse import db
+
+    safe = safe_run_id(run_id)
+    engine = db.engine_for(url)
+    found = regression.detect(engine, safe, baseline_run=baseline_run or None,
+                              **({"window": window} if window else {}))
+    items = [r.as_dict() for r in found]
+    text = "\n".join(str(r) for r in found) or "no regression"
+    out = paths.reports_dir() / safe
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "regressions.json").write_text(json.dumps({"run_id": safe, "baseline_run": baseline_run,
+                                                      "regressions": items}, indent=2))
+    log.info("regressions of run %s: %s", safe, text)
+    return {"run_id": safe, "count": len(found), "regressions": items, "text": text}

@@ -101,7 +101,8 @@ class Benchmark(Base):
 
 class Execution(Base):
     __tablename__ = "executions"
-    __table_args__ = (Index(None, "benchmark_id", "platform"),)
+    # environment_id + benchmark_id: a case's history on one environment (migration 0004).
+    __table_args__ = (Index(None, "benchmark_id", "platform"), Index(None, "environment_id", "benchmark_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[str] = mapped_column(String(64), unique=True)
@@ -137,3 +138,18 @@ class Sample(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
 
     execution: Mapped[Execution] = relationship(back_populates="samples")
+
+
+class BaselinePin(Base):
+    """A run named as the regression baseline (``dlbench baseline pin``, the explorer): for one
+    suite, or for every suite (``scope = "*"``). Migration 0004."""
+
+    __tablename__ = "baseline_pins"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    scope: Mapped[str] = mapped_column(String(60), unique=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    pinned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    note: Mapped[str | None] = mapped_column(Text)
+
+    run: Mapped[Run] = relationship()

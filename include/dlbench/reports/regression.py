@@ -1,0 +1,350 @@
+"""Regression detection: this run's cases against the history of the same cases.
+
+A *case* here is a report case (suite, benchmark, requested parameters, scenario, sample labels,
+metric) on one platform **and one environment fingerprint** (the same machine facts: hardware,
+driver, TensorFlow...), so a new GPU driver starts a new history instead of raising an alarm.
+Only headline metrics are tested (:func:`dlbench.reports.metrics.is_headline`): one test per
+case and headline metric, not hundreds of diagnostic counters.
+
+The baseline, first match wins:
+
+1. ``baseline_run`` given to :func:`detect` (the CLI's ``--baseline``);
+2. a pinned run (``dlbench baseline pin RUN_ID [--suite S]``, the explorer's "pin" button),
+   stored in the warehouse table ``baseline_pins``, for the case's suite or for every suite;
+3. the last ``window`` earlier runs holding the case (default 8).
+
+The test (docs/regressions.md):
+
+- ``prediction-t``: with k >= 3 baseline runs, the current run's mean is compared with the
+  baseline runs' means by a one-sided t test of a new observation against a sample
+  (t = (x - m) / (s * sqrt(1 + 1/k)), k - 1 degrees of freedom). Run-to-run noise (a new node, a
+  busy network) is part of s, so a stationary series is flagged at rate ``alpha`` at most.
+- ``welch``: with a pinned run or fewer than 3 baseline runs, Welch's one-sided t test of the
+  current repetitions against the baseline's repetitions (needs >= 2 on each side).
+- ``threshold``: fewer repetitions than that: the change alone decides (p_value None).
+
+A case regresses when the change goes the bad way (metrics' direction), its p-value is below
+``alpha`` (default 0.01) and it is at least ``min_change_pct`` (default 2 %) of the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics as pystats
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from dlbench.reports import compare, metrics
+from dlbench.warehouse.models import BaselinePin, Benchmark, Execution, Run, Sample
+
+ALPHA = 0.01
+MIN_CHANGE_PCT = 2.0
+WINDOW = 8
+ALL_SUITES = "*"
+
+
+@dataclass(frozen=True)
+class Regression:
+    benchmark: str
+    case: str
+    platform: str
+    metric: str
+    unit: str
+    baseline: float
+    current: float
+    change_pct: float
+    p_value: float | None
+    method: str
+    baseline_runs: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "baseline_runs": list(self.baseline_runs)}
+
+    def __str__(self) -> str:
+        p = "" if self.p_value is None else f", p={self.p_value:.2g}"
+        return (f"{self.case} [{self.platform}] {self.metric}: {self.baseline:.4g} -> {self.current:.4g} {self.unit} "
+                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s))")
+
+
+# --- Student's t distribution (no SciPy in the controller's environment) -----------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (Numerical Recipes, modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+# --- the test on one case ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    baseline: float
+    current: float
+    change_pct: float
+    p_value: float | None
+    method: str
+    regressed: bool
+
+
+def assess(baseline_means: Sequence[float], baseline_samples: Sequence[float], current_samples: Sequence[float],
+           *, higher_is_better: bool, alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT,
+           pinned: bool = False) -> Outcome | None:
+    """Test one case: ``baseline_means`` (one per baseline run, oldest first), all their
+    repetitions, and the current run's repetitions. None when there is nothing to compare."""
+    if not current_samples or not baseline_samples or not baseline_means:
+        return None
+    current = pystats.fmean(current_samples)
+    sign = 1.0 if higher_is_better else -1.0  # > 0: the bad direction is "down"
+    k = len(baseline_means)
+    if k >= 3 and not pinned:
+        method = "prediction-t"
+        base = pystats.fmean(baseline_means)
+        spread = pystats.stdev(baseline_means) * math.sqrt(1.0 + 1.0 / k)
+        p = _one_sided(sign * (current - base), spread, k - 1)
+    else:
+        base = pystats.fmean(baseline_samples)
+        n1, n2 = len(current_samples), len(baseline_samples)
+        if n1 >= 2 and n2 >= 2:
+            method = "welch"
+            v1, v2 = pystats.variance(current_samples) / n1, pystats.variance(baseline_samples) / n2
+            se = math.sqrt(v1 + v2)
+            df = (v1 + v2) ** 2 / ((v1 * v1 / (n1 - 1) if v1 else 0.0) + (v2 * v2 / (n2 - 1) if v2 else 0.0)
+                                   or 1e-300)
+            p = _one_sided(sign * (current - base), se, max(df, 1.0))
+        else:
+            method, p = "threshold", None
+    if base:
+        change = (current - base) / abs(base) * 100.0
+    else:
+        change = 0.0 if current == base else math.copysign(math.inf, current - base)
+    worse = sign * change < 0
+    regressed = worse and abs(change) >= min_change_pct and (p is None or p < alpha)
+    return Outcome(base, current, change, p, method, regressed)
+
+
+def _one_sided(improvement: float, spread: float, df: float) -> float:
+    """P(a change at least this far in the bad direction | no change): small when it got worse."""
+    if spread <= 0 or not math.isfinite(spread):
+        return 0.0 if improvement < 0 else 1.0
+    return t_cdf(improvement / spread, df)
+
+
+def change_points(means: Sequence[float], *, window: int = WINDOW, alpha: float = ALPHA,
+                  min_change_pct: float = MIN_CHANGE_PCT) -> list[int]:
+    """Indices of a trend's change points: a run whose mean departs (either way) from the runs
+    since the last change point (at most ``window``, at least 3) by the prediction-t test. After a
+    change point the history restarts there, so a lasting step is marked once."""
+    found: list[int] = []
+    segment_start = 0
+    for i in range(len(means)):
+        history = list(means[max(segment_start, i - window):i])
+        if len(history) < 3:
+            continue
+        for higher in (True, False):
+            outcome = assess(history, history, [means[i]], higher_is_better=higher, alpha=alpha / 2,
+                             min_change_pct=min_change_pct)
+            if outcome is not None and outcome.regressed:
+                found.append(i)
+                segment_start = i
+                break
+    return found
+
+
+def benjamini_hochberg(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg adjusted p-values (q-values) of a family; None stays None.
+
+    A run tests hundreds of cases: at a per-case level of 1 % a stationary run would raise a few
+    false alarms every week. Comparing q-values with ``alpha`` controls the false discovery rate,
+    and under no change at all (every null true) the probability of any alarm, at ``alpha``."""
+    indexed = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m = len(indexed)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 1.0
+    for rank in range(m, 0, -1):
+        p, i = indexed[rank - 1]
+        running = min(running, p * m / rank)
+        out[i] = running
+    return out
+
+
+# --- from the warehouse ------------------------------------------------------------------------
+
+def _history(engine: sqlalchemy.Engine, run_id: str) -> list[dict]:
+    """Headline case samples of the run's (benchmark, environment) pairs, over every run."""
+    with engine.connect() as conn:
+        current = conn.execute(select(Run.id, Run.started_at).where(Run.run_id == run_id)).first()
+        if current is None:
+            raise LookupError(f"run {run_id!r} is not in the warehouse")
+        pairs = set(conn.execute(
+            select(Execution.benchmark_id, Execution.environment_id)
+            .where(Execution.run_pk == current.id, Execution.status == "ok")).all())
+        if not pairs:
+            return []
+        query = (
+            select(Run.run_id, Run.id.label("run_pk"), Run.started_at, Execution.platform, Execution.benchmark_id,
+                   Execution.environment_id, Execution.labels.label("execution_labels"), Benchmark.suite,
+                   Benchmark.name, Benchmark.parameters, Sample.metric, Sample.value, Sample.unit, Sample.labels)
+            .join(Execution, Execution.run_pk == Run.id)
+            .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+            .join(Sample, Sample.execution_id == Execution.id)
+            .where(Execution.status == "ok",
+                   Execution.benchmark_id.in_(sorted({b for b, _ in pairs})),
+                   Execution.environment_id.in_(sorted({e for _, e in pairs})),
+                   Sample.metric.not_in(compare.PER_STEP))
+        )
+        rows = [dict(r) for r in conn.execute(query).mappings()]
+    return [r for r in rows if (r["benchmark_id"], r["environment_id"]) in pairs
+            and metrics.is_headline(r["suite"], r["metric"]) and metrics.is_tabled(r["metric"], r["labels"])
+            and compare.is_case_document(r["execution_labels"])]
+
+
+def _order_key(started: datetime | None, pk: int) -> tuple:
+    if started is None:
+        return (1, datetime.max.replace(tzinfo=UTC), pk)
+    return (0, started if started.tzinfo else started.replace(tzinfo=UTC), pk)
+
+
+def pinned_run(engine: sqlalchemy.Engine, suite: str) -> str | None:
+    """The run pinned for ``suite``, else the one pinned for every suite."""
+    with engine.connect() as conn:
+        rows = dict(conn.execute(select(BaselinePin.scope, Run.run_id).join(Run, Run.id == BaselinePin.run_pk)
+                                 .where(BaselinePin.scope.in_([suite, ALL_SUITES]))).all())
+    return rows.get(suite) or rows.get(ALL_SUITES)
+
+
+def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None = None, window: int = WINDOW,
+           alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT) -> list[Regression]:
+    """The run's regressions against its baseline (see the module docstring), worst first."""
+    rows = _history(engine, run_id)
+    if not rows:
+        return []
+    order: dict[int, tuple] = {}
+    names: dict[int, str] = {}
+    cases: dict[tuple, dict[int, list[float]]] = {}
+    meta: dict[tuple, tuple[str, str, str, str, str]] = {}
+    current_pk = None
+    for r in rows:
+        order[r["run_pk"]] = _order_key(r["started_at"], r["run_pk"])
+        names[r["run_pk"]] = r["run_id"]
+        if r["run_id"] == run_id:
+            current_pk = r["run_pk"]
+        key = (r["suite"], r["name"], compare.case_key(r["parameters"]), r["metric"], r["unit"],
+               json.dumps(r["labels"] or {}, sort_keys=True), r["platform"], r["environment_id"])
+        cases.setdefault(key, {}).setdefault(r["run_pk"], []).append(float(r["value"]))
+        meta[key] = (r["suite"], r["name"], compare.case_name(r["suite"], r["name"], r["parameters"], r["labels"],
+                                                              r["execution_labels"]), r["platform"], r["metric"])
+    if current_pk is None:
+        return []
+    pins: dict[str, str | None] = {}
+    tested: list[tuple[tuple, Outcome, list[int]]] = []
+    for key, by_run in cases.items():
+        if current_pk not in by_run:
+            continue
+        suite, metric, unit = key[0], key[3], key[4]
+        pin = baseline_run
+        if pin is None:
+            if suite not in pins:
+                pins[suite] = pinned_run(engine, suite)
+            pin = pins[suite]
+        if pin is not None:
+            if pin == run_id:
+                continue
+            base_pks = [pk for pk in by_run if names[pk] == pin]
+        else:
+            earlier = sorted((pk for pk in by_run if order[pk] < order[current_pk]), key=order.__getitem__)
+            base_pks = earlier[-window:] if window > 0 else []
+        if not base_pks:
+            continue
+        # Every case is first tested at level 1 (p kept); the run's family decides below.
+        outcome = assess([pystats.fmean(by_run[pk]) for pk in base_pks],
+                         [v for pk in base_pks for v in by_run[pk]], by_run[current_pk],
+                         higher_is_better=metrics.higher_is_better(metric, unit), alpha=1.0,
+                         min_change_pct=min_change_pct, pinned=pin is not None)
+        if outcome is not None:
+            tested.append((key, outcome, base_pks))
+    adjusted = benjamini_hochberg([o.p_value for _, o, _ in tested])
+    found = []
+    for (key, outcome, base_pks), q in zip(tested, adjusted, strict=True):
+        if not outcome.regressed or (q is not None and q >= alpha):
+            continue
+        _, name, case, platform, metric = meta[key]
+        found.append(Regression(benchmark=name, case=case, platform=platform, metric=metric, unit=key[4],
+                                baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
+                                p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks)))
+    return sorted(found, key=lambda r: (-abs(r.change_pct), r.case, r.platform, r.metric))
+
+
+# --- pins --------------------------------------------------------------------------------------
+
+def pin(engine: sqlalchemy.Engine, run_id: str, *, suite: str | None = None, note: str | None = None) -> None:
+    """Name ``run_id`` the baseline (of ``suite``, or of every suite); replaces an earlier pin."""
+    scope = suite or ALL_SUITES
+    with Session(engine) as session, session.begin():
+        run = session.scalar(select(Run).where(Run.run_id == run_id))
+        if run is None:
+            raise LookupError(f"run {run_id!r} is not in the warehouse")
+        existing = session.scalar(select(BaselinePin).where(BaselinePin.scope == scope))
+        if existing is None:
+            existing = BaselinePin(scope=scope)
+            session.add(existing)
+        existing.run_pk, existing.pinned_at, existing.note = run.id, datetime.now(UTC), note
+
+
+def unpin(engine: sqlalchemy.Engine, *, suite: str | None = None) -> bool:
+    """Remove the pin (of ``suite``, or the all-suites pin); whether there was one."""
+    with Session(engine) as session, session.begin():
+        result = session.execute(delete(BaselinePin).where(BaselinePin.scope == (suite or ALL_SUITES)))
+        return bool(result.rowcount)
+
+
+def pins(engine: sqlalchemy.Engine) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(BaselinePin.scope, Run.run_id, BaselinePin.pinned_at, BaselinePin.note)
+                            .join(Run, Run.id == BaselinePin.run_pk).order_by(BaselinePin.scope)).mappings().all()
+    return [{"suite": r["scope"], "run_id": r["run_id"], "pinned_at": r["pinned_at"].isoformat()
+             if r["pinned_at"] else None, "note": r["note"]} for r in rows]
+

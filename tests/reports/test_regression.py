@@ -1,0 +1,173 @@
+"""Regression detection: false-positive rate on stationary noise, power on a step change, the
+warehouse path (history, pins, BH over a run's cases), the CLI, the DAG's alerting helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+
+import pytest
+
+from dlbench.reports import regression
+from dlbench.ui.generate import Step, generate_history
+
+SERIES = 1000
+WINDOW = 8
+REPS = 3
+
+
+def series(rng: random.Random, *, step: float = 1.0) -> tuple[list[float], list[float], list[float]]:
+    """One stationary case: WINDOW baseline runs then the current one (x ``step``). Each run has a
+    run effect (sd 1 %: another node, another week) and REPS repetitions (sd 2 %)."""
+    runs = []
+    for i in range(WINDOW + 1):
+        effect = rng.gauss(1.0, 0.01) * (step if i == WINDOW else 1.0)
+        runs.append([100.0 * effect * rng.gauss(1.0, 0.02) for _ in range(REPS)])
+    base = runs[:WINDOW]
+    return [statistics.fmean(r) for r in base], [v for r in base for v in r], runs[WINDOW]
+
+
+def rate(step: float, *, min_change_pct: float, seed: int, pinned: bool = False) -> float:
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(SERIES):
+        means, samples, current = series(rng, step=step)
+        if pinned:  # a pinned run: one baseline run's repetitions
+            means, samples = means[-1:], samples[-REPS:]
+        outcome = regression.assess(means, samples, current, higher_is_better=True,
+                                    min_change_pct=min_change_pct, pinned=pinned)
+        hits += bool(outcome and outcome.regressed)
+    return hits / SERIES
+
+
+def test_t_distribution_matches_printed_tables():
+    assert regression.t_cdf(-2.998, 7) == pytest.approx(0.01, abs=2e-4)   # t(0.99, 7) = 2.998
+    assert regression.t_cdf(-1.833, 9) == pytest.approx(0.05, abs=2e-4)   # t(0.95, 9) = 1.833
+    assert regression.t_cdf(1.0, 1) == pytest.approx(0.75)                # Cauchy
+    assert regression.t_cdf(-1.96, 1e7) == pytest.approx(0.025, abs=1e-4)
+
+
+def test_false_positive_rate_on_stationary_noise_is_below_alpha():
+    """1000 generated stationary series: the prediction-t test alone (no minimum change) flags at
+    rate <= alpha (1 %) up to binomial noise (sd 0.3 %); with the default 2 % minimum change, less."""
+    raw = rate(1.0, min_change_pct=0.0, seed=1)
+    default = rate(1.0, min_change_pct=regression.MIN_CHANGE_PCT, seed=1)
+    pinned = rate(1.0, min_change_pct=regression.MIN_CHANGE_PCT, seed=1, pinned=True)
+    print(f"\nfalse-positive rate over {SERIES} stationary series: prediction-t {raw:.3f} "
+          f"(alpha {regression.ALPHA}), with the {regression.MIN_CHANGE_PCT} % minimum change {default:.3f}; "
+          f"against one pinned run (Welch) {pinned:.3f}")
+    assert raw <= regression.ALPHA + 3 * math.sqrt(regression.ALPHA * (1 - regression.ALPHA) / SERIES)
+    assert default <= raw
+    assert pinned <= 0.05  # one run cannot show run-to-run noise: the minimum change guards it
+
+
+def test_detection_power_on_a_step_change():
+    powers = {drop: rate(1 - drop / 100, min_change_pct=regression.MIN_CHANGE_PCT, seed=2) for drop in (3, 5, 10)}
+    print("\ndetection power (throughput drop -> share of 1000 series flagged): "
+          + ", ".join(f"{d} %: {p:.3f}" for d, p in powers.items()))
+    assert powers[10] >= 0.99
+    # Run means have sd ~1.5 % here: a 5 % drop is ~3.3 sd, found about half the time at alpha 1 %.
+    assert powers[5] >= 0.4
+    assert powers[3] < powers[5] < powers[10]
+
+
+def test_benjamini_hochberg():
+    q = regression.benjamini_hochberg([0.01, None, 0.04, 0.03, 0.5])
+    assert q[1] is None
+    third = pytest.approx(0.04 * 4 / 3)
+    assert q == [pytest.approx(0.04), None, third, third, pytest.approx(0.5)]
+
+
+def test_change_points_mark_a_step_once():
+    rng = random.Random(3)
+    means = [100 * rng.gauss(1, 0.01) for _ in range(10)] + [85 * rng.gauss(1, 0.01) for _ in range(6)]
+    assert regression.change_points(means) == [10]
+    assert regression.change_points([100 * rng.gauss(1, 0.01) for _ in range(30)]) == []
+
+
+def test_detect_finds_the_generated_step_and_only_it(engine):
+    runs = generate_history(engine, runs=10, step=Step("virtual_machine", 8, 0.85), seed=0)
+    assert all(regression.detect(engine, r) == [] for r in runs[:8])  # stationary weeks: no alarm
+    found = regression.detect(engine, runs[8])
+    assert found and {r.platform for r in found} == {"virtual_machine"}
+    worst = found[0]
+    assert worst.method == "prediction-t" and worst.baseline_runs == tuple(runs[:8])
+    assert -25 < worst.change_pct < -10 or 10 < worst.change_pct < 25
+    assert all(r.p_value is not None and r.p_value < regression.ALPHA for r in found)
+    throughput = [r for r in found if r.metric == "throughput"]
+    assert throughput and all(r.current < r.baseline for r in throughput)
+
+
+def test_a_pinned_baseline_is_used_until_unpinned(engine):
+    runs = generate_history(engine, runs=6, step=Step("container_on_vm", 4, 0.8), seed=5)
+    regression.pin(engine, runs[1], note="known good")
+    assert regression.pins(engine)[0]["run_id"] == runs[1]
+    later = regression.detect(engine, runs[5])  # the step is flagged again: compared with the pin
+    assert later and all(r.baseline_runs == (runs[1],) and r.method == "welch" for r in later)
+    assert {r.platform for r in later} == {"container_on_vm"}
+    regression.pin(engine, runs[4], suite="tf_cnn")  # a suite's pin wins over the all-suites one
+    assert regression.detect(engine, runs[5]) == []
+    assert regression.unpin(engine, suite="tf_cnn") and regression.unpin(engine)
+    assert regression.pins(engine) == []
+    with pytest.raises(LookupError):
+        regression.pin(engine, "no-such-run")
+
+
+def test_cli_compare_and_baseline(engine, capsys):
+    from dlbench import cli
+
+    runs = generate_history(engine, runs=9, step=Step("virtual_machine", 8, 0.8), seed=0)
+    url = engine.url.render_as_string(hide_password=False)
+    assert cli.main(["--url", url, "compare", "--run-id", runs[7]]) == 0
+    assert cli.main(["--url", url, "compare", "--run-id", runs[8], "--json"]) == 3
+    out = capsys.readouterr().out
+    data = json.loads(out[out.index("{"):])
+    assert data["regressions"] and data["regressions"][0]["platform"] == "virtual_machine"
+    assert cli.main(["--url", url, "baseline", "pin", runs[2], "--suite", "tf_cnn"]) == 0
+    assert cli.main(["--url", url, "baseline", "list"]) == 0
+    assert f"tf_cnn\t{runs[2]}" in capsys.readouterr().out
+    assert cli.main(["--url", url, "baseline", "pin", "nope"]) == 1
+    assert cli.main(["--url", url, "baseline", "unpin", "--suite", "tf_cnn"]) == 0
+
+
+def test_compare_run_step_writes_regressions_json(engine, monkeypatch, tmp_path):
+    from dlbench.pipeline import steps
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
+    runs = generate_history(engine, runs=9, step=Step("virtual_machine", 8, 0.8), seed=0)
+    result = steps.compare_run(runs[8], engine.url.render_as_string(hide_password=False))
+    assert result["count"] == len(result["regressions"]) > 0
+    written = json.loads((tmp_path / "reports" / runs[8] / "regressions.json").read_text())
+    assert written["regressions"] == result["regressions"]
+
+
+def test_alerting_mode_and_notifiers():
+    from dlbench.pipeline import regression_alerts as alerts
+
+    assert alerts.mode(None, None, scheduled=False) == "fail"
+    assert alerts.mode("warn", "fail", scheduled=False) == "warn"
+    assert alerts.mode("warn", "fail", scheduled=True) == "fail"
+    with pytest.raises(ValueError):
+        alerts.mode("explode", None, scheduled=False)
+    calls = []
+    notifiers = alerts.notifiers_from(json.dumps([
+        {"class": "dlbench.pipeline.regression_alerts.RegressionLogNotifier",
+         "kwargs": {"message": "{{ regressions_text }} in {{ run_id }}"}},
+        "tests.reports.test_regression.record_call",
+    ]))
+    notifiers.append(lambda ctx: (_ for _ in ()).throw(RuntimeError("slack down")))
+    result = {"text": "resnet50 [virtual_machine] throughput -15 %", "regressions": [{"metric": "throughput"}]}
+    errors = alerts.notify({"run_id": "scheduled__x"}, result, notifiers + [calls.append])
+    assert notifiers[0].message == "resnet50 [virtual_machine] throughput -15 % in scheduled__x"  # templated
+    assert RECORDED and RECORDED[-1]["regressions"] == result["regressions"]
+    assert errors == ["function: slack down"] and calls  # one channel down: the others still called
+    assert isinstance(alerts.notifiers_from(None)[0], alerts.RegressionLogNotifier)
+
+
+RECORDED: list[dict] = []
+
+
+def record_call(context: dict) -> None:
+    RECORDED.append(dict(context))
