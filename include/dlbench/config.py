@@ -19,6 +19,7 @@ from dlbench.provisioning.settings import LocalSettings, ProviderSettings
 from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
+    DLToolModel,
     ModelName,
     Profile,
     Scenario,
@@ -34,8 +35,9 @@ from dlbench.workloads.result import Platform
 
 
 class Suite(StrEnum):
-    """Benchmark suites: ``tf_cnn`` is the core study's training benchmark; the others are the
-    micro-benchmarks that explain it (study 001's CPU/GPU/disk, study 003's DeepBench kernels)."""
+    """Benchmark suites: ``tf_cnn`` is the core study's training benchmark; ``dltools`` study 001's
+    DL-tool training set (FCN5, AlexNet, ResNet-50 on MNIST/CIFAR-10, LSTM on PTB); the others are the
+    micro-benchmarks that explain them (study 001's CPU/GPU/disk, study 003's DeepBench kernels)."""
 
     TF_CNN = "tf_cnn"
     CPU = "cpu"
@@ -43,11 +45,13 @@ class Suite(StrEnum):
     DEEPBENCH = "deepbench"
     DISK = "disk"
     NETWORK = "network"
+    DLTOOLS = "dltools"
 
 
 SUITE_COMMANDS: dict[str, str] = {
     Suite.TF_CNN.value: "tf-cnn", Suite.CPU.value: "cpu", Suite.GPU.value: "gpu",
     Suite.DEEPBENCH.value: "deepbench", Suite.DISK.value: "disk", Suite.NETWORK.value: "network",
+    Suite.DLTOOLS.value: "dltools",
 }
 """Suite -> the workload CLI subcommand that runs it."""
 
@@ -325,7 +329,9 @@ class Job(BaseModel):
                 argv += [f"--{key.replace('_', '-')}"] if value else []
             else:
                 argv += [f"--{key.replace('_', '-')}", str(value)]
-        if data_dir and (self.args.get("data") == DataKind.REAL.value or self.suite == Suite.DISK.value):
+        reads_data = self.args.get("data") == DataKind.REAL.value or (
+            self.suite == Suite.DLTOOLS.value and self.args.get("data") != DataKind.SYNTHETIC.value)
+        if data_dir and (reads_data or self.suite == Suite.DISK.value):
             argv += ["--data-dir", data_dir]  # the disk suite tests the directory real data is read from
         return argv
 
@@ -347,7 +353,19 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
     - distributed: the same, in the request's synchronisation mode;
     - shared: every model x data against the background job, the study's small-batch control
       (AlexNet batch 32 in ``paper``) against it too, and every model x data as N co-located
-      tenants (study 002)."""
+      tenants (study 002).
+
+    ``dltools`` (single only) runs each of study 001's four networks at each batch size of Table VII
+    (the profile's), on its real data set when the request has ``real`` data and the data directory
+    holds it (``data: auto``; else generated data of its shapes, labelled ``data=synthetic``), on
+    generated data otherwise."""
+    if suite is Suite.DLTOOLS:
+        if scenario is not Scenario.SINGLE:
+            return []
+        dltools = request.resolved_profile.dltools
+        data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+        return [{"model": m.value, "batch_size": b, "data": data}
+                for m in DLToolModel for b in dltools.model(m).batch_sizes]
     if suite is not Suite.TF_CNN:
         return [{}] if scenario is Scenario.SINGLE else []
     cells = [{"model": m.value, "data": d.value} for m in request.models for d in request.data]

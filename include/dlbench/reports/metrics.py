@@ -25,6 +25,10 @@ DIRECTION: dict[str, Direction] = {
     "throughput": HIGHER, "elapsed_time": LOWER, "measured_time": LOWER, "setup_time": LOWER,
     "launch_to_end_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER, "step_time_std": LOWER,
     "step_time_p95": LOWER,
+    # dltools (study 001's DL-tool set): seconds per batch per epoch (Table IX), epoch 1's excess over
+    # epoch 2 in % (Table XIII); throughput above (images/s, words/s)
+    "seconds_per_batch": LOWER, "epoch_time": LOWER, "batch_time_std": LOWER, "batch_time_p95": LOWER,
+    "first_epoch_excess": LOWER, "data_load_time": LOWER,
     # cpu (hpcc, hpcg)
     "hpl": HIGHER, "hpcg": HIGHER, "dgemm": HIGHER, "stream_triad": HIGHER, "stream_triad_per_rank": HIGHER,
     "ptrans": HIGHER, "random_access": HIGHER,
@@ -70,6 +74,8 @@ HEADLINE: dict[str, list[str]] = {
     "network": ["tcp_throughput", "tcp_latency"],
     "gpu": ["gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"],
     "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
+    # Study 001's Table IX (seconds per batch) and Table XIII (first vs second epoch).
+    "dltools": ["seconds_per_batch", "first_epoch_excess", "throughput", "elapsed_time"],
 }
 """Per suite, the metrics the report leads with (in this order); unknown suites lead with all
 non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
@@ -81,16 +87,17 @@ DIAGNOSTIC = frozenset({
     "hpl_skipped_size", "hpcg_cg_sets", "gpu_devices", "deepbench_allreduce_devices",
     "worker_throughput", "worker_measured_time", "measured_window_overlap", "throughput_alone",
     "elapsed_time_alone", "tenants_throughput_sum", "tenants_window_overlap",
+    "epoch_time", "batch_time_std", "batch_time_p95", "data_load_time",
 })
 DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
 """Kept in the warehouse and the report's detail table, never among the headline metrics: they
 explain a headline number (why a cluster was slow, whether the background really overlapped),
 they are not one a platform is ranked by."""
 
-RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time"})
-"""Already relative to a baseline (the same job alone, in %): compared as they are across
-platforms (figure 10), never divided by bare metal's (a ratio of percentages near zero means
-nothing, and its sign flips with bare metal's)."""
+RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time", "first_epoch_excess"})
+"""Already relative to a baseline (the same job alone; dltools: the same job's second epoch, in %):
+compared as they are across platforms (figure 10), never divided by bare metal's (a ratio of
+percentages near zero means nothing, and its sign flips with bare metal's)."""
 
 EXCLUDED = frozenset({"step_time", "measured_window_start", "measured_window_end"})
 """Never tabled: per-step samples (hundreds per execution; aggregated by the runner into

@@ -107,7 +107,8 @@ def _make_tfrecords_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=int, default=10)
 
 
-SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands")
+SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands",
+                 "dlbench.workloads.dltools.command")
 """Modules whose import registers counter hooks and subcommands (light: heavy imports happen in the run)."""
 
 

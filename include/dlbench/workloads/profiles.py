@@ -196,6 +196,73 @@ class MicroSpec(BaseModel):
     deepbench: DeepBenchSpec
 
 
+class DLToolModel(StrEnum):
+    """Study 001's deep-learning-tool networks (Table VII): FCN5 on MNIST, AlexNet and ResNet-50 on
+    CIFAR-10, a 2-layer LSTM on PTB (architectures: docs/dltools.md)."""
+
+    FCN5 = "fcn5"
+    ALEXNET = "alexnet"
+    RESNET50 = "resnet50"
+    LSTM = "lstm"
+
+
+DLTOOLS_TRAIN_EXAMPLES: dict[DLToolModel, int] = {
+    DLToolModel.FCN5: 60000,  # MNIST training images
+    DLToolModel.ALEXNET: 50000,  # CIFAR-10 training images
+    DLToolModel.RESNET50: 50000,
+    DLToolModel.LSTM: 929589,  # PTB ptb.train.txt words, one <eos> per line included
+}
+"""Training-set sizes: an epoch is one pass over them (PTB: tokens, batched as the PTB reader does)."""
+LSTM_SEQUENCE_LENGTH = 32
+"""Study 001: input texts pre-processed into sequences of length 32 (the LSTM's unrolled steps)."""
+
+
+def batches_per_full_epoch(model: DLToolModel | str, batch_size: int, examples: int | None = None) -> int:
+    """Batches of one pass over the training set. Images: ceil(examples / batch) full batches (the
+    last one wraps into the next pass, as the tools' readers do); PTB: the reader's
+    ``(examples // batch - 1) // sequence_length`` windows."""
+    model = DLToolModel(model)
+    examples = DLTOOLS_TRAIN_EXAMPLES[model] if examples is None else examples
+    if model is DLToolModel.LSTM:
+        return max(1, (examples // batch_size - 1) // LSTM_SEQUENCE_LENGTH)
+    return max(1, -(-examples // batch_size))
+
+
+class DLToolSpec(BaseModel):
+    """One network of study 001's DL-tool set: Table VII's batch sizes and its optimizer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_sizes: list[PositiveInt] = Field(min_length=1, description="one job per batch size (Table VII)")
+    learning_rate: float = Field(gt=0)
+    momentum: float = Field(default=0.0, ge=0, lt=1)
+
+
+class DLToolsSpec(BaseModel):
+    """Study 001's DL-tool training (Table VII): seconds per batch, first epoch vs second epoch.
+
+    The defaults are the paper's, so a user profile written before this suite existed still validates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: int = Field(default=2, ge=2, le=1000, description="epoch 1 (first-pass overheads) vs the later ones")
+    batches_per_epoch: PositiveInt | None = Field(
+        default=None, description="null: a full pass over the training set (the paper); a number: a shorter epoch"
+    )
+    repetitions: PositiveInt = Field(default=20, description="study 001: every result is the average of 20 runs")
+    fcn5: DLToolSpec = DLToolSpec(batch_sizes=[512, 1024, 2048], learning_rate=0.05, momentum=0.9)
+    alexnet: DLToolSpec = DLToolSpec(batch_sizes=[256, 512, 1024], learning_rate=0.001, momentum=0.9)
+    resnet50: DLToolSpec = DLToolSpec(batch_sizes=[16, 32, 64], learning_rate=0.01, momentum=0.9)
+    lstm: DLToolSpec = DLToolSpec(batch_sizes=[128, 256, 512], learning_rate=0.1, momentum=0.0)
+
+    def model(self, name: DLToolModel | str) -> DLToolSpec:
+        return getattr(self, DLToolModel(name).value)
+
+    def batches(self, model: DLToolModel | str, batch_size: int, examples: int | None = None) -> int:
+        """Batches per epoch for ``model`` at ``batch_size`` (a full pass unless ``batches_per_epoch``)."""
+        return self.batches_per_epoch or batches_per_full_epoch(model, batch_size, examples)
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -205,11 +272,15 @@ class Profile(BaseModel):
     tf_cnn: dict[ModelName, TrainingSpec]
     micro: MicroSpec
     scenarios: ScenarioSpecs = Field(default_factory=ScenarioSpecs)
+    dltools: DLToolsSpec = Field(default_factory=DLToolsSpec)
 
     def repetitions_for(self, suite: str) -> int:
-        """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001)."""
+        """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001);
+        the DL-tool set ``dltools.repetitions``."""
         if suite == "tf_cnn":
             return self.repetitions
+        if suite == "dltools":
+            return self.dltools.repetitions
         return self.micro.suite_repetitions.get(suite, self.micro.repetitions)  # type: ignore[call-overload]
 
     @model_validator(mode="before")
@@ -458,6 +529,16 @@ TRAIN_FLOPS_PER_IMAGE: dict[ModelName, tuple[float, int]] = {
 }
 """Training FLOPs per image at the model's native size (scaled by the image area)."""
 SLOW_TRAINING_FLOPS = 20e9
+DLTOOLS_TRAIN_FLOPS: dict[DLToolModel, float] = {
+    # 6 x the forward multiply-adds of one example (forward 2, backward 4 FLOPs per MAC)
+    DLToolModel.FCN5: 6 * 14_198_784,  # 784x2048 + 2048x4096 + 4096x1024 + 1024x10
+    DLToolModel.ALEXNET: 6 * 10_732_160,  # three 5x5 convs at 32, 15, 7 px + 576x10
+    DLToolModel.RESNET50: 6 * 111_329_920,  # 49 3x3 convs at 32/16/8 px + 64x10
+    DLToolModel.LSTM: 6 * 115_474_432,  # 32 words x (2 layers x 4x256x512 + 256x10000 softmax)
+}
+"""Training FLOPs per example of study 001's DL-tool networks (an LSTM example is one 32-word sequence)."""
+DLTOOLS_DATA_SECONDS = 120.0
+"""Reading the real data set or generating one of its shapes, at a slow disk's speed (CIFAR-10: 180 MB)."""
 """Sustained training rate of the slowest device a profile may land on (a few CPU cores)."""
 SLOW_HPL_FLOPS = 20e9
 """Sustained HPL rate of a slow machine (any server CPU since 2012 does several times this)."""
@@ -496,6 +577,8 @@ def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = 
             seconds = seconds * (1 + sharing) + lead  # alone, then slowed by the others
             basis += f"; alone + x{sharing} sharing the machine, {lead:.0f} s lead"
         return seconds, basis
+    if suite == "dltools":
+        return _dltools_seconds(profile, args)
     if suite == "cpu":
         hpl = sum(2 / 3 * n**3 + 2 * n**2 for n in micro.cpu.hpl_sizes) / SLOW_HPL_FLOPS
         hpcg = micro.cpu.hpcg_seconds * 1.2 + 120
@@ -522,6 +605,17 @@ def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = 
         return (micro.deepbench.iterations * per,
                 f"{micro.deepbench.iterations} iterations x {per:.0f} s ({micro.deepbench.shapes} shapes)")
     return 0.0, f"no estimate for suite {suite!r}"
+
+
+def _dltools_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, str]:
+    spec = profile.dltools
+    model = DLToolModel(str(args.get("model", DLToolModel.RESNET50.value)))
+    batch = int(args.get("batch_size") or spec.model(model).batch_sizes[0])
+    batches = spec.batches(model, batch)
+    per_batch = batch * DLTOOLS_TRAIN_FLOPS[model] / SLOW_TRAINING_FLOPS
+    seconds = spec.epochs * batches * per_batch + DLTOOLS_DATA_SECONDS
+    return seconds, (f"{model.value} {spec.epochs} epochs x {batches} batches x {per_batch:.3g} s (batch {batch} at "
+                     f"{SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS) + {DLTOOLS_DATA_SECONDS:.0f} s data")
 
 
 def _bytes(size: str) -> int:
