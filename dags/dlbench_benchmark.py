@@ -30,6 +30,10 @@ JOB_STOP_GRACE = timedelta(minutes=10)
 """Left to the executor after a job's timeout: stop the workload, archive its failed document."""
 
 
+REGRESSION_PARAMS = ("on_regression", "regression_baseline")
+"""Params of the regressions task, not of the benchmark request."""
+
+
 def _choices(enum: type) -> list[str]:
     return [member.value for member in enum]
 
@@ -94,6 +98,19 @@ PARAMS = {
         description="ImageNet TFRecords (train-*) already on every target machine; empty = a generated demo "
         "set, staged to every machine.",
     ),
+    # What a regression against the case's history does (docs/regressions.md); not part of the
+    # benchmark request (validate_request leaves these out).
+    "on_regression": Param(
+        "fail", enum=["fail", "warn"], title="On regression",
+        description="fail: the regressions task fails (the run is failed) and the notifiers of the Variable "
+        "dlbench_regression_notifiers are called. warn: notifiers only. Scheduled runs: the Variable "
+        "dlbench_on_regression when set.",
+    ),
+    "regression_baseline": Param(
+        None, type=["null", "string"], title="Regression baseline run",
+        description="A run id to compare with; empty = the pinned baseline (dlbench baseline pin), else the "
+        "last 8 runs of each case.",
+    ),
     # One settings object per cloud provider (the request's discriminated union, docs/openstack.md).
     **{name: Param(None, type=["null", "object"], title=f"{name} settings (provider {name})",
                    description=f"Used when {name} is the provider or one of the providers: "
@@ -129,8 +146,9 @@ def dlbench_benchmark() -> None:
         scheduled = is_scheduled(ctx["dag_run"])
         with failures_recorded(ctx["ti"]):
             try:
+                form = {k: v for k, v in dict(ctx["params"]).items() if k not in REGRESSION_PARAMS}
                 params = steps.request_params(
-                    dict(ctx["params"]), scheduled=scheduled,
+                    form, scheduled=scheduled,
                     scheduled_request=Variable.get(steps.SCHEDULED_REQUEST_VARIABLE, default=None) if scheduled
                     else None)
                 if params.get("profile") in (None, "", "auto"):
@@ -264,6 +282,33 @@ def dlbench_benchmark() -> None:
                 raise RuntimeError(steps.describe_outcome(outcome, report_missing=not report_result))
             return outcome
 
+    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=15))
+    def regressions(report_result: dict | None) -> dict:
+        """This run's cases against their history: a regression fails this task (Param
+        on_regression, default fail) and calls the notifiers of dlbench_regression_notifiers."""
+        from airflow.sdk import Variable
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+        from dlbench.pipeline import airflow_support, regression_alerts, steps
+
+        ctx = get_current_context()
+        if not report_result:
+            raise AirflowSkipException("no report: nothing to compare (see the report task)")
+        params = ctx["params"]
+        mode = regression_alerts.mode(
+            params.get("on_regression"), Variable.get(regression_alerts.ON_REGRESSION_VARIABLE, default=None),
+            scheduled=airflow_support.is_scheduled(ctx["dag_run"]))
+        result = steps.compare_run(ctx["run_id"], airflow_support.warehouse_url(),
+                                   baseline_run=params.get("regression_baseline") or None)
+        print(result["text"])
+        if result["count"]:
+            notifiers = regression_alerts.notifiers_from(
+                Variable.get(regression_alerts.NOTIFIERS_VARIABLE, default=None))
+            regression_alerts.notify(ctx, result, notifiers)
+            if mode == "fail":
+                raise AirflowFailException(f"{result['count']} regression(s) against the baseline:\n{result['text']}")
+        return {"count": result["count"], "mode": mode}
+
     request = validate_request()
     jobs = plan(request)
     tags = run_tags(request)
@@ -274,7 +319,9 @@ def dlbench_benchmark() -> None:
     loaded = load(request)
     results >> loaded
     released >> loaded
-    check(jobs, report(loaded))
+    reported = report(loaded)
+    check(jobs, reported)
+    regressions(reported)
 
 
 dlbench_benchmark()

@@ -1,4 +1,10 @@
-"""Airflow plugin: a "Benchmark reports" entry in the UI's Browse menu, serving dlbench reports."""
+"""Airflow plugin: the dlbench results explorer (and the written reports) in the UI's Browse menu.
+
+The FastAPI app (dlbench.ui.app) is mounted by Airflow's API server at ``/dlbench``; it reads the
+warehouse named by DLBENCH_WAREHOUSE_URL or the ``dlbench_warehouse`` connection (else the
+embedded SQLite file). Its links are relative, so any ``[api] base_url`` prefix works.
+docs/explorer.md.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,11 @@ from dlbench.ui.app import create_app
 
 class DlbenchReportsPlugin(AirflowPlugin):
     name = "dlbench_reports"
-    fastapi_apps = [{"app": create_app(), "url_prefix": "/dlbench", "name": "dlbench reports"}]
+    fastapi_apps = [{"app": create_app(airflow=True), "url_prefix": "/dlbench", "name": "dlbench explorer"}]
     external_views = [{
-        "name": "Benchmark reports",
+        "name": "Benchmark explorer",
         "href": "dlbench/",
         "destination": "nav",
         "category": "browse",
-        "url_route": "dlbench-reports",
+        "url_route": "dlbench-explorer",
     }]

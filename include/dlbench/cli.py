@@ -27,7 +27,7 @@ Handler = Callable[[argparse.Namespace], int]
 Registrar = Callable[[Any], None]  # receives argparse's subparsers object
 
 REGISTRARS: list[Registrar] = []
-SUBCOMMAND_MODULES: tuple[str, ...] = ()
+SUBCOMMAND_MODULES: tuple[str, ...] = ("dlbench.planning_cli",)
 """Other modules whose import registers more subcommands with :func:`subcommand`."""
 
 

@@ -31,4 +31,4 @@ def test_airflow_loads_the_plugin(airflow_db):
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
     proc = subprocess.run([airflow, "plugins", "--output", "json"], capture_output=True, text=True, check=True)
     assert "dlbench_reports" in proc.stdout
-    assert "Benchmark reports" in proc.stdout
+    assert "Benchmark explorer" in proc.stdout

@@ -1,24 +1,40 @@
-"""A small FastAPI app that lists benchmark reports and serves them inside the Airflow UI.
+"""The results explorer and report browser: a FastAPI app served inside the Airflow UI (the plugin).
 
-Reports are files written by the DAG's report task (``reports/<run_id>/``); this app only
-serves what exists, so it needs no database session and cannot change anything.
-Links are relative, so the app works under any prefix (Airflow mounts it at ``/dlbench``).
+- ``/``: the explorer page (filters, normalized comparison with verdicts, trend with change
+  points, capacity view, pinned baselines) and the list of written reports.
+- ``/api/options|comparison|trend|capacity|pins``: JSON (with the chart as inline SVG and the
+  table as an HTML fragment, so the page's script only swaps them in).
+- ``/runs/<run_id>/<file>``: the report files the DAG's report task wrote.
+
+Queries are read-only, parameterised SQLAlchemy selects (:mod:`dlbench.ui.explorer`); the one
+write is pinning a regression baseline (``POST api/pins``), a row in ``baseline_pins``. Links are
+relative, so the app works under any prefix (Airflow mounts it at ``/dlbench``). The warehouse:
+``DLBENCH_WAREHOUSE_URL``, else the Airflow connection ``dlbench_warehouse``, else SQLite in
+``$DLBENCH_HOME`` (the DAG's precedence). docs/explorer.md.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
+from pydantic import BaseModel
+from sqlalchemy import Engine
 
 from dlbench import paths
+from dlbench.ui import explorer
+from dlbench.ui.charts import line_chart
+from dlbench.ui.page import PAGE
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
-_FILE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(html|png|csv|json|txt)$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,120}$")
+_FILE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(html|png|csv|json|txt|svg)$")
+_NAME = re.compile(r"^[A-Za-z0-9_. +#=/%()-]{1,200}$")
 
 
 def _reports() -> list[tuple[str, datetime, Path]]:
@@ -31,8 +47,81 @@ def _reports() -> list[tuple[str, datetime, Path]]:
     return sorted(found, key=lambda item: item[1], reverse=True)
 
 
-def create_app() -> FastAPI:
-    app = FastAPI(title="dlbench reports", description="Benchmark comparison reports")
+def default_engine() -> Engine:
+    """The warehouse by the DAG's precedence, migrated (a fresh deployment shows an empty explorer)."""
+    from dlbench.warehouse import db
+
+    try:
+        from dlbench.pipeline.airflow_support import warehouse_location
+
+        url, _ = warehouse_location()
+    except ImportError:
+        url = None
+    return db.upgrade(db.engine_for(url))
+
+
+def _check(value: str | None, pattern: re.Pattern[str] = _NAME) -> str | None:
+    if value in (None, ""):
+        return None
+    if not pattern.match(value):
+        raise HTTPException(status_code=422, detail=f"invalid value {value[:40]!r}")
+    return value
+
+
+def _date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise HTTPException(status_code=422, detail=f"not an ISO date: {value[:40]!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return html.escape(str(v))
+
+
+def _table(headers: list[str], rows: list[list[str]], table_id: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return (f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>'
+            f'{body or "<tr><td colspan=99>no data for this selection</td></tr>"}</tbody></table>')
+
+
+class PinRequest(BaseModel):
+    run_id: str
+    suite: str | None = None
+    note: str | None = None
+    remove: bool = False
+
+
+def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: bool = False) -> FastAPI:
+    """The app; ``engine`` (or a factory) defaults to :func:`default_engine`, opened on first use.
+    ``airflow``: running inside Airflow (the plugin), so Airflow Variables can be read."""
+    app = FastAPI(title="dlbench explorer", description="Benchmark results explorer and reports")
+    holder: dict[str, Engine] = {}
+
+    def warehouse() -> Engine:
+        if "engine" not in holder:
+            if isinstance(engine, Engine):
+                holder["engine"] = engine
+            else:
+                holder["engine"] = (engine or default_engine)()
+        return holder["engine"]
+
+    def filters(runs: list[str], since: str | None, until: str | None, suite: str | None, model: str | None,
+                data: str | None, scenario: str | None, platforms: list[str], metric: str | None,
+                scheduled_only: bool = False) -> explorer.Filters:
+        return explorer.Filters(
+            runs=[r for r in (_check(r, _RUN_ID) for r in runs) if r], since=_date(since), until=_date(until),
+            scheduled_only=scheduled_only, suite=_check(suite) or "tf_cnn", model=_check(model), data=_check(data),
+            scenario=_check(scenario), platforms=[p for p in (_check(p) for p in platforms) if p],
+            metric=_check(metric))
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
@@ -41,22 +130,98 @@ def create_app() -> FastAPI:
             f"<td>{when:%Y-%m-%d %H:%M} UTC</td></tr>"
             for run, when, _ in _reports()
         ) or '<tr><td colspan="2">No report yet: trigger the dlbench_benchmark DAG.</td></tr>'
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'><title>dlbench reports</title>"
-            "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left}</style>"
-            "</head><body><h1>Benchmark reports</h1><p>Newest first. Each report compares platforms "
-            "normalized to bare metal, with mean, std and Diff% over repetitions.</p>"
-            f"<table><tr><th>Run</th><th>Written</th></tr>{rows}</table></body></html>"
-        )
+        return PAGE.replace("{{REPORT_ROWS}}", rows)
 
     @app.get("/api/reports")
     def list_reports() -> list[dict[str, str]]:
         return [{"run_id": run, "written_at": when.isoformat(), "url": f"runs/{run}/report.html"}
                 for run, when, _ in _reports()]
 
+    @app.get("/api/options")
+    def options() -> dict[str, Any]:
+        return explorer.options(warehouse())
+
+    @app.get("/api/comparison")
+    def comparison(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
+                   suite: str | None = None, model: str | None = None, data: str | None = None,
+                   scenario: str | None = None, platforms: list[str] = Query(default=[]),
+                   metric: str | None = None) -> dict[str, Any]:
+        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric,
+                    scheduled_only=bool(since or until) and not runs)
+        rows = explorer.comparison(warehouse(), f)
+        table = _table(["Case", "Metric", "Platform", "n", "Mean", "Std", "Normalized", "95 % CI", "Verdict"], [
+            [html.escape(r["case"]), html.escape(r["metric"]), html.escape(r["platform"]), str(r["n"]),
+             f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["std"]), _fmt(r["normalized"], 3),
+             "-" if r["ci_low"] is None else f'{r["ci_low"]:.3f} .. {r["ci_high"]:.3f}',
+             f'<span class="verdict {html.escape(r["verdict"])}">{html.escape(r["verdict"].replace("_", " "))}</span>']
+            for r in rows], "comparison-table")
+        series: dict[str, list[tuple[float, float]]] = {}
+        cases = sorted({(r["case"], r["metric"]) for r in rows})
+        for r in rows:
+            if r["normalized"] is not None:
+                series.setdefault(r["platform"], []).append((cases.index((r["case"], r["metric"])), r["normalized"]))
+        chart = line_chart(series, x_names=[f"{c} {m}" for c, m in cases], y_label="normalized to bare metal",
+                           title="normalized comparison (bare metal = 1.0)", chart_id="comparison-chart", width=860)
+        return {"runs": f.runs, "rows": rows, "table": table, "svg": chart}
+
+    @app.get("/api/trend")
+    def trend(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
+              suite: str | None = None, model: str | None = None, data: str | None = None,
+              scenario: str | None = None, platforms: list[str] = Query(default=[]), metric: str | None = None,
+              case: str | None = None) -> dict[str, Any]:
+        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric)
+        result = explorer.trend(warehouse(), f, _check(case))
+        names = [r["started_at"][:10] or r["run_id"] for r in result["runs"]]
+        result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
+                                   y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
+                                   title=f'trend: {result["case"] or "-"}', chart_id="trend-chart", width=860)
+        links = [f'<a class="dagrun" href="../dags/{html.escape(r["dag_id"] or "dlbench_benchmark")}/runs/'
+                 f'{html.escape(r["run_id"])}">{html.escape(r["run_id"])}</a>' for r in result["runs"]]
+        result["links"] = " ".join(links)
+        return result
+
+    @app.get("/api/capacity")
+    def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), model: str | None = None,
+                 data: str | None = None) -> dict[str, Any]:
+        from dlbench.reports import capacity as cap
+
+        f = filters(runs, None, None, "tf_cnn", model, data, None, [], None)
+        result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
+        rows = [cap.CapacityRow(**r) for r in result["rows"]]
+        result["table"] = _table(
+            ["Platform", "Instances per host", "Per instance (images/s)", "Degradation %", "Per host (images/s)",
+             "Cost per 1000 images", "Runs"],
+            [[html.escape(r.platform), str(r.instances_per_host), _fmt(r.per_instance), _fmt(r.degradation_pct, 3),
+              _fmt(r.per_host), "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {r.currency or ''}",
+              str(r.runs)] for r in rows], "capacity-table")
+        result["svg"] = cap.density_chart_svg(rows)
+        return result
+
+    @app.get("/api/pins")
+    def list_pins() -> list[dict[str, Any]]:
+        from dlbench.reports import regression
+
+        return regression.pins(warehouse())
+
+    @app.post("/api/pins")
+    def change_pin(request: PinRequest) -> list[dict[str, Any]]:
+        """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
+        from dlbench.reports import regression
+
+        _check(request.run_id, _RUN_ID)
+        suite = _check(request.suite)
+        if request.remove:
+            regression.unpin(warehouse(), suite=suite)
+        else:
+            try:
+                regression.pin(warehouse(), request.run_id, suite=suite, note=(request.note or "")[:500] or None)
+            except LookupError as exc:
+                raise HTTPException(status_code=404, detail=str(exc)) from None
+        return regression.pins(warehouse())
+
     @app.get("/runs/{run_id}/{name}")
     def report_file(run_id: str, name: str) -> FileResponse:
-        if not _RUN_ID.match(run_id) or not _FILE.match(name):
+        if not _RUN_ID.match(run_id) or not _FILE.match(name) or ".." in run_id:
             raise HTTPException(status_code=404, detail="no such report")
         path = paths.reports_dir() / run_id / name
         if not path.is_file():

@@ -1,0 +1,159 @@
+"""The explorer's single page: plain HTML, CSS and JavaScript, all inline (no CDN, works offline).
+
+Every URL is relative (``api/...``, ``runs/...``, ``../dags/...``), so the page works under any
+prefix the app is mounted at. The script only fetches JSON and swaps in the server's HTML
+fragments and SVG charts; ``document.body.dataset.updates`` counts completed refreshes (tests wait
+on it).
+"""
+
+from __future__ import annotations
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>dlbench results explorer</title>
+<link rel="icon" href="data:,">
+<style>
+body{font-family:sans-serif;margin:1.2em 2em;color:#222}
+h1{font-size:1.5em;margin:.2em 0} h2{font-size:1.15em;margin:1.2em 0 .4em;border-bottom:1px solid #ccc}
+form#filters{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:flex-start;background:#f6f6f6;padding:.7em;
+  border-radius:4px}
+form#filters label{display:flex;flex-direction:column;font-size:.85em;gap:.2em}
+select[multiple]{min-width:16em;height:7em}
+table{border-collapse:collapse;font-size:.85em;margin:.4em 0} td,th{padding:.2em .7em;border-bottom:1px solid #eee;
+  text-align:left} th{background:#fafafa}
+.verdict.worse{color:#b00;font-weight:bold}.verdict.better{color:#070;font-weight:bold}
+.verdict.no_significant_difference{color:#555}.verdict.too_few_repetitions{color:#a60}
+#status{font-size:.8em;color:#666} .note{font-size:.85em;color:#555} a.dagrun{font-size:.8em;margin-right:.5em}
+</style></head>
+<body data-updates="0">
+<h1>dlbench results explorer</h1>
+<p class="note">Pick runs (or a date range of scheduled runs) and a case; everything below is computed from the
+warehouse, read-only. Normalized = platform mean / bare-metal mean; verdicts: Welch's t at 95 %.</p>
+<form id="filters" onsubmit="return false">
+  <label>Runs (none = latest)<select id="runs" name="runs" multiple></select></label>
+  <label>Scheduled from<input type="date" id="since" name="since"></label>
+  <label>to<input type="date" id="until" name="until"></label>
+  <label>Suite<select id="suite" name="suite"></select></label>
+  <label>Model<select id="model" name="model"></select></label>
+  <label>Data<select id="data" name="data"></select></label>
+  <label>Scenario<select id="scenario" name="scenario"></select></label>
+  <label>Platforms<span id="platforms"></span></label>
+  <label>Trend metric<select id="metric" name="metric"></select></label>
+  <label>Trend case<select id="case" name="case"></select></label>
+  <label>Hardware (capacity)<select id="hardware" name="hardware"></select></label>
+</form>
+<div id="status">loading...</div>
+<h2>Normalized comparison</h2>
+<div id="comparison-chart-box"></div><div id="comparison"></div>
+<h2>Trend over scheduled runs (change points circled)</h2>
+<div id="trend-chart-box"></div><div id="trend-links"></div>
+<h2>Capacity: throughput per host, cost per 1000 images</h2>
+<div id="capacity-chart-box"></div><div id="capacity"></div>
+<p class="note">Prices: Airflow Variable <code>dlbench_host_prices</code> or <code>$DLBENCH_HOME/prices.yaml</code>
+(docs/capacity.md).</p>
+<h2>Regression baseline</h2>
+<form id="pin-form" onsubmit="return false">
+  <select id="pin-run"></select> for suite <select id="pin-suite"><option value="">all suites</option></select>
+  <button type="button" id="pin-button">Pin as baseline</button>
+  <button type="button" id="unpin-button">Remove pin</button>
+</form>
+<div id="pins"></div>
+<h2>Reports</h2>
+<table><tr><th>Run</th><th>Written</th></tr>{{REPORT_ROWS}}</table>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+let OPTIONS = null;
+
+function fill(select, values, blank) {
+  const keep = Array.from(select.selectedOptions || []).map((o) => o.value);
+  select.textContent = "";
+  if (blank !== undefined) { const o = document.createElement("option"); o.value = ""; o.textContent = blank;
+    select.appendChild(o); }
+  for (const v of values) {
+    const o = document.createElement("option");
+    o.value = typeof v === "string" ? v : v.value; o.textContent = typeof v === "string" ? v : v.label;
+    o.selected = keep.includes(o.value); select.appendChild(o);
+  }
+}
+
+function query(extra) {
+  const p = new URLSearchParams();
+  for (const o of $("runs").selectedOptions) p.append("runs", o.value);
+  for (const id of ["since", "until", "suite", "model", "data", "scenario"]) if ($(id).value) p.set(id, $(id).value);
+  for (const c of document.querySelectorAll("#platforms input:checked")) p.append("platforms", c.value);
+  for (const [k, v] of Object.entries(extra || {})) if (v) p.set(k, v);
+  return p.toString();
+}
+
+async function getJSON(url, init) {
+  const r = await fetch(url, init);
+  if (!r.ok) throw new Error(url.split("?")[0] + ": HTTP " + r.status);
+  return r.json();
+}
+
+function suiteChanged() {
+  const s = $("suite").value;
+  fill($("model"), OPTIONS.models[s] || [], "all models");
+  fill($("metric"), OPTIONS.metrics[s] || []);
+}
+
+async function refresh() {
+  $("status").textContent = "loading...";
+  try {
+    const [cmp, tr, cap] = await Promise.all([
+      getJSON("api/comparison?" + query()),
+      getJSON("api/trend?" + query({metric: $("metric").value, case: $("case").value})),
+      getJSON("api/capacity?" + query({hardware: $("hardware").value})),
+    ]);
+    $("comparison-chart-box").innerHTML = cmp.svg; $("comparison").innerHTML = cmp.table;
+    $("trend-chart-box").innerHTML = tr.svg; $("trend-links").innerHTML = "DAG runs: " + tr.links;
+    const chosen = tr.case;
+    fill($("case"), tr.cases); if (chosen) $("case").value = chosen;
+    $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
+    if (cap.hardware) $("hardware").value = cap.hardware;
+    $("status").textContent = "runs: " + (cmp.runs.join(", ") || "(date range)");
+  } catch (err) {
+    $("status").textContent = "failed: " + err.message;
+  }
+  document.body.dataset.updates = String(Number(document.body.dataset.updates) + 1);
+}
+
+async function showPins() {
+  const pins = await getJSON("api/pins");
+  $("pins").textContent = pins.length ? pins.map((p) => p.suite + ": " + p.run_id).join("; ") : "no pinned baseline";
+}
+
+async function changePin(remove) {
+  const body = {run_id: $("pin-run").value || "-", suite: $("pin-suite").value || null, remove: remove};
+  await getJSON("api/pins", {method: "POST", headers: {"Content-Type": "application/json"},
+                             body: JSON.stringify(body)});
+  await showPins();
+}
+
+async function init() {
+  OPTIONS = await getJSON("api/options");
+  const runs = OPTIONS.runs.map((r) => ({value: r.run_id, label: r.run_id + (r.scheduled ? " (scheduled)" : "")}));
+  fill($("runs"), runs); fill($("pin-run"), runs);
+  fill($("suite"), OPTIONS.suites); if (OPTIONS.suites.includes("tf_cnn")) $("suite").value = "tf_cnn";
+  fill($("pin-suite"), OPTIONS.suites, "all suites");
+  fill($("data"), OPTIONS.data, "all data"); fill($("scenario"), OPTIONS.scenarios, "all scenarios");
+  fill($("hardware"), OPTIONS.hardware);
+  suiteChanged();
+  for (const p of OPTIONS.platforms) {
+    const l = document.createElement("label"); l.style.flexDirection = "row";
+    const c = document.createElement("input"); c.type = "checkbox"; c.value = p; c.checked = true;
+    c.addEventListener("change", refresh); l.appendChild(c); l.appendChild(document.createTextNode(p));
+    $("platforms").appendChild(l);
+  }
+  for (const id of ["runs", "since", "until", "model", "data", "scenario", "metric", "case", "hardware"])
+    $(id).addEventListener("change", refresh);
+  $("suite").addEventListener("change", () => { suiteChanged(); refresh(); });
+  $("pin-button").addEventListener("click", () => changePin(false));
+  $("unpin-button").addEventListener("click", () => changePin(true));
+  await showPins();
+  await refresh();
+}
+init().catch((err) => { $("status").textContent = "failed: " + err.message; });
+</script>
+</body></html>
+"""
