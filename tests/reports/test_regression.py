@@ -171,3 +171,23 @@ RECORDED: list[dict] = []
 
 def record_call(context: dict) -> None:
     RECORDED.append(dict(context))
+
+
+def test_the_dag_has_a_regressions_task_after_the_report(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.conftest import ROOT
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["dlbench_benchmark"]
+    task = dag.get_task("regressions")
+    assert task.upstream_task_ids == {"report"} and not task.downstream_task_ids  # a leaf: it decides the run
+    assert task.trigger_rule == "all_done" and task.retries == 0
+    assert dag.params["on_regression"] == "fail" and dag.params["regression_baseline"] is None
+    assert dag.params.get_param("on_regression").schema["enum"] == ["fail", "warn"]
+    # The regression Params are not part of the benchmark request (it forbids unknown fields).
+    from dlbench.config import parse_request
+
+    form = {k: v for k, v in dag.params.dump().items() if k not in ("on_regression", "regression_baseline")}
+    parse_request({**form, "profile": "smoke"})
