@@ -151,9 +151,9 @@ def test_report_sections_problems_and_latest_run(engine, tmp_path):
     assert "↓" in latency and f"{80.0 / 50.0:.3g}" in latency
     bandwidth = next(line for line in table.splitlines() if "dd_write_bandwidth" in line and "container" in line)
     assert "↑" in bandwidth and f"{150.5 / 200.5:.3g}" in bandwidth
-    # One repetition: no spread to report ("-"), not a zero.
+    # One repetition: no spread to report ("-"), not a zero; bare metal has no interval: it is the baseline.
     single = next(line for line in text_table(engine, "old").splitlines() if "throughput" in line)
-    assert single.split()[-5:] == ["50", "-", "-", "0", "1"]
+    assert single.split()[-7:] == ["50", "-", "-", "0", "1", "-", "baseline"]
     with pytest.raises(LookupError, match="'nope' is not in the warehouse"):
         build_report(engine, "nope", tmp_path / "x")
 
@@ -164,9 +164,11 @@ def test_cli_upgrade_load_reload_and_report(warehouse_url, real_documents, tmp_p
     def dlbench(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(DLBENCH), *args], capture_output=True, text=True, env=env, check=False)
 
+    from dlbench.warehouse import db
+
     try:
         upgraded = dlbench("db", "upgrade")
-        assert upgraded.returncode == 0 and "at revision 0003" in upgraded.stdout, upgraded.stderr
+        assert upgraded.returncode == 0 and f"at revision {db.head_revision()}" in upgraded.stdout, upgraded.stderr
         first = sorted(real_documents.glob("*.json"))[:1]
         loaded = dlbench("load", *map(str, first))
         assert loaded.returncode == 0 and "1 documents (1 new, 0 reloaded)" in loaded.stdout, loaded.stderr

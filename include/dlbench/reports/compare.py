@@ -3,7 +3,9 @@
 For every case (suite, benchmark, scenario, requested parameters, metric, labels) and platform:
 n, mean, std and coefficient of variation over repetitions; then, against bare metal,
 ``diff_pct = (H - D) / H * 100`` (study 001's Diff%, H = bare metal, D = the other platform)
-and ``normalized = D / H`` (the core study's figures: bare metal = 1.0).
+and ``normalized = D / H`` (the core study's figures: bare metal = 1.0), each with its confidence
+interval and a verdict (better / worse / no significant difference / too few repetitions), and the
+noise flags: every statistic is computed by :mod:`dlbench.reports.stats` (docs/statistics.md).
 
 Scenarios (the core study's section 3.3): a distributed or shared-resource cell writes one
 document per *role* (parameter server, worker, the job alone, with a background job, a tenant...)
@@ -25,6 +27,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from dlbench.reports import metrics
+from dlbench.reports import stats as st
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
 BASELINE = "bare_metal"
@@ -176,19 +179,48 @@ def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, label
     return " ".join(str(p) for p in parts) or name
 
 
-def statistics(frame: pd.DataFrame) -> pd.DataFrame:
-    """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal.
+COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv", "robust_mean",
+           "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
+           "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
+           "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
+"""The comparison's fields, in the order of comparison.csv and comparison.json. ``ci_low``/``ci_high``:
+Welch interval of mean - bare metal's mean; ``*_ci_*``: the same on the Diff% and normalized scales."""
+
+
+def step_outliers(engine: Engine, run_id: str | None) -> dict[str, int]:
+    """job_id -> how many measured steps (warm-up excluded) lie beyond Tukey's outer fences
+    (:func:`dlbench.reports.stats.tukey_outliers`); only jobs that recorded per-step times."""
+    query = (select(Execution.job_id, Sample.value, Sample.labels)
+             .join(Run, Execution.run_pk == Run.id).join(Sample, Sample.execution_id == Execution.id)
+             .where(Execution.status == "ok", Sample.metric == "step_time"))
+    if run_id is not None:
+        query = query.where(Run.run_id == run_id)
+    steps: dict[str, list[float]] = {}
+    with engine.connect() as conn:
+        for job_id, value, labels in conn.execute(query):
+            if str((labels or {}).get("warmup")).lower() not in ("true", "1"):
+                steps.setdefault(job_id, []).append(float(value))
+    return {job: len(st.tukey_outliers(values)) for job, values in steps.items()}
+
+
+def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
+               confidence: float = st.DEFAULT_CONFIDENCE) -> pd.DataFrame:
+    """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal,
+    their confidence intervals, the verdict and the noise flags (``outliers``: job_id -> outlying
+    steps, :func:`step_outliers`).
 
     Bare metal is looked up with the whole case key, scenario included: a distributed cell is
     normalized to bare metal's distributed cell, never to its single-instance run. Metrics that
     are already relative to a baseline (degradation %) keep Diff% and normalized empty."""
-    columns = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv",
-               "baseline", "diff_pct", "normalized", "higher_is_better"]
+    columns = [*COLUMNS[:-1], "case_key", "flags"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     keys = ["suite", "scenario", "name", "case_key", "case", "cell", "metric", "unit", "labels_key"]
-    stats = (frame.groupby(keys + ["platform"], sort=False)["value"]
-             .agg(n="count", mean="mean", std="std").reset_index())
+    grouped = frame.groupby(keys + ["platform"], sort=False)
+    stats = grouped["value"].agg(n="count", mean="mean", std="std").reset_index()
+    # Same groups, same order (sort=False): each row's values and jobs, for the intervals and flags.
+    stats["_values"] = grouped["value"].apply(list).reset_index(drop=True)
+    stats["_jobs"] = grouped["job_id"].apply(lambda s: list(dict.fromkeys(s))).reset_index(drop=True)
     # Two distinct cases (other parameters or labels) must never share a display name: charts and
     # tables index by it. Suffix the ambiguous ones with a short id of what distinguishes them.
     ambiguous = stats.duplicated(["suite", "case", "metric", "platform"], keep=False)
@@ -202,12 +234,15 @@ def statistics(frame: pd.DataFrame) -> pd.DataFrame:
             ambiguous_cell, "case_key"].str[:6]
     # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
     stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
-    base = stats[stats["platform"] == BASELINE][keys + ["mean"]].rename(columns={"mean": "baseline"})
+    base = stats[stats["platform"] == BASELINE][keys + ["mean", "_values"]].rename(
+        columns={"mean": "baseline", "_values": "_base_values"})
     stats = stats.merge(base, on=keys, how="left")
     comparable = ~stats["metric"].isin(metrics.RELATIVE) & (stats["baseline"] != 0)
     stats["diff_pct"] = (stats["baseline"] - stats["mean"]) / stats["baseline"].where(comparable) * 100
     stats["normalized"] = stats["mean"] / stats["baseline"].where(comparable)
     stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
+    _add_inference(stats, comparable, confidence)
+    _add_flags(stats, frame, outliers or {})
     order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
     stats["_p"] = stats["platform"].map(lambda p: order.get(p, len(order)))
     stats["_s"] = stats["scenario"].map(lambda s: SCENARIOS.index(s) if s in SCENARIOS else len(SCENARIOS))
@@ -215,7 +250,48 @@ def statistics(frame: pd.DataFrame) -> pd.DataFrame:
     stats["_m"] = [HEADLINE.get(s, []).index(m) if m in HEADLINE.get(s, []) else len(HEADLINE.get(s, []))
                    for s, m in zip(stats["suite"], stats["metric"], strict=True)]
     stats = stats.sort_values(["suite", "_m", "metric", "_s", "case", "_p"], kind="stable")
-    return stats.drop(columns=["_p", "_s", "_m", "labels_key"]).reset_index(drop=True)
+    stats = stats.drop(columns=["_p", "_s", "_m", "labels_key", "_values", "_base_values", "_jobs"])
+    return stats[[c for c in columns if c in stats.columns] + [c for c in stats.columns if c not in columns]
+                 ].reset_index(drop=True)
+
+
+def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float) -> None:
+    """Robust mean, the Welch interval against bare metal on every scale, and the verdict."""
+    stats["robust_mean"] = [st.robust_mean(v) for v in stats["_values"]]
+    rows: list[dict[str, Any]] = []
+    for values, base, platform, ok, higher in zip(stats["_values"], stats["_base_values"], stats["platform"],
+                                                  comparable, stats["higher_is_better"], strict=True):
+        row: dict[str, Any] = {"baseline_n": len(base) if isinstance(base, list) else 0, "confidence": confidence}
+        if platform == BASELINE or not isinstance(base, list) or not ok:
+            is_base = platform == BASELINE and isinstance(base, list)
+            verdict = st.Verdict.BASELINE if is_base else st.Verdict.NOT_COMPARED
+            row.update(ci_low=float("nan"), ci_high=float("nan"), df=float("nan"), verdict=verdict.value,
+                       normalized_ci_low=float("nan"), normalized_ci_high=float("nan"),
+                       diff_pct_ci_low=float("nan"), diff_pct_ci_high=float("nan"))
+        else:
+            result = st.compare(values, base, bool(higher), confidence)
+            row.update(ci_low=result.ci_low, ci_high=result.ci_high, df=result.df, verdict=result.verdict.value,
+                       **result.scaled(st.mean(base)))
+        rows.append(row)
+    for key in rows[0] if rows else []:
+        stats[key] = [r[key] for r in rows]
+
+
+def _add_flags(stats: pd.DataFrame, frame: pd.DataFrame, outliers: Mapping[str, int]) -> None:
+    """noisy (CV above the threshold), runs with step-time outliers, runs on a loaded machine."""
+    labels = frame.drop_duplicates("job_id").set_index("job_id")["execution_labels"].to_dict()
+    stats["noisy"] = [st.is_noisy(c) for c in stats["cv"]]
+    stats["outlier_runs"] = [sum(1 for j in jobs if outliers.get(j, 0) > 0) for jobs in stats["_jobs"]]
+    stats["loaded_runs"] = [sum(1 for j in jobs if st.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
+    flags = []
+    for noisy, cv, out, loaded, jobs in zip(stats["noisy"], stats["cv"], stats["outlier_runs"], stats["loaded_runs"],
+                                            stats["_jobs"], strict=True):
+        found = [f"noisy: CV {cv * 100:.0f}%"] if noisy else []
+        found += [f"step-time outliers in {out} of {len(jobs)} runs"] if out else []
+        found += [f"loaded machine in {loaded} of {len(jobs)} runs"] if loaded else []
+        flags.append("; ".join(found))
+    stats["flags"] = flags
+
 
 
 def headline(stats: pd.DataFrame) -> pd.DataFrame:

@@ -238,7 +238,9 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
     platforms = _platforms([b.platform for b in bars])
     width = 0.8 / max(1, len(platforms))
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure_id}):
-        fig, ax = plt.subplots(figsize=(max(4.6, 0.7 + 0.3 * len(groups) * len(platforms)), 4.4), dpi=100)
+        # About 0.4 in per bar and at least 1.6 in per group: the wrapped group names never overlap.
+        width_in = 0.9 + max(0.4 * len(platforms), 1.6) * len(groups)
+        fig, ax = plt.subplots(figsize=(max(5.0, width_in), 4.4), dpi=100)
         tops, bottoms = [reference], [reference]
         for i, platform in enumerate(platforms):
             mine = [(g, next((b for b in bars if b.group == group and b.platform == platform), None))
@@ -251,7 +253,7 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
             errors = [b.error for _, b in mine]
             rects = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=platform,
                            color=PLATFORM_COLORS.get(platform, "#8c8c8c"), error_kw={"elinewidth": 0.8})
-            texts = ax.bar_label(rects, labels=[b.text for _, b in mine], rotation=90, fontsize=6.5, padding=2)
+            texts = ax.bar_label(rects, labels=[b.text for _, b in mine], rotation=90, fontsize=7.5, padding=2)
             for (g, _), rect, text in zip(mine, rects.patches, texts, strict=True):
                 rect.set_gid(_gid("bar", figure_id, platform, str(g)))
                 text.set_gid(_gid("value", figure_id, platform, str(g)))
@@ -263,7 +265,7 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
         ax.set_ylim(low - (0.55 * span if low < 0 else 0.0), high + 0.6 * span)
         ax.axhline(reference, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([textwrap.fill(g, 22) for g in groups], fontsize=7)
+        ax.set_xticklabels([textwrap.fill(g, 24) for g in groups], fontsize=7.5)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.set_title(textwrap.fill(title, 55), fontsize=9)
@@ -279,8 +281,9 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
 # -- the section -----------------------------------------------------------------------------------
 
 
-STYLE = """.scenario-grid{display:grid;grid-template-columns:repeat(3,minmax(380px,1fr));gap:1em;overflow-x:auto}
-.scenario-grid>div{border:1px solid #ddd;padding:.5em;min-width:0}.scenario-grid svg{width:100%;height:auto}
+STYLE = """.scenario-grid{display:grid;grid-template-columns:1fr;gap:1em}
+.scenario-grid>div{border:1px solid #ddd;padding:.5em;min-width:0}.scenario-grid svg{max-width:100%;height:auto}
+.figrow{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}.figrow>div{max-width:100%}
 .scenario-grid h3{margin:.2em 0}.notrun{color:#a00;font-weight:bold}.figure10 svg{max-width:100%;height:auto}
 .swatch{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}"""
 
@@ -291,56 +294,13 @@ def _legend() -> str:
         for platform, color in PLATFORM_COLORS.items()) + "</p>"
 
 
-def _glance(stats: pd.DataFrame, status: Mapping[str, str]) -> str:
-    """Which platform, in which scenario: per platform and scenario the geometric mean over the
-    scenario's cells of throughput and elapsed time normalized to bare metal, and the shared
-    cells' mean elapsed-time degradation."""
-    training = stats[stats["suite"] == SUITE] if not stats.empty else stats
-    platforms = _platforms(list(training["platform"])) if not training.empty else []
-    if not platforms:
-        return ""
-    head = "".join(f"<th colspan='{3 if s == compare.SHARED else 2}'>{html.escape(TITLES[s])}</th>"
-                   for s in compare.SCENARIOS)
-    sub = "".join("<th>throughput ×BM ↑</th><th>elapsed ×BM ↓</th>"
-                  + ("<th>elapsed degradation % ↓</th>" if s == compare.SHARED else "") for s in compare.SCENARIOS)
-    body = []
-    for platform in platforms:
-        cells = []
-        for scenario in compare.SCENARIOS:
-            measures = [m for m, _ in FIGURE_METRICS] + (["degradation_elapsed_time"]
-                                                         if scenario == compare.SHARED else [])
-            for metric in measures:
-                rows = scenario_rows(training, scenario, metric)
-                rows = rows[rows["platform"] == platform]
-                if status[scenario] != "ran":
-                    cells.append(f"<td class='note'>{html.escape(status[scenario])}</td>")
-                    continue
-                if metric in metrics.RELATIVE:
-                    values = [float(v) for v in rows["mean"]]
-                    shown = sum(values) / len(values) if values else None
-                    cells.append(f"<td>{_num(shown, '.3g')} <span class='note'>({len(values)})</span></td>")
-                else:
-                    values = [float(v) for v in rows["normalized"].dropna() if v > 0]
-                    shown = math.exp(sum(map(math.log, values)) / len(values)) if values else None
-                    cells.append(f"<td>{_num(shown, '.3f')} <span class='note'>({len(values)})</span></td>")
-        body.append(f"<tr><td>{html.escape(platform)}</td>{''.join(cells)}</tr>")
-    return ("<h3>At a glance</h3><p class='note'>Per platform and scenario: the geometric mean over the scenario's "
-            "cells of the value normalized to bare metal (×BM; 1.0 = bare metal), and the mean degradation % of "
-            "the shared cells; (n) = how many cells. The figures below give each cell.</p>"
-            f"<table><tr><th rowspan='2'>platform</th>{head}</tr><tr>{sub}</tr>{''.join(body)}</table>")
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None or math.isnan(value) else format(value, fmt)
-
-
 def _status_text(scenario: str, status: str, bad: pd.DataFrame) -> str:
     if status == "not run":
         return (f"<p class='notrun'>Not run: this run has no {html.escape(scenario)} cells (the request's "
                 "<code>scenarios</code> did not include it).</p>")
     count = int(((bad["suite"] == SUITE) & (bad["scenario"] == scenario)).sum()) if not bad.empty else 0
     return (f"<p class='notrun'>No successful {html.escape(scenario)} cell: {count} failed or skipped "
-            "(reasons under Failed or skipped).</p>")
+            "(reasons: <a href='#problems'>failures and skips</a>, at the end).</p>")
 
 
 def _figure_cell(stats: pd.DataFrame, scenario: str, metric: str, label: str, table: Any,
@@ -413,7 +373,7 @@ def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, ta
              "mean normalized to bare metal's mean in the same scenario and cell (bare metal = 1.0; a scenario is "
              "never compared with another); above each bar the measured mean ± std over repetitions, with its unit. "
              "Error bars: std / bare metal's mean.</p>",
-             _legend(), _glance(stats, status), "<div class='scenario-grid'>"]
+             _legend(), "<div class='scenario-grid'>"]
     for scenario in compare.SCENARIOS:
         parts.append(f"<div id='scenario-{scenario}'><h3>{html.escape(TITLES[scenario])}</h3>"
                      f"<p class='note'>{html.escape(EXPLAINED[scenario])}</p>")
@@ -421,8 +381,9 @@ def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, ta
             parts.append(_status_text(scenario, status[scenario], bad) + "</div>")
             continue
         kinds = shared_kinds(frame) if scenario == compare.SHARED else None
-        for metric, label in FIGURE_METRICS:
-            parts.append(_figure_cell(stats, scenario, metric, label, table, kinds))
+        parts.append("<div class='figrow'>" + "".join(
+            f"<div>{_figure_cell(stats, scenario, metric, label, table, kinds)}</div>"
+            for metric, label in FIGURE_METRICS) + "</div>")
         if scenario == compare.DISTRIBUTED:
             parts.append(_network_html(frame))
         if scenario == compare.SHARED:

@@ -70,6 +70,60 @@ def _rusage_snapshot() -> dict[str, dict[str, float]]:
     }
 
 
+def host_snapshot() -> dict[str, float]:
+    """The machine's load now: the 1-minute load average (/proc/loadavg), the number of CPUs and
+    the busy, steal and total jiffies of all CPUs (/proc/stat). Empty where /proc is missing.
+    Inside a container both files are the host's (unless LXCFS virtualizes them), which is what
+    tells whether the machine was busy."""
+    found: dict[str, float] = {}
+    try:
+        found["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+        fields = [float(v) for v in lines[0].split()[1:]]
+        fields += [0.0] * (8 - len(fields))
+        user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+        found["busy"] = user + nice + system + irq + softirq
+        found["steal"] = steal
+        found["total"] = user + nice + system + idle + iowait + irq + softirq + steal
+        found["cpus"] = float(sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()))
+    except (OSError, ValueError, IndexError):
+        pass
+    return found
+
+
+def host_load_labels(before: dict[str, float], after: dict[str, float], own_cpu_seconds: float) -> dict[str, str]:
+    """A job's load labels from two :func:`host_snapshot` readings and the CPU time its own process
+    (and waited-for children) used meanwhile: ``host_load1_before``/``_after``, ``host_cpus``,
+    ``host_steal_share`` (share of the machine's CPU time stolen by the hypervisor) and
+    ``host_other_cpu_share`` (share used by other processes). The report flags a loaded machine
+    from them (:func:`dlbench.reports.stats.load_flag`)."""
+    import os
+
+    labels: dict[str, str] = {}
+    if "load1" in before:
+        labels["host_load1_before"] = f"{before['load1']:.2f}"
+    if "load1" in after:
+        labels["host_load1_after"] = f"{after['load1']:.2f}"
+    if before.get("cpus"):
+        labels["host_cpus"] = str(int(before["cpus"]))
+    total = after.get("total", 0.0) - before.get("total", 0.0)
+    if total > 0:
+        ticks = float(os.sysconf("SC_CLK_TCK"))
+        steal = after.get("steal", 0.0) - before.get("steal", 0.0)
+        other = after.get("busy", 0.0) - before.get("busy", 0.0) - own_cpu_seconds * ticks
+        labels["host_steal_share"] = f"{max(0.0, steal) / total:.4f}"
+        labels["host_other_cpu_share"] = f"{min(1.0, max(0.0, other / total)):.4f}"
+    return labels
+
+
+def _own_cpu_seconds(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> float:
+    return sum(after[scope][name] - before[scope][name] for scope in ("process", "children")
+               for name in ("cpu_time_user", "cpu_time_system"))
+
+
 STOPPED_MESSAGE = "stopped by SIGTERM (the executor ended the job: another role failed or it timed out)"
 
 
@@ -223,6 +277,7 @@ def workload(
         labels=labels or {},
         **({"job_id": job_id} if job_id else {}),
     )
+    load_before = host_snapshot()
     before = _rusage_snapshot()
     finishers = [hook(doc) for hook in _counter_hooks]
     _stop.reset()
@@ -244,6 +299,10 @@ def workload(
     finally:
         _stop.closing = True
         after = _rusage_snapshot()
+        try:
+            doc.labels.update(host_load_labels(load_before, host_snapshot(), _own_cpu_seconds(before, after)))
+        except Exception:  # noqa: BLE001 - the load is context, never a reason to lose the result
+            pass
         for scope in ("process", "children"):
             for name, (_, unit, scale) in _RUSAGE_FIELDS.items():
                 delta = (after[scope][name] - before[scope][name]) * scale

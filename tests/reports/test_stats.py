@@ -1,0 +1,207 @@
+"""dlbench.reports.stats against independent computations: printed t tables, a numerical
+integration of the t density, numpy, hand-worked Welch examples, and the report's own output."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from dlbench.reports import build_report, stats
+from dlbench.warehouse.load import load_documents
+from dlbench.workloads import harness
+from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument
+
+
+def t_density(x: float, df: float) -> float:
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2 * math.log1p(x * x / df))
+
+
+def t_cdf_by_integration(q: float, df: float, steps: int = 20000) -> float:
+    """P(T <= q) = 0.5 + integral of the density from 0 to q (Simpson's rule): no incomplete beta."""
+    h = q / steps
+    total = t_density(0, df) + t_density(q, df)
+    total += sum((4 if i % 2 else 2) * t_density(i * h, df) for i in range(1, steps))
+    return 0.5 + total * h / 3
+
+
+# Student t quantiles as printed in any statistics table (two-sided 95 % and 99 %).
+TABLE_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 10: 2.228, 20: 2.086, 30: 2.042, 120: 1.980}
+TABLE_995 = {1: 63.657, 4: 4.604, 10: 3.169}
+
+
+def test_t_quantile_matches_printed_tables():
+    for df, value in TABLE_975.items():
+        assert stats.t_quantile(0.975, df) == pytest.approx(value, abs=6e-4), df
+    for df, value in TABLE_995.items():
+        assert stats.t_quantile(0.995, df) == pytest.approx(value, abs=6e-4), df
+    assert stats.t_quantile(0.975, math.inf) == pytest.approx(1.959964, abs=1e-5)
+
+
+@pytest.mark.parametrize("df", [1.0, 2.5, 2.941, 7.3, 15.0])
+@pytest.mark.parametrize("p", [0.9, 0.975, 0.995])
+def test_t_quantile_inverts_the_integrated_density(df, p):
+    """Non-integer df (Welch's) checked against a numerical integration of the density."""
+    q = stats.t_quantile(p, df)
+    assert t_cdf_by_integration(q, df) == pytest.approx(p, abs=2e-6)
+
+
+def test_welch_interval_and_verdict_by_hand():
+    platform, bare = [80.0, 90.0, 85.0], [100.0, 110.0, 90.0]
+    # By hand: means 85 and 100; variances 25 and 100; se² = 25/3 + 100/3; Welch-Satterthwaite df.
+    se2 = 25 / 3 + 100 / 3
+    df = se2 ** 2 / ((25 / 3) ** 2 / 2 + (100 / 3) ** 2 / 2)
+    assert df == pytest.approx(2.941176, rel=1e-6)
+    result = stats.compare(platform, bare, higher_is_better=True)
+    assert result.difference == pytest.approx(-15.0)
+    assert result.df == pytest.approx(df, rel=1e-12)
+    half = (result.ci_high - result.ci_low) / 2
+    # The half-width's quantile integrates the density to 0.975.
+    assert t_cdf_by_integration(half / math.sqrt(se2), df) == pytest.approx(0.975, abs=2e-6)
+    # |t| = 15 / se = 2.32 < t(0.975, 2.94) ≈ 3.2: Welch's test does not reject, the interval contains 0.
+    assert result.ci_low < 0 < result.ci_high
+    assert result.verdict is stats.Verdict.NO_SIGNIFICANT_DIFFERENCE
+    scaled = result.scaled(100.0)
+    assert scaled["normalized_ci_low"] == pytest.approx(1 + result.ci_low / 100)
+    assert scaled["diff_pct_ci_high"] == pytest.approx(-result.ci_low)  # Diff% = -(D - H) / H x 100
+    assert scaled["diff_pct_ci_low"] < 15.0 < scaled["diff_pct_ci_high"]  # the point Diff% is inside
+
+
+def test_verdict_follows_the_metric_direction_and_needs_repetitions():
+    faster, base = [110.0, 111.0, 112.0], [100.0, 101.0, 102.0]
+    assert stats.compare(faster, base, higher_is_better=True).verdict is stats.Verdict.BETTER
+    assert stats.compare(faster, base, higher_is_better=False).verdict is stats.Verdict.WORSE
+    # The issue's example: container 85 % faster with n = 2 on a busy machine: no verdict.
+    two = stats.compare([185.0, 150.0], [100.0, 80.0], higher_is_better=True)
+    assert two.verdict is stats.Verdict.TOO_FEW_REPETITIONS and not math.isnan(two.ci_low)
+    assert stats.compare([1.0], [1.0, 2.0, 3.0], True).verdict is stats.Verdict.TOO_FEW_REPETITIONS
+    exact = stats.compare([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], higher_is_better=True)
+    assert exact.verdict is stats.Verdict.BETTER and exact.ci_low == exact.ci_high == 1.0
+    same = stats.compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], higher_is_better=True)
+    assert same.verdict is stats.Verdict.NO_SIGNIFICANT_DIFFERENCE
+
+
+def test_descriptive_statistics_against_numpy():
+    values = [3.1, 2.9, 3.4, 3.0, 9.0, 3.2]
+    assert stats.mean(values) == pytest.approx(np.mean(values))
+    assert stats.std(values) == pytest.approx(np.std(values, ddof=1))
+    assert stats.cv(values) == pytest.approx(np.std(values, ddof=1) / np.mean(values))
+    assert math.isnan(stats.std([1.0]))
+    # MLPerf: drop the minimum and the maximum, from 5 repetitions.
+    assert stats.robust_mean(values) == pytest.approx(np.mean(sorted(values)[1:-1])) == pytest.approx(3.175)
+    assert math.isnan(stats.robust_mean([1.0, 2.0, 3.0, 4.0]))
+    assert stats.is_noisy(0.051) and not stats.is_noisy(0.049) and not stats.is_noisy(float("nan"))
+    for q in (0.25, 0.5, 0.75):
+        assert stats.quantile(values, q) == pytest.approx(np.percentile(values, q * 100))
+
+
+def test_tukey_outliers():
+    steps = [0.50, 0.51, 0.49, 0.50, 0.52, 0.48, 0.50, 0.51]
+    assert stats.tukey_outliers(steps) == []
+    q1, q3 = np.percentile(steps + [2.5], [25, 75])
+    assert 2.5 > q3 + 3 * (q3 - q1)  # independent fence
+    assert stats.tukey_outliers(steps + [2.5]) == [2.5]
+    assert stats.tukey_outliers([1.0, 9.0, 1.0]) == []  # too few steps to say
+
+
+def test_load_flag_thresholds():
+    assert stats.load_flag({}) is None
+    quiet = {"host_cpus": "4", "host_load1_before": "3.9", "host_steal_share": "0.01", "host_other_cpu_share": "0.1"}
+    assert stats.load_flag(quiet) is None
+    assert "load 4.50 on 4 CPUs" in stats.load_flag({**quiet, "host_load1_before": "4.5"})
+    assert "stolen" in stats.load_flag({**quiet, "host_steal_share": "0.2"})
+    assert "other processes used 40%" in stats.load_flag({**quiet, "host_other_cpu_share": "0.4"})
+
+
+def test_harness_records_the_machine_load(tmp_path):
+    labels = harness.host_load_labels({"load1": 0.5, "cpus": 4, "busy": 1000, "steal": 10, "total": 5000},
+                                      {"load1": 2.0, "cpus": 4, "busy": 1400, "steal": 30, "total": 5400}, 0.0)
+    assert labels["host_steal_share"] == "0.0500" and labels["host_other_cpu_share"] == "1.0000"
+    assert labels["host_load1_before"] == "0.50" and labels["host_cpus"] == "4"
+    with harness.workload(Benchmark(suite="t", name="t"), out=tmp_path / "d.json") as doc:
+        sum(i * i for i in range(200000))
+    written = ResultDocument.read(tmp_path / "d.json")
+    assert doc.labels == written.labels
+    assert {"host_load1_before", "host_load1_after", "host_cpus", "host_steal_share",
+            "host_other_cpu_share"} <= set(written.labels)
+    assert 0.0 <= float(written.labels["host_other_cpu_share"]) <= 1.0
+
+
+def _doc(platform: str, rep: int, value: float, labels: dict[str, str] | None = None) -> ResultDocument:
+    d = ResultDocument(job_id=f"{platform}{rep}", run_id="s1", repetition=rep, labels=labels or {},
+                       benchmark=Benchmark(suite="tf_cnn", name="alexnet", parameters={"data": "synthetic"}),
+                       environment=Environment(hostname="h", platform=Platform(platform)))
+    d.add("throughput", value, "images/s")
+    for step in range(10):
+        d.add("step_time", 3.0 if (platform, rep, step) == ("bare_metal", 1, 6) else 0.5 + step * 0.001, "s",
+              step=step, warmup=step < 2)
+    return d
+
+
+def test_the_comparison_carries_intervals_verdicts_and_flags(engine, tmp_path):
+    bare = [100.0, 102.0, 98.0, 101.0, 99.0]
+    container = [90.0, 91.0, 89.0, 92.0, 88.0]
+    docs = [_doc("bare_metal", i, v) for i, v in enumerate(bare)]
+    docs += [_doc("container_on_bare_metal", i, v, {"host_cpus": "2", "host_load1_before": "5.0"} if i == 0 else None)
+             for i, v in enumerate(container)]
+    load_documents(engine, docs)
+    page = build_report(engine, "s1", tmp_path / "r")
+    with (tmp_path / "r" / "comparison.csv").open() as handle:
+        table = {r["platform"]: r for r in csv.DictReader(handle)}
+    exported = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    assert exported["fields"] == list(next(iter(table.values())).keys())
+    rows = {r["platform"]: r for r in exported["rows"]}
+    row = table["container_on_bare_metal"]
+    # Independent: numpy moments, Welch-Satterthwaite by hand, the quantile from the integrated density.
+    vd, vh = np.var(container, ddof=1) / 5, np.var(bare, ddof=1) / 5
+    df = (vd + vh) ** 2 / (vd ** 2 / 4 + vh ** 2 / 4)
+    half = stats.t_quantile(0.975, df) * math.sqrt(vd + vh)
+    assert t_cdf_by_integration(half / math.sqrt(vd + vh), df) == pytest.approx(0.975, abs=2e-6)
+    h = np.mean(bare)
+    low, high = 1 + (np.mean(container) - h - half) / h, 1 + (np.mean(container) - h + half) / h
+    for source in (row, rows["container_on_bare_metal"]):
+        assert float(source["normalized_ci_low"]) == pytest.approx(low, rel=1e-9)
+        assert float(source["normalized_ci_high"]) == pytest.approx(high, rel=1e-9)
+        assert float(source["df"]) == pytest.approx(df, rel=1e-9)
+        assert source["verdict"] == "worse"
+        assert float(source["robust_mean"]) == pytest.approx(np.mean(sorted(container)[1:-1]))
+        assert "loaded machine in 1 of 5 runs" in source["flags"]
+    assert table["bare_metal"]["verdict"] == rows["bare_metal"]["verdict"] == "baseline"
+    assert "step-time outliers in 1 of 5 runs" in rows["bare_metal"]["flags"]
+    html = page.read_text()
+    answer = html.split("<h2 id='answer'>")[1].split("<h2")[0]
+    assert "alexnet synthetic" in answer and "worse" in answer and f"{low:.3g}" in answer
+    assert html.index("id='answer'") < html.index("id='scenarios'") < html.index("id='environment'")
+    assert "loaded machine" in html.split("id='environment'")[1]
+
+
+def test_report_renders_in_a_headless_browser(tmp_path):
+    """The report is one self-contained page a browser draws (no external resource)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium): the screenshot check needs it")
+    from tests.reports.demo_run import build
+
+    page = build(tmp_path / "demo")
+    text = page.read_text()
+    assert "src='http" not in text and "href='http" not in text  # self-contained
+    shot = tmp_path / "shot.png"
+    result = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                             f"--screenshot={shot}", "--window-size=1400,2000", page.as_uri()],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert shot.exists(), result.stderr[-2000:]
+    from PIL import Image
+
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert image.shape[:2] == (2000, 1400)
+    # The first screen holds the answer: the verdict badges' green and red are drawn on it.
+    green = ((abs(image[..., 0] - 0xd9) < 6) & (abs(image[..., 1] - 0xf2) < 6) & (abs(image[..., 2] - 0xd9) < 6))
+    red = ((abs(image[..., 0] - 0xf8) < 6) & (abs(image[..., 1] - 0xd7) < 6) & (abs(image[..., 2] - 0xd7) < 6))
+    assert red.sum() > 200, "no 'worse' verdict badge on the first screen"
+    assert green.sum() + red.sum() > 200
