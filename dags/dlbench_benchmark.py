@@ -15,7 +15,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
-from dlbench.config import Suite
+from dlbench.config import DEFAULT_SUITES, Suite
 from dlbench.provisioning.registry import PROVIDERS, provider_names
 from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
@@ -56,9 +56,11 @@ PARAMS = {
         description="Hosting options to compare; results are normalized to bare_metal.",
     ),
     "suites": Param(
-        _choices(Suite), type="array", items={"type": "string", "enum": _choices(Suite)}, title="Suites",
+        [s.value for s in DEFAULT_SUITES], type="array", items={"type": "string", "enum": _choices(Suite)},
+        title="Suites",
         description="tf_cnn: TensorFlow image-classification training (the core study). cpu (HPL, HPCG), gpu "
-        "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3).",
+        "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3). "
+        "dltools (opt-in): study 001's FCN5 / AlexNet / ResNet-50 (CIFAR) / LSTM set, seconds per batch per epoch.",
     ),
     "models": Param(
         _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",

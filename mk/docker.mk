@@ -25,3 +25,10 @@ wheelhouse: venv ## wheels of the workload requirements, for offline image build
 image: venv docker-up ## build the workload image dlbench-workload:latest if missing
 	@if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image; \
 	else echo "no Docker engine: skipping the workload image (container rows will be reported as skipped)"; fi
+
+TF_VERSION := $(shell sed -n 's/^tensorflow-cpu==//p' requirements-workload.txt)
+GPU_BASE_IMAGE ?= python:3.11-slim-bookworm
+image-gpu: docker-up ## the GPU workload image dlbench-workload:gpu (TensorFlow with CUDA; needs a registry/index or build/wheelhouse)
+	docker build -f docker/Dockerfile --build-arg BASE_IMAGE=$(GPU_BASE_IMAGE) \
+	  --build-arg TF_PACKAGE="tensorflow[and-cuda]==$(TF_VERSION)" -t dlbench-workload:gpu .
+

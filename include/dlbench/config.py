@@ -48,6 +48,11 @@ class Suite(StrEnum):
     DLTOOLS = "dltools"
 
 
+DEFAULT_SUITES = tuple(s for s in Suite if s is not Suite.DLTOOLS)
+"""What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it.
+Study 001's DL-tool set (16 jobs per platform even in smoke) is asked for by name."""
+
+
 SUITE_COMMANDS: dict[str, str] = {
     Suite.TF_CNN.value: "tf-cnn", Suite.CPU.value: "cpu", Suite.GPU.value: "gpu",
     Suite.DEEPBENCH.value: "deepbench", Suite.DISK.value: "disk", Suite.NETWORK.value: "network",
@@ -70,7 +75,7 @@ class BenchmarkRequest(BaseModel):
     platforms: list[Platform] = Field(
         default_factory=lambda: [Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL], min_length=1
     )
-    suites: list[Suite] = Field(default_factory=lambda: list(Suite), min_length=1)
+    suites: list[Suite] = Field(default_factory=lambda: list(DEFAULT_SUITES), min_length=1)
     models: list[ModelName] = Field(default_factory=lambda: list(ModelName), min_length=1)
     data: list[DataKind] = Field(default_factory=lambda: [DataKind.SYNTHETIC, DataKind.REAL], min_length=1)
     scenarios: list[Scenario] = Field(default_factory=lambda: [Scenario.SINGLE], min_length=1)

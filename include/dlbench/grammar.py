@@ -26,6 +26,8 @@ IMAGE_REFERENCE = re.compile(
 )
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 """POSIX portable user names (useradd's default NAME_REGEX)."""
+GPU_REQUEST = re.compile(r"^(auto|none|all|[1-9][0-9]{0,2})$")
+"""GPUs per machine (dlbench.execution.gpus): auto, none, all, or a count."""
 TRAIT = re.compile(r"^[A-Z0-9_]{1,255}$")
 """os-traits: standard traits and CUSTOM_* are upper-case letters, digits and underscores."""
 RESOURCE_CLASS = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
@@ -68,3 +70,4 @@ Host = Annotated[str, AfterValidator(_matcher(HOST, "host name or IP address"))]
 ImageSource = Annotated[str, AfterValidator(_matcher(IMAGE_SOURCE, "image (a Glance name/UUID or a URL without "
                                                                    "spaces or shell characters)"))]
 Checksum = Annotated[str, AfterValidator(_matcher(CHECKSUM, "checksum (hex digest, algo:hex, or a URL)"))]
+GpuRequest = Annotated[str, AfterValidator(_matcher(GPU_REQUEST, "GPU request (auto, none, all, or a count 1..999)"))]

@@ -12,8 +12,8 @@ def test_defaults_are_the_embedded_matrix():
     assert [p.value for p in request.platforms] == ["bare_metal", "container_on_bare_metal"]
     assert request.effective_repetitions == 2  # smoke profile default
     jobs = plan_jobs(request, "r1")
-    # repetitions x platforms x (models x data kinds + five micro suites + dltools' 4 networks x 1 smoke batch)
-    assert len(jobs) == 2 * 2 * (3 * 2 + 5 + 4)
+    # repetitions x platforms x (models x data kinds + five micro suites)
+    assert len(jobs) == 2 * 2 * (3 * 2 + 5)
     assert len({j.job_id for j in jobs}) == len(jobs)
     assert plan_jobs(request, "r1")[5].job_id == jobs[5].job_id  # deterministic: retries overwrite
     assert [j.repetition for j in jobs[:22]] == [0] * 22  # a full first pass before repeating

@@ -214,7 +214,7 @@ def resources_of(target: Target) -> Resources:
     access = target.access
     cpus, gpus = getattr(access, "cpus", None), getattr(access, "gpus", None)
     return Resources(cpus=float(cpus) if cpus else None, memory=getattr(access, "memory", None),
-                     gpus=str(gpus) if gpus else None, network=getattr(access, "network", None),
+                     gpus=str(gpus) if gpus and gpus != "0" else None, network=getattr(access, "network", None),
                      cpuset=getattr(access, "cpuset", None))
 
 

@@ -29,6 +29,7 @@ from dlbench.execution.base import (
     terminate_then_kill,
     timed_out,
 )
+from dlbench.execution.gpus import process_env
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
@@ -67,7 +68,8 @@ class LocalProcessExecutor(Executor):
         with tempfile.TemporaryDirectory(prefix="dlbench-job-") as tmp:
             out = Path(tmp) / "result.json"
             argv = [self.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
-            env = {**workload_environment(), "TF_CPP_MIN_LOG_LEVEL": "2", **(self.env or {})}
+            env = {**workload_environment(), "TF_CPP_MIN_LOG_LEVEL": "2", **process_env(target.access.gpus),
+                   **(self.env or {})}
             # Output to a file, not pipes: a child that outlives the workload (and holds the pipe)
             # cannot keep the executor waiting, and a stop never races a pipe reader.
             with open(Path(tmp) / "output.log", "w+b") as output_file:

@@ -43,6 +43,7 @@ from urllib.parse import unquote, urlparse
 
 from dlbench import paths
 from dlbench.execution.base import ExecutionError
+from dlbench.execution.gpus import GpuFacts, parse_probe, probe_argv
 from dlbench.execution.image import CONTEXT_LABEL, ROOT, WHEELHOUSE, context_digest
 
 if TYPE_CHECKING:
@@ -95,6 +96,10 @@ class Preparation:
     image_loaded: bool | None = None
     image_reason: str = ""
     missing_tools: list[str] = field(default_factory=list)
+    gpus: int = 0
+    """NVIDIA GPUs nvidia-smi lists on the machine."""
+    engine_passes_gpus: bool = False
+    """The engine has the NVIDIA runtime (``--gpus`` works)."""
     actions: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -151,6 +156,10 @@ def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
             _prepare_host(host, prep, clock, prefix, digest)
     if docker_image:
         _prepare_engine(host, prep, clock, docker_image, engine)
+    with clock("detect"):
+        status, out = host.run(probe_argv(engine), 60)
+        facts = parse_probe(out) if status == 0 else GpuFacts()
+        prep.gpus, prep.engine_passes_gpus = facts.count, facts.engine_passes_gpus
     prep.seconds = round(time.monotonic() - started, 3)
     log.info("prepared %s in %.1f s: %s", host.name, prep.seconds, ", ".join(prep.actions) or "nothing to do")
     return prep

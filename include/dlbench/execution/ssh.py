@@ -49,6 +49,7 @@ from dlbench.execution.base import (
     timed_out,
 )
 from dlbench.execution.container import container_name, safe_name, workload_launch
+from dlbench.execution.gpus import process_env
 from dlbench.execution.shell import command_line
 from dlbench.workloads.result import ResultDocument
 
@@ -485,6 +486,7 @@ class SSHExecutor(Executor):
         access = target.access
         pidfile = f"{remote_dir}/pid"
         env = ["TF_CPP_MIN_LOG_LEVEL=2"] + ([f"PYTHONPATH={access.pythonpath}"] if access.pythonpath else [])
+        env += [f"{key}={value}" for key, value in process_env(access.gpus).items()]
         argv = ["sh", "-c", _RECORD_PID, "sh", pidfile,
                 "timeout", f"--kill-after={max(1, round(self.grace))}", str(max(1, int(timeout))), "env", *env,
                 access.python, "-m", "dlbench.workloads",

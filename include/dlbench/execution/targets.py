@@ -28,6 +28,11 @@ from dlbench.workloads.result import Platform
 class _Access(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    gpus: str | None = Field(
+        default=None, pattern=r"^(all|[0-9]{1,3})$",
+        description="GPUs the workload gets (dlbench.execution.gpus): None = not managed (a process sees every "
+                    "GPU, a container none), 'all', or a count (processes: CUDA_VISIBLE_DEVICES; '0' hides all)")
+
 
 class LocalProcess(_Access):
     kind: Literal["process"] = "process"
@@ -39,7 +44,6 @@ class ContainerLimits(_Access):
 
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU cores (docker --cpus)")
     memory: str | None = Field(default=None, pattern=r"^[0-9]+[kmgKMG]?$", description="e.g. 8g")
-    gpus: str | None = Field(default=None, pattern=r"^(all|[0-9]{1,3})$", description="'all' or a count")
     network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                                 description="host, or a user-defined network (containers reach each other by name)")
     cpuset: str | None = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",

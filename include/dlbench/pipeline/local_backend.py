@@ -21,6 +21,7 @@ import logging
 from contextlib import AbstractContextManager, nullcontext
 
 from dlbench.config import BenchmarkRequest
+from dlbench.execution.gpus import Allotment, allot, local_facts
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
 from dlbench.execution.targets import LocalDocker, LocalProcess, SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset
@@ -58,12 +59,15 @@ class LocalBackend(ProviderBackend):
     def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         data_dir = ensure_dataset(request)
         targets: list[Target] = []
+        on_host = {Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL} & set(request.platforms)
+        gpus = allot(self.settings.gpus, local_facts(), "this host") if on_host else Allotment()
         for platform in request.platforms:
             if platform is Platform.BARE_METAL:
-                targets.append(Target(name="localhost", platform=platform, access=LocalProcess(), data_dir=data_dir,
-                                      expires_at=tags.expires_at, labels={"provider": "local"}))
+                targets.append(Target(name="localhost", platform=platform, access=LocalProcess(gpus=gpus.host),
+                                      data_dir=data_dir, skip_reason=gpus.host_skip, expires_at=tags.expires_at,
+                                      labels={"provider": "local", "gpus": str(gpus.count)}))
             elif platform is Platform.CONTAINER_ON_BARE_METAL:
-                targets.append(self._container_target(tags, data_dir))
+                targets.append(self._container_target(tags, data_dir, gpus))
         vm_request = self._vm_request(request)
         if vm_request is not None:
             targets += self._vm_targets(vm_request, tags, budget_s)
@@ -105,20 +109,24 @@ class LocalBackend(ProviderBackend):
             log.warning("released guest %s of run %s left behind: %s", action.name, action.run_id, action.reason)
 
     @staticmethod
-    def _container_target(tags: Tags, data_dir: str | None) -> Target:
+    def _container_target(tags: Tags, data_dir: str | None, gpus: Allotment) -> Target:
         from dlbench.execution.image import docker_available, ensure_image
 
         image, skip = WORKLOAD_IMAGE, None
         ok, reason = docker_available()
         if not ok:
             skip = f"container platform skipped: {reason}"
+        elif gpus.container_skip:
+            skip = f"container platform skipped: {gpus.container_skip}"
         else:
             try:
                 image = ensure_image(WORKLOAD_IMAGE)
             except Exception as exc:  # noqa: BLE001 - reported as a visible skip, never hidden
                 skip = f"container platform skipped: workload image unavailable: {exc}"
-        return Target(name="local-docker", platform=Platform.CONTAINER_ON_BARE_METAL, access=LocalDocker(image=image),
-                      data_dir=data_dir, skip_reason=skip, expires_at=tags.expires_at, labels={"provider": "local"})
+        return Target(name="local-docker", platform=Platform.CONTAINER_ON_BARE_METAL,
+                      access=LocalDocker(image=image, gpus=gpus.container), data_dir=data_dir, skip_reason=skip,
+                      expires_at=tags.expires_at,
+                      labels={"provider": "local", "gpus": str(gpus.count)})
 
     def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:
         """The run's guests' lease, renewed while a task of the run lives (nothing to renew on

@@ -35,6 +35,7 @@ from pathlib import Path
 from dlbench import paths
 from dlbench.config import BenchmarkRequest, Suite
 from dlbench.execution.base import ExecutionError
+from dlbench.execution.gpus import GpuFacts, allot
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.pipeline.leases import LeaseKeeper
@@ -100,6 +101,7 @@ class Machine:
     pythonpath: str | None = None
     data_dir: str | None = None
     skip_docker: str | None = None
+    gpus: GpuFacts = field(default_factory=GpuFacts)
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -253,7 +255,11 @@ class MachineBackend(ProviderBackend):
                 if s.prepare:
                     self._prepare(machine, host, runtimes)
                 else:
+                    from dlbench.execution.gpus import parse_probe, probe_argv
+
                     machine.python = s.remote_python or "python3"
+                    status, out = host.run(probe_argv(), 60)
+                    machine.gpus = parse_probe(out) if status == 0 else GpuFacts()
                 if needs_data and (request.data_dir or local_data):
                     self._stage(machine, host, request.data_dir, local_data)
 
@@ -287,6 +293,7 @@ class MachineBackend(ProviderBackend):
             raise ExecutionError(f"{machine.instance.name} cannot run the workloads: {prep.host_reason}")
         machine.python = self.settings.remote_python or prep.python or "python3"
         machine.pythonpath = prep.pythonpath
+        machine.gpus = GpuFacts(count=prep.gpus, engine_passes_gpus=prep.engine_passes_gpus)
         if "docker" in runtimes and not prep.image_loaded:
             machine.skip_docker = (f"container platform skipped on {machine.instance.name}: "
                                    f"{prep.image_reason or prep.engine_reason or 'no engine with the workload image'}")
@@ -324,12 +331,16 @@ class MachineBackend(ProviderBackend):
                 common = dict(address=str(inst.address), port=machine.ssh_port, user=s.ssh_user, key_path=key_path,
                               known_hosts=known_hosts, python=machine.python, pythonpath=machine.pythonpath)
                 docker = s.runtime_for(platform) == "docker"
-                access = SSHDocker(image=s.docker_image, **common) if docker else SSHHost(**common)
+                gpus = allot(s.gpus, machine.gpus, inst.name)
+                access = (SSHDocker(image=s.docker_image, gpus=gpus.container, **common) if docker
+                          else SSHHost(gpus=gpus.host, **common))
+                skip = (machine.skip_docker or gpus.container_skip) if docker else gpus.host_skip
                 targets.append(Target(
                     name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
-                    data_dir=machine.data_dir, skip_reason=machine.skip_docker if docker else None,
+                    data_dir=machine.data_dir, skip_reason=skip,
                     expires_at=tags.expires_at, timings=dict(inst.timings),
                     labels={"provider": self.driver.name, "run_id": tags.run_id, **machine.labels,
+                            "gpus": str(gpus.count),
                             **({HOST_LABEL: str(inst.details[HOST_ID])} if inst.details.get(HOST_ID) else {})}))
         for target in targets:
             if target.skip_reason:

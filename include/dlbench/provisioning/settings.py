@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dlbench.grammar import AbsolutePath, ImageReference, Name, UserName
+from dlbench.grammar import AbsolutePath, GpuRequest, ImageReference, Name, UserName
 from dlbench.workloads.result import Platform
 
 Runtime = Literal["host", "docker"]
@@ -30,6 +30,9 @@ class ProviderSettings(BaseModel):
     expiry_hours: float | None = Field(
         default=None, gt=0, le=24 * 14,
         description="hours before the janitor may release the run's resources (default: Variable dlbench_expiry_hours)")
+    gpus: GpuRequest = Field(
+        default="auto", description="GPUs per machine: auto (every GPU it has), none (CPU only), all (every GPU; a "
+                                    "machine without one is skipped), or a count N (the first N): docs/gpus.md")
 
     platforms: ClassVar[dict[Platform, Runtime]] = {}
     """The platforms this provider hosts and the runtime each uses by default."""

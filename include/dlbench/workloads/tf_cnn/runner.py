@@ -118,20 +118,63 @@ def timed_steps(step: Callable[[], Any], total_steps: int, clock: Clock = time.p
 
 
 def make_strategy(spec: TrainingSpec) -> tuple[Any, str, int]:
-    """All visible GPUs of the instance, variables on CPU (parameter server) or mirrored."""
+    """All visible GPUs of the instance (CUDA_VISIBLE_DEVICES limits them), variables where the
+    profile says (:func:`strategy_for`); no GPU: TensorFlow's default strategy on the CPU."""
     import tensorflow as tf
 
-    gpus = tf.config.list_logical_devices("GPU")
+    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if not gpus:
         return tf.distribute.get_strategy(), "cpu", 1
-    if spec.variable_update == "parameter_server" and spec.local_parameter_device == "cpu":
-        if len(gpus) == 1:
-            # CentralStorageStrategy with one GPU places variables on it; pin them on the CPU.
-            return tf.distribute.OneDeviceStrategy("/gpu:0"), "parameter_server_cpu", 1
-        strategy = tf.distribute.experimental.CentralStorageStrategy(parameter_device="/cpu:0")
-        return strategy, "parameter_server_cpu", len(gpus)
-    strategy = tf.distribute.MirroredStrategy()
+    return strategy_for(gpus, spec)
+
+
+def strategy_for(devices: list[str], spec: TrainingSpec) -> tuple[Any, str, int]:
+    """The study's placement on ``devices`` (one tower each). ``parameter_server`` keeps the
+    variables on ``local_parameter_device``: the CPU (``/cpu:0``, also with ONE device: a
+    ``OneDeviceStrategy`` or a default ``CentralStorageStrategy`` would put them on the GPU and
+    the label would lie) or the first device; ``mirrored`` keeps a copy on every device.
+    Returns (strategy, placement label, replicas). Separate from device discovery so a test can
+    check the placement on logical CPU devices where no GPU exists."""
+    import tensorflow as tf
+
+    if spec.variable_update == "parameter_server":
+        parameter_device = "/cpu:0" if spec.local_parameter_device == "cpu" else devices[0]
+        strategy = tf.distribute.experimental.CentralStorageStrategy(compute_devices=devices,
+                                                                      parameter_device=parameter_device)
+        return strategy, f"parameter_server_{spec.local_parameter_device}", len(devices)
+    strategy = tf.distribute.MirroredStrategy(devices=devices)
     return strategy, "mirrored", strategy.num_replicas_in_sync
+
+
+def variable_device(model: Any) -> str:
+    """The device of the model's first weight (``/job:.../device:CPU:0``), the variables'
+    placement as TensorFlow resolved it; '' when unknown."""
+    copies = variable_copies(model)
+    return copies[0] if copies else ""
+
+
+def variable_copies(model: Any) -> list[str]:
+    """Devices holding the first weight: one for a parameter server, one per device when
+    mirrored (a Keras 3 variable wraps the ``tf.Variable`` in ``.value``)."""
+    weights = list(getattr(model, "trainable_weights", ()))
+    if not weights:
+        return []
+    tf_variable = getattr(weights[0], "value", weights[0])
+    return [str(v.device) for v in getattr(tf_variable, "values", None) or [tf_variable]]
+
+
+def gpus_unused(machine_gpus: int, tf_gpus: int, built_with_cuda: bool, visible: str | None) -> str | None:
+    """Why a GPU machine would train on its CPU (None when it will not): a CPU build of TensorFlow
+    (the default image) or a CUDA that does not load. ``CUDA_VISIBLE_DEVICES=""`` (gpus: none)
+    asks for the CPU on purpose. A run that silently measured the CPU of a GPU machine would be
+    compared with GPU numbers elsewhere: it fails instead, naming the fix."""
+    if machine_gpus == 0 or tf_gpus > 0 or visible == "":
+        return None
+    if not built_with_cuda:
+        return (f"this machine has {machine_gpus} GPU(s) but TensorFlow is a CPU build: use the GPU workload image "
+                f"(make image-gpu; docs/gpus.md) or set the provider's gpus: none for a CPU-only comparison")
+    return (f"this machine has {machine_gpus} GPU(s) but TensorFlow sees none (CUDA libraries or driver not loaded: "
+            f"check the NVIDIA runtime and TensorFlow's CUDA dependencies)")
 
 
 def realtime() -> float:
@@ -225,6 +268,10 @@ def train(
     if strategy is None:
         strategy_obj, placement, replicas = make_strategy(spec)
         local_replicas = replicas
+        unused = gpus_unused(len(doc.environment.gpus), 0 if placement == "cpu" else replicas,
+                             tf.test.is_built_with_cuda(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if unused:
+            raise RuntimeError(unused)
     else:
         strategy_obj, placement = strategy
         replicas = strategy_obj.num_replicas_in_sync
@@ -321,6 +368,8 @@ def train(
         # replicas: this process's (a worker's local devices); global_batch_size covers every worker.
         "replicas": str(local_replicas), "placement": placement, "model_parameters": str(model_params),
         "global_batch_size": str(global_batch),
+        # Where the weights really live (not the profile's wish): the placement label's proof.
+        "variable_device": variable_device(model),
     })
     # Divergence is a property of the run, not a failure of the timing (LossTrajectory).
     add_loss_samples(doc, losses, spec.num_classes, **labels)
