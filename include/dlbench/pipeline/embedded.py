@@ -21,11 +21,76 @@ from dlbench import paths
 _END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
 _PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
 _TRAILER = re.compile(r" \[[a-z_.]+\] loc=.*$")
-_INTERESTING = re.compile(r"planned \d+ jobs|container platform skipped|on \S+: throughput=|failed:|report: ")
+_INTERESTING = re.compile(r"planned \d+ jobs|container platform skipped|failed:|report: ")
+_PLANNED = re.compile(r"planned (\d+) jobs")
+_STARTED = re.compile(r"^job started: (.+)$")
+_RUNNING = re.compile(r"^job running: (.+)$")
+_FINISHED = re.compile(r"^job finished: (\w+) in ([\d.]+) s: (.+)$")
+_HEADLINE = re.compile(r"^(\S+) on .*?: ((?:throughput|elapsed_time)=.*)$")
 
 
-def _follow(log_path: Path, out, stop: threading.Event) -> None:  # noqa: ANN001
-    """Echo the interesting lines of the Airflow log as they are written."""
+def clock(seconds: float) -> str:
+    """``1h02m``, ``4m05s``, ``12s``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """Turns the run_job tasks' log lines (:func:`dlbench.pipeline.steps.job_progress`) into
+    ``[k/N] platform/suite/case ... ok 12.3 s (elapsed 1m20s, ~4m left)``, in the order jobs end.
+
+    N comes from the plan task's ``planned N jobs``; the time left is the average time per finished
+    job since the first job started (Airflow's own overhead between tasks included) times the jobs
+    left. A retried job keeps its number."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.total: int | None = None
+        self.first_job: float | None = None
+        self.finished: list[str] = []
+        self.headlines: dict[str, str] = {}
+
+    def line(self, text: str, now: float) -> str | None:
+        """What to print for one (cleaned) log line; None: nothing."""
+        if (match := _PLANNED.search(text)) is not None:
+            self.total = int(match.group(1))
+            return f"  planned {self.total} jobs"
+        if _STARTED.match(text):
+            self.first_job = self.first_job if self.first_job is not None else now
+            return None
+        if (match := _RUNNING.match(text)) is not None:
+            return f"        ... running {match.group(1)}"
+        if (match := _HEADLINE.match(text)) is not None:
+            self.headlines[match.group(1)] = match.group(2)
+            return None
+        if (match := _FINISHED.match(text)) is not None:
+            status, seconds, label = match.group(1), float(match.group(2)), match.group(3)
+            retry = label in self.finished
+            if not retry:
+                self.finished.append(label)
+            k, total = self.finished.index(label) + 1, self.total
+            elapsed = now - self.started
+            if total is None:
+                left = ""
+            elif len(self.finished) >= total:
+                left = ", done"
+            else:
+                since = now - (self.first_job if self.first_job is not None else self.started)
+                left = f", ~{clock(since / len(self.finished) * (total - len(self.finished)))} left"
+            headline = self.headlines.pop(label, "")
+            return (f"[{k}/{total if total is not None else '?'}] {label} ... {'retry: ' if retry else ''}{status} "
+                    f"{seconds:.1f} s{f' ({headline})' if headline and status == 'ok' else ''} "
+                    f"(elapsed {clock(elapsed)}{left})")
+        if _INTERESTING.search(text):
+            return f"  {text[:200]}"
+        return None
+
+
+def _follow(log_path: Path, out, stop: threading.Event, started: float | None = None) -> None:  # noqa: ANN001
+    """Echo the run's progress and the interesting lines of the Airflow log as they are written."""
+    progress = Progress(started if started is not None else time.monotonic())
     with open(log_path, errors="replace") as handle:
         while not stop.is_set():
             line = handle.readline()
@@ -34,10 +99,10 @@ def _follow(log_path: Path, out, stop: threading.Event) -> None:  # noqa: ANN001
                 continue
             if (match := _END.search(line)) is not None:
                 task, index = match.groups()
-                out.write(f"  done: {task}{'' if index == '-1' else f'[{index}]'}\n")
-            elif _INTERESTING.search(line):
-                text = _TRAILER.sub("", _PREFIX.sub("", line.strip()))
-                out.write(f"  {text[:200]}\n")
+                if task != "run_job":  # run_job's end is its [k/N] line
+                    out.write(f"  done: {task}{'' if index == '-1' else f'[{index}]'}\n")
+            elif (shown := progress.line(_TRAILER.sub("", _PREFIX.sub("", line.strip())), time.monotonic())):
+                out.write(shown + "\n")
             out.flush()
 
 
@@ -146,10 +211,10 @@ def run_dag(args: argparse.Namespace) -> int:
     console.write(f"dlbench: running DAG {args.dag_id} with {json.dumps(conf)} (Airflow log: {log_path})\n")
 
     stop = threading.Event()
-    follower = threading.Thread(target=_follow, args=(log_path, console, stop), daemon=True)
+    started = time.monotonic()
+    follower = threading.Thread(target=_follow, args=(log_path, console, stop, started), daemon=True)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     saved = os.dup(1), os.dup(2)
-    started = time.monotonic()
     try:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)

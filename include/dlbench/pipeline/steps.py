@@ -193,11 +193,47 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
     request (it pins the profile: a user profile resolves here) and tags, the job holds the
     run's lease while it runs (the run is alive). The timeout is :func:`job_timeout_for`'s."""
     req = request_from(request) if request is not None else None
-    seconds = job_timeout_for(Job.model_validate(job), timeout, max_timeout)
-    if req is not None and tags is not None:
-        with backend_for_request(req).keep_alive(tags_from(tags)):
-            return _run_job(job, targets, seconds)
-    return _run_job(job, targets, seconds)
+    the_job = Job.model_validate(job)
+    seconds = job_timeout_for(the_job, timeout, max_timeout)
+    with job_progress(the_job.label, seconds):
+        if req is not None and tags is not None:
+            with backend_for_request(req).keep_alive(tags_from(tags)):
+                return _run_job(job, targets, seconds)
+        return _run_job(job, targets, seconds)
+
+
+PROGRESS_INTERVAL_S = 60.0
+
+
+@contextmanager
+def job_progress(label: str, timeout: float, interval: float = PROGRESS_INTERVAL_S) -> Iterator[None]:
+    """Progress in the task log: ``job started: LABEL``, ``job running: LABEL: 2m00s of at most
+    60m00s`` every ``interval`` seconds, ``job finished: ok in 12.3 s: LABEL`` (or skipped/failed).
+    ``make run`` turns these into its ``[k/N]`` lines (:mod:`dlbench.pipeline.embedded`)."""
+    import threading
+    import time
+
+    from dlbench.pipeline.embedded import clock
+
+    started = time.monotonic()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(interval):
+            log.info("job running: %s: %s of at most %s", label, clock(time.monotonic() - started), clock(timeout))
+
+    log.info("job started: %s", label)
+    threading.Thread(target=beat, name="dlbench-progress", daemon=True).start()
+    status = "failed"
+    try:
+        yield
+        status = "ok"
+    except JobSkipped:
+        status = "skipped"
+        raise
+    finally:
+        done.set()
+        log.info("job finished: %s in %.1f s: %s", status, time.monotonic() - started, label)
 
 
 def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
