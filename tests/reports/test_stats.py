@@ -183,10 +183,13 @@ def test_the_comparison_carries_intervals_verdicts_and_flags(engine, tmp_path):
 
 def test_report_renders_in_a_headless_browser(tmp_path):
     """The report is one self-contained page a browser draws (no external resource)."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install chromium): the screenshot check needs it")
+    from tests.conftest import require
     from tests.reports.demo_run import build
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    require(browser is not None, "chromium is not installed (apt-get install chromium; `make prereqs` installs it "
+                                 "as root): the headless-browser check of the report needs it")
+    assert browser is not None
 
     page = build(tmp_path / "demo")
     text = page.read_text()
