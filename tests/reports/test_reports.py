@@ -63,6 +63,8 @@ def test_metric_directions_come_from_one_table():
     assert not metrics.is_tabled("syscalls", {"syscall": "futex"})
     assert metrics.is_tabled("syscalls", {"scope": "process"})
     assert metrics.is_headline("tf_cnn", "throughput") and not metrics.is_headline("tf_cnn", "setup_time")
+    # the executor's clocks (docs/clocks.md) explain, they do not rank
+    assert metrics.is_diagnostic("teardown_time") and metrics.is_diagnostic("launch_to_end_time")
     assert metrics.is_headline("some_new_suite", "widgets") and not metrics.is_headline("some_new_suite", "cgroup_x")
 
 

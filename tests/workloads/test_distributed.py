@@ -162,6 +162,9 @@ def test_replicated_workers_train_in_lock_step(replicated):
         throughput = doc.sample("throughput")
         assert throughput.value == pytest.approx(3 * 8 / sum(s.value for s in measured))
         assert doc.sample("setup_time").value > 0
+        # the loss trajectory is recorded as in the single-instance runner (a NaN does not fail the run)
+        losses = [s for s in doc.samples if s.metric == "loss"]
+        assert losses and losses[0].labels["step"] == 0 and doc.labels["diverged"] in ("true", "false")
     assert len(steps(w0)) == len(steps(w1)) == 5
     assert w0.benchmark.parameters == w1.benchmark.parameters  # the role is a label, not a parameter
     # The barrier before the first measured step and the per-step barrier keep the windows together.

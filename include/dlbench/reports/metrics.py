@@ -23,7 +23,7 @@ HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 DIRECTION: dict[str, Direction] = {
     # tf_cnn (the core study's two figures: throughput and elapsed time)
     "throughput": HIGHER, "elapsed_time": LOWER, "measured_time": LOWER, "setup_time": LOWER,
-    "launch_to_end_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER, "step_time_std": LOWER,
+    "launch_to_end_time": LOWER, "teardown_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER, "step_time_std": LOWER,
     "step_time_p95": LOWER,
     # dltools (study 001's DL-tool set): seconds per batch per epoch (Table IX), epoch 1's excess over
     # epoch 2 in % (Table XIII); throughput above (images/s, words/s)
@@ -82,6 +82,7 @@ non-diagnostic metrics. Everything else is in the report's detail table and the 
 
 DIAGNOSTIC = frozenset({
     "step_time_mean", "step_time_std", "step_time_p95", "setup_time", "measured_time", "launch_to_end_time",
+    "teardown_time",
     "peak_memory", "minor_page_faults", "major_page_faults", "voluntary_context_switches",
     "involuntary_context_switches", "cpu_time_user", "cpu_time_system", "block_input_ops", "block_output_ops",
     "hpl_skipped_size", "hpcg_cg_sets", "gpu_devices", "deepbench_allreduce_devices",
