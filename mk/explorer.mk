@@ -1,5 +1,5 @@
 # The results explorer (docs/explorer.md): its browser test drives Debian's headless chromium over
-# the DevTools protocol; `make prereqs` (which .ci/run calls) installs it.
+# the DevTools protocol; `make prereqs` (which .ci/run calls) installs it (APT_PACKAGES, mk/reports.mk).
 APT_PACKAGES += chromium
 
 .PHONY: explorer test-explorer

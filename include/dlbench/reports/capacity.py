@@ -121,7 +121,8 @@ def capacity(engine: Engine, hardware: str, model: str, *, data: str | None = No
     where, params = _filters(model, data, batch, runs)
     params["hardware"] = hardware
     sql = text(f"SELECT run_id, platform, scenario, interference, tenants, metric, value FROM capacity_facts "
-               f"WHERE {where} AND ((scenario = 'single' AND metric = 'throughput') OR "
+               f"WHERE {where} AND metric IN ('throughput', 'degradation_throughput') "
+               f"AND ((scenario = 'single' AND metric = 'throughput') OR "
                f"(scenario = 'shared' AND interference = 'tenants' AND metric = 'degradation_throughput'))")
     with engine.connect() as conn:
         rows = conn.execute(sql, params).mappings().all()

@@ -23,8 +23,15 @@ The test (docs/regressions.md):
   current repetitions against the baseline's repetitions (needs >= 2 on each side).
 - ``threshold``: fewer repetitions than that: the change alone decides (p_value None).
 
-A case regresses when the change goes the bad way (metrics' direction), its p-value is below
-``alpha`` (default 0.01) and it is at least ``min_change_pct`` (default 2 %) of the baseline.
+A case regresses when the change goes the bad way (metrics' direction), it is at least
+``min_change_pct`` (default 2 %) of the baseline, and its p-value, adjusted by Benjamini-Hochberg
+over all the cases the run tested, is below ``alpha`` (default 0.01): a run tests hundreds of
+cases, and without the adjustment a stationary week would raise a few alarms by chance.
+``Regression.p_value`` is that adjusted p-value (None for ``threshold``).
+
+Measured on generated data (tests/reports/test_regression.py, 1000 series, run-to-run sd 1 %,
+repetition sd 2 %, 3 repetitions, 8 baseline runs): per-case false-positive rate 0.009 at
+alpha 0.01; a 10 % drop is flagged in 99.5 % of series, 5 % in 57 %, 3 % in 18 %.
 """
 
 from __future__ import annotations
@@ -233,9 +240,13 @@ def _history(engine: sqlalchemy.Engine, run_id: str) -> list[dict]:
             .join(Sample, Sample.execution_id == Execution.id)
             .where(Execution.status == "ok",
                    Execution.benchmark_id.in_(sorted({b for b, _ in pairs})),
-                   Execution.environment_id.in_(sorted({e for _, e in pairs})),
-                   Sample.metric.not_in(compare.PER_STEP))
+                   Execution.environment_id.in_(sorted({e for _, e in pairs})))
         )
+        suites = set(conn.scalars(select(Benchmark.suite).where(Benchmark.id.in_(sorted({b for b, _ in pairs})))))
+        if suites <= set(metrics.HEADLINE):  # only the headline metrics: served by samples(metric, execution_id)
+            query = query.where(Sample.metric.in_(sorted({m for s in suites for m in metrics.HEADLINE[s]})))
+        else:
+            query = query.where(Sample.metric.not_in(compare.PER_STEP))
         rows = [dict(r) for r in conn.execute(query).mappings()]
     return [r for r in rows if (r["benchmark_id"], r["environment_id"]) in pairs
             and metrics.is_headline(r["suite"], r["metric"]) and metrics.is_tabled(r["metric"], r["labels"])
