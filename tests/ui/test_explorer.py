@@ -19,7 +19,14 @@ def client_for(engine) -> TestClient:
 
 
 def test_explorer_api_on_generated_history(engine):
+    from sqlalchemy import update
+
+    from dlbench.warehouse.models import Run
+
     runs = generate_history(engine, runs=10, step=Step("virtual_machine", 7, 0.8), seed=3)
+    with engine.begin() as conn:  # the load task records Airflow's own run id in the run's tags
+        conn.execute(update(Run).where(Run.run_id == runs[-1]).values(
+            tags={"dag_run_id": "scheduled__2026-03-08T02:00:00+00:00"}))
     client = client_for(engine)
     page = client.get(f"{PREFIX}/")
     assert page.status_code == 200 and "dlbench results explorer" in page.text
@@ -35,6 +42,7 @@ def test_explorer_api_on_generated_history(engine):
     vm = rows[("throughput", "virtual_machine")]
     assert vm["normalized"] < 0.8 and vm["verdict"] == "worse" and vm["ci_low"] < vm["normalized"] < vm["ci_high"]
     assert "<svg" in cmp["svg"] and 'id="comparison-table"' in cmp["table"]
+    assert 'href="../dags/dlbench_benchmark/runs/scheduled__2026-03-08T02%3A00%3A00%2B00%3A00"' in cmp["links"]
     two = client.get(f"{PREFIX}/api/comparison", params={"runs": runs[-2:], "model": "resnet50",
                                                          "data": "synthetic", "scenario": "single",
                                                          "platforms": ["bare_metal"]}).json()

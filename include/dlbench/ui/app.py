@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
@@ -93,6 +94,12 @@ def _table(headers: list[str], rows: list[list[str]], table_id: str) -> str:
             f'{body or "<tr><td colspan=99>no data for this selection</td></tr>"}</tbody></table>')
 
 
+def _dag_run_links(runs: list[dict[str, Any]]) -> str:
+    """Links to the Airflow UI's DAG run pages, relative to the plugin's mount (``/dlbench/``)."""
+    return ", ".join(f'<a class="dagrun" href="../dags/{quote(r["dag_id"], safe="")}/runs/'
+                     f'{quote(r["dag_run_id"], safe="")}">{html.escape(r["run_id"])}</a>' for r in runs)
+
+
 class PinRequest(BaseModel):
     run_id: str
     suite: str | None = None
@@ -162,7 +169,8 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
                 series.setdefault(r["platform"], []).append((cases.index((r["case"], r["metric"])), r["normalized"]))
         chart = line_chart(series, x_names=[f"{c} {m}" for c, m in cases], y_label="normalized to bare metal",
                            title="normalized comparison (bare metal = 1.0)", chart_id="comparison-chart", width=860)
-        return {"runs": f.runs, "rows": rows, "table": table, "svg": chart}
+        return {"runs": f.runs, "rows": rows, "table": table, "svg": chart,
+                "links": _dag_run_links(explorer.dag_runs(warehouse(), f.runs))}
 
     @app.get("/api/trend")
     def trend(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
@@ -175,9 +183,7 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
                                    y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
                                    title=f'trend: {result["case"] or "-"}', chart_id="trend-chart", width=860)
-        links = [f'<a class="dagrun" href="../dags/{html.escape(r["dag_id"] or "dlbench_benchmark")}/runs/'
-                 f'{html.escape(r["run_id"])}">{html.escape(r["run_id"])}</a>' for r in result["runs"]]
-        result["links"] = " ".join(links)
+        result["links"] = _dag_run_links(explorer.dag_runs(warehouse(), [r["run_id"] for r in result["runs"]]))
         return result
 
     @app.get("/api/capacity")

@@ -204,6 +204,23 @@ def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = Non
     return {"hardware": hardware, "hardware_types": kinds, "model": model, "rows": [r.as_dict() for r in rows]}
 
 
+def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The Airflow DAG run behind each warehouse run: its DAG id and real run id (the warehouse
+    keeps a file-safe run id; the run's tags hold Airflow's own, with its ':' and '+')."""
+    if not run_ids:
+        return []
+    with engine.connect() as conn:
+        rows = {r.run_id: r for r in conn.execute(
+            select(Run.run_id, Run.dag_id, Run.tags).where(Run.run_id.in_(list(run_ids)[:MAX_RUNS])))}
+    out = []
+    for run_id in run_ids:
+        row = rows.get(run_id)
+        tags = (row.tags if row is not None else None) or {}
+        out.append({"run_id": run_id, "dag_id": (row.dag_id if row is not None else None) or "dlbench_benchmark",
+                    "dag_run_id": tags.get("dag_run_id") or run_id})
+    return out
+
+
 def runs_between(engine: Engine, since: datetime | None, until: datetime | None) -> Sequence[str]:
     query = select(Run.run_id).where(Run.scheduled.is_(True))
     if since is not None:

@@ -111,7 +111,7 @@ async function refresh() {
     fill($("case"), tr.cases); if (chosen) $("case").value = chosen;
     $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
     if (cap.hardware) $("hardware").value = cap.hardware;
-    $("status").textContent = "runs: " + (cmp.runs.join(", ") || "(date range)");
+    $("status").innerHTML = "runs: " + (cmp.links || "(date range)");
   } catch (err) {
     $("status").textContent = "failed: " + err.message;
   }
