@@ -493,9 +493,12 @@ def _micro_answer(head: pd.DataFrame, intro: str) -> str:
             f"{body}</table>")
 
 
-def _warnings_html(stats: pd.DataFrame, bad: pd.DataFrame) -> str:
+def _warnings_html(stats: pd.DataFrame, bad: pd.DataFrame, load: pd.DataFrame | None = None) -> str:
     """What a reader must know before believing the answer, in one box."""
     items = []
+    if load is not None and not load.empty and load["loaded"].notna().any():
+        items.append(f"{int(load['loaded'].notna().sum())} of {len(load)} jobs ran on a loaded machine (busy CPUs, "
+                     "hypervisor steal or other processes): <a href='#load'>machine load</a>.")
     head = compare.headline(stats) if not stats.empty else stats
     if not head.empty:
         flagged = head[head["flags"] != ""]
@@ -600,7 +603,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         "<nav>" + "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in nav) + "</nav>",
         _emulated_note(engine, run_id),
         "<h2 id='answer'>Which platform, at what cost: this run's answer</h2>",
-        _warnings_html(stats, bad),
+        _warnings_html(stats, bad, load_table(engine, run_id)),
         answer_html(stats, frame),
         regressions,
     ]
@@ -614,7 +617,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
                      "metal with the same intervals and verdicts.</p>")
         parts += [_suite_html(engine, run_id, suite, stats, head) for suite in micro]
     parts.append("<h2 id='environment'>Environment</h2>" + _environments_html(engine, run_id)
-                 + "<h3>Machine load</h3>" + _load_html(engine, run_id))
+                 + "<h3 id='load'>Machine load</h3>" + _load_html(engine, run_id))
     if not bad.empty:
         parts.append("<h2 id='problems' class='bad'>Failed or skipped</h2><ul>" + "".join(
             f"<li class='bad'>{html.escape(r.status)}: {html.escape(r.platform)} {html.escape(r.suite)}/"
