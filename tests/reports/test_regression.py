@@ -191,3 +191,11 @@ def test_the_dag_has_a_regressions_task_after_the_report(airflow_db):
 
     form = {k: v for k, v in dag.params.dump().items() if k not in ("on_regression", "regression_baseline")}
     parse_request({**form, "profile": "smoke"})
+
+
+def test_a_case_needs_three_runs_of_history_unless_a_baseline_is_named(engine):
+    runs = generate_history(engine, runs=3, step=Step("bare_metal", 2, 0.7), seed=4)
+    assert regression.detect(engine, runs[2]) == []  # two earlier runs: noise unknown, not tested
+    named = regression.detect(engine, runs[2], baseline_run=runs[1])
+    assert named and {r.platform for r in named} == {"bare_metal"} and named[0].method == "welch"
+    assert regression.detect(engine, runs[2], min_history=2)

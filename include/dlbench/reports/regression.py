@@ -11,7 +11,8 @@ The baseline, first match wins:
 1. ``baseline_run`` given to :func:`detect` (the CLI's ``--baseline``);
 2. a pinned run (``dlbench baseline pin RUN_ID [--suite S]``, the explorer's "pin" button),
    stored in the warehouse table ``baseline_pins``, for the case's suite or for every suite;
-3. the last ``window`` earlier runs holding the case (default 8).
+3. the last ``window`` earlier runs holding the case (default 8); a case with fewer than
+   ``MIN_HISTORY`` (3) earlier runs is not tested yet (its run-to-run noise is unknown).
 
 The test (docs/regressions.md):
 
@@ -19,7 +20,7 @@ The test (docs/regressions.md):
   baseline runs' means by a one-sided t test of a new observation against a sample
   (t = (x - m) / (s * sqrt(1 + 1/k)), k - 1 degrees of freedom). Run-to-run noise (a new node, a
   busy network) is part of s, so a stationary series is flagged at rate ``alpha`` at most.
-- ``welch``: with a pinned run or fewer than 3 baseline runs, Welch's one-sided t test of the
+- ``welch``: against a pinned or named run, Welch's one-sided t test of the
   current repetitions against the baseline's repetitions (needs >= 2 on each side).
 - ``threshold``: fewer repetitions than that: the change alone decides (p_value None).
 
@@ -53,6 +54,9 @@ from dlbench.warehouse.models import BaselinePin, Benchmark, Execution, Run, Sam
 ALPHA = 0.01
 MIN_CHANGE_PCT = 2.0
 WINDOW = 8
+MIN_HISTORY = 3
+"""Runs of history a case needs before it is tested without a pinned baseline: fewer cannot show
+how much a case moves from run to run."""
 ALL_SUITES = "*"
 
 
@@ -268,7 +272,8 @@ def pinned_run(engine: sqlalchemy.Engine, suite: str) -> str | None:
 
 
 def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None = None, window: int = WINDOW,
-           alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT) -> list[Regression]:
+           alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT, min_history: int = MIN_HISTORY
+           ) -> list[Regression]:
     """The run's regressions against its baseline (see the module docstring), worst first."""
     rows = _history(engine, run_id)
     if not rows:
@@ -308,6 +313,8 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         else:
             earlier = sorted((pk for pk in by_run if order[pk] < order[current_pk]), key=order.__getitem__)
             base_pks = earlier[-window:] if window > 0 else []
+            if len(base_pks) < min_history:
+                continue
         if not base_pks:
             continue
         # Every case is first tested at level 1 (p kept); the run's family decides below.
