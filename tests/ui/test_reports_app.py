@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from dlbench import paths
 from dlbench.ui.app import create_app
+from tests.conftest import ROOT
 
 
 def test_lists_and_serves_reports_and_refuses_traversal():
@@ -32,3 +33,22 @@ def test_airflow_loads_the_plugin(airflow_db):
     proc = subprocess.run([airflow, "plugins", "--output", "json"], capture_output=True, text=True, check=True)
     assert "dlbench_reports" in proc.stdout
     assert "Benchmark explorer" in proc.stdout
+
+
+def test_airflow_api_server_serves_the_explorer(airflow_db, tmp_path):
+    """Airflow's own API server app (as `airflow api-server` builds it) mounts the plugin at
+    /dlbench: the page and the JSON API answer there, from the warehouse of DLBENCH_WAREHOUSE_URL."""
+    code = (
+        "from fastapi.testclient import TestClient\n"
+        "from airflow.api_fastapi.app import create_app\n"
+        "client = TestClient(create_app())\n"
+        "page = client.get('/dlbench/')\n"
+        "assert page.status_code == 200 and 'dlbench results explorer' in page.text, page.status_code\n"
+        "options = client.get('/dlbench/api/options')\n"
+        "assert options.status_code == 200 and options.json()['runs'] == [], options.text\n"
+        "print('served')\n"
+    )
+    env = {**os.environ, "DLBENCH_WAREHOUSE_URL": f"sqlite:///{tmp_path / 'warehouse.db'}",
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0 and "served" in proc.stdout, proc.stderr[-3000:]
