@@ -289,27 +289,12 @@ def dlbench_benchmark() -> None:
         """This run's cases against their history: a regression fails this task (Param
         on_regression, default fail) and calls the notifiers of dlbench_regression_notifiers."""
         from airflow.sdk import Variable
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from dlbench.pipeline import airflow_support, regression_alerts, steps
+        from dlbench.pipeline import airflow_support, regression_alerts
 
-        ctx = get_current_context()
-        if not report_result:
-            raise AirflowSkipException("no report: nothing to compare (see the report task)")
-        params = ctx["params"]
-        mode = regression_alerts.mode(
-            params.get("on_regression"), Variable.get(regression_alerts.ON_REGRESSION_VARIABLE, default=None),
-            scheduled=airflow_support.is_scheduled(ctx["dag_run"]))
-        result = steps.compare_run(ctx["run_id"], airflow_support.warehouse_url(),
-                                   baseline_run=params.get("regression_baseline") or None)
-        print(result["text"])
-        if result["count"]:
-            notifiers = regression_alerts.notifiers_from(
-                Variable.get(regression_alerts.NOTIFIERS_VARIABLE, default=None))
-            regression_alerts.notify(ctx, result, notifiers)
-            if mode == "fail":
-                raise AirflowFailException(f"{result['count']} regression(s) against the baseline:\n{result['text']}")
-        return {"count": result["count"], "mode": mode}
+        return regression_alerts.run(get_current_context(), report_result,
+                                     variable=lambda key: Variable.get(key, default=None),
+                                     warehouse_url=airflow_support.warehouse_url)
 
     request = validate_request()
     jobs = plan(request)

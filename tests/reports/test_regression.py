@@ -199,3 +199,50 @@ def test_a_case_needs_three_runs_of_history_unless_a_baseline_is_named(engine):
     named = regression.detect(engine, runs[2], baseline_run=runs[1])
     assert named and {r.platform for r in named} == {"bare_metal"} and named[0].method == "welch"
     assert regression.detect(engine, runs[2], min_history=2)
+
+
+def record_to_file(context: dict) -> None:
+    """A notifier for the DAG test: appends the regressions it was called with to a file."""
+    import os
+
+    with open(os.environ["DLBENCH_TEST_NOTIFY_FILE"], "a") as out:
+        out.write(json.dumps({"run_id": context["run_id"], "text": context["regressions_text"]}) + "\n")
+
+
+@pytest.mark.parametrize("on_regression", ["fail", "warn"])
+def test_the_regressions_task_fails_or_warns_and_calls_the_notifiers(tmp_path, monkeypatch, on_regression):
+    """The DAG's regressions task body (regression_alerts.run) on a run that regressed: fail raises
+    AirflowFailException (the task, a leaf, fails the DAG run), warn returns; both call the
+    notifiers named by the Variable. No report: skipped."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from dlbench.pipeline import regression_alerts
+    from dlbench.warehouse import db
+
+    url = f"sqlite:///{tmp_path / 'warehouse.db'}"
+    notified = tmp_path / "notified.jsonl"
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
+    monkeypatch.setenv("DLBENCH_TEST_NOTIFY_FILE", str(notified))
+    runs = generate_history(db.upgrade(db.engine_for(url)), runs=9, step=Step("virtual_machine", 8, 0.8), seed=0)
+    variables = {regression_alerts.NOTIFIERS_VARIABLE: json.dumps(["tests.reports.test_regression.record_to_file"])}
+    context = {"run_id": runs[8], "params": {"on_regression": on_regression, "regression_baseline": None},
+               "dag_run": type("DagRun", (), {"run_type": "manual"})()}
+
+    def task(ctx: dict, report: dict | None) -> dict:
+        return regression_alerts.run(ctx, report, variable=variables.get, warehouse_url=lambda: url)
+
+    if on_regression == "fail":
+        with pytest.raises(AirflowFailException, match="regression"):
+            task(dict(context), {"html": "report.html"})
+    else:
+        assert task(dict(context), {"html": "report.html"})["count"] > 0
+    calls = [json.loads(line) for line in notified.read_text().splitlines()]
+    assert len(calls) == 1 and "virtual_machine" in calls[0]["text"] and calls[0]["run_id"] == runs[8]
+    assert task({**context, "run_id": runs[7]}, {"html": "report.html"}) == {"count": 0, "mode": on_regression}
+    with pytest.raises(AirflowSkipException):
+        task(dict(context), None)
+    # A scheduled run takes the Variable dlbench_on_regression when it is set.
+    variables[regression_alerts.ON_REGRESSION_VARIABLE] = "warn"
+    scheduled = {**context, "params": {"on_regression": "fail"},
+                 "dag_run": type("DagRun", (), {"run_type": "scheduled"})()}
+    assert task(scheduled, {"html": "report.html"})["mode"] == "warn"

@@ -93,3 +93,34 @@ def mode(param: str | None, variable: str | None, *, scheduled: bool) -> str:
     if chosen not in MODES:
         raise ValueError(f"on_regression must be one of {', '.join(MODES)}, not {chosen!r}")
     return chosen
+
+
+def run(context: dict[str, Any], report_result: dict | None, *, variable: Callable[[str], str | None],
+        warehouse_url: Callable[[], str | None]) -> dict[str, Any]:
+    """The DAG's ``regressions`` task: compare, notify, then fail (or warn) on a regression.
+
+    ``variable`` reads an Airflow Variable (None when unset); ``warehouse_url`` names the
+    warehouse. Raises AirflowSkipException without a report, AirflowFailException on a regression
+    in ``fail`` mode."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from dlbench.pipeline import steps
+    from dlbench.pipeline.airflow_support import is_scheduled
+
+    if not report_result:
+        raise AirflowSkipException("no report: nothing to compare (see the report task)")
+    params = context.get("params") or {}
+    chosen = mode(params.get("on_regression"), variable(ON_REGRESSION_VARIABLE),
+                  scheduled=is_scheduled(context.get("dag_run")))
+    result = steps.compare_run(context["run_id"], warehouse_url(),
+                               baseline_run=params.get("regression_baseline") or None)
+    log.info("regressions: %s", result["text"])
+    if result["count"]:
+        errors = notify(context, result, notifiers_from(variable(NOTIFIERS_VARIABLE)))
+        message = f"{result['count']} regression(s) against the baseline:\n{result['text']}"
+        if errors:
+            message += f"\n(notifiers failed: {'; '.join(errors)})"
+        if chosen == "fail":
+            raise AirflowFailException(message)
+        log.warning("%s", message)
+    return {"count": result["count"], "mode": chosen}
