@@ -58,6 +58,14 @@ FORWARD_RULE = ["-i", "dc+", "-o", "dc+", "-s", BENCH_NET, "-d", BENCH_NET, "-m"
 """Node <-> node traffic through this host (Docker sets the FORWARD policy to DROP)."""
 
 
+def magnum() -> Any:
+    """devcloud/magnumcloud.py (Magnum API + conductor, docs/magnum.md), imported on first use: it
+    reads this module's and novacloud's constants at import."""
+    import magnumcloud
+
+    return magnumcloud
+
+
 def log(msg: str) -> None:
     print(f"devcloud: {msg}", flush=True)
 
@@ -562,12 +570,14 @@ def cmd_up(_: argparse.Namespace) -> None:
     if not machine.images(STATE)[machine.DEFAULT_IMAGE].exists():
         log(f"warning: no {machine.DEFAULT_IMAGE} image: deployed nodes cannot boot until `make devcloud-images`")
     novacloud.up()
+    magnum().up()
     clouds = write_clouds_yaml()
     log(f"up in {time.monotonic() - started:.1f} s: {count} node(s), API {API}, cloud '{CLOUD}'")
     print(f"export OS_CLIENT_CONFIG_FILE={clouds}")
 
 
 def cmd_down(args: argparse.Namespace) -> None:
+    magnum().down()  # first: its clusters' nodes are undeployed through Ironic
     nodeagent_down()  # first: it would boot machines again
     novacloud.down()
     ironic_down()
@@ -611,6 +621,7 @@ def machine_status(i: int) -> dict[str, str]:
 def cmd_status(args: argparse.Namespace) -> None:
     ironic_status()
     novacloud.status()
+    magnum().status()
 
 
 def ironic_status() -> None:
@@ -643,6 +654,10 @@ def ironic_status() -> None:
 def fault(args: argparse.Namespace) -> None:
     """The knobs fault-injection tests turn (docs/devcloud.md, "Fault knobs")."""
     knob, i = args.knob, args.node
+    if knob in magnum().KNOBS:
+        magnum().fault(knob, i)
+        log(f"fault {knob}{'' if i is None else f' {i}'}: done")
+        return
     if knob in novacloud.KNOBS:
         novacloud.fault(knob, i)
         log(f"fault {knob}{'' if i is None else f' {i}'}: done")
@@ -698,6 +713,8 @@ def fault(args: argparse.Namespace) -> None:
                 fault(argparse.Namespace(knob="deploy-ok", node=j))
         if novacloud.enabled() and novacloud.installed() and pid_alive("keystone", "wsgirun.py keystone"):
             novacloud.fault("nova-reset", None)
+        if magnum().enabled() and magnum().installed():
+            magnum().fault("magnum-reset", None)
     log(f"fault {knob}{'' if i is None else f' node {i}'}: done")
 
 
@@ -718,8 +735,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("nova-up", help="only the Nova part (the rest must be up)").set_defaults(
         func=lambda _: (novacloud.up(), write_clouds_yaml()))
     sub.add_parser("nova-down", help="only the Nova part").set_defaults(func=lambda _: novacloud.down())
+    sub.add_parser("magnum-up", help="only the Magnum part (the Nova part must be up)").set_defaults(
+        func=lambda _: magnum().up())
+    sub.add_parser("magnum-down", help="only the Magnum part").set_defaults(func=lambda _: magnum().down())
     knob = sub.add_parser("fault", help="fault-injection knobs (docs/devcloud.md)")
-    knob.add_argument("knob", choices=KNOBS + novacloud.KNOBS)
+    knob.add_argument("knob", choices=KNOBS + novacloud.KNOBS + magnum().KNOBS)
     knob.add_argument("node", nargs="?", type=int, help="node index for per-node knobs")
     knob.set_defaults(func=fault)
     args = parser.parse_args(argv)

@@ -1,0 +1,1 @@
+"""The devcloud's Magnum cluster driver (docs/magnum.md)."""

@@ -1,0 +1,28 @@
+"""Serve the real magnum-api WSGI app with gunicorn on 127.0.0.1 (devcloud/magnumcloud.py).
+
+``python magnum_wsgi.py <magnum.conf> <port>``: like wsgirun.py, but Magnum's WSGI module parses
+``sys.argv`` with oslo.config at import, so the config file is passed there.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from wsgirun import App
+
+
+class MagnumApp(App):
+    def __init__(self, conf: str, port: int) -> None:
+        self.conf = conf
+        super().__init__("magnum-api", port, "magnum.wsgi.api:application", 4)
+
+    def load(self) -> Any:
+        sys.argv = ["magnum-api", "--config-file", self.conf]
+        from magnum.wsgi.api import application
+
+        return application
+
+
+if __name__ == "__main__":
+    MagnumApp(sys.argv[1], int(sys.argv[2])).run()
