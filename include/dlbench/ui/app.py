@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 
 from dlbench import paths
 from dlbench.ui import explorer
-from dlbench.ui.charts import line_chart
+from dlbench.ui.charts import bar_chart, line_chart
 from dlbench.ui.page import PAGE
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,120}$")
@@ -162,13 +162,12 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
              "-" if r["ci_low"] is None else f'{r["ci_low"]:.3f} .. {r["ci_high"]:.3f}',
              f'<span class="verdict {html.escape(r["verdict"])}">{html.escape(r["verdict"].replace("_", " "))}</span>']
             for r in rows], "comparison-table")
-        series: dict[str, list[tuple[float, float]]] = {}
-        cases = sorted({(r["case"], r["metric"]) for r in rows})
-        for r in rows:
-            if r["normalized"] is not None:
-                series.setdefault(r["platform"], []).append((cases.index((r["case"], r["metric"])), r["normalized"]))
-        chart = line_chart(series, x_names=[f"{c} {m}" for c, m in cases], y_label="normalized to bare metal",
-                           title="normalized comparison (bare metal = 1.0)", chart_id="comparison-chart", width=860)
+        groups = list(dict.fromkeys(f'{r["case"]} {r["metric"]}' for r in rows if r["normalized"] is not None))
+        platforms = list(dict.fromkeys(r["platform"] for r in rows if r["normalized"] is not None))
+        value = {(f'{r["case"]} {r["metric"]}', r["platform"]): r["normalized"] for r in rows}
+        chart = bar_chart(groups, {p: [value.get((g, p)) for g in groups] for p in platforms}, reference=1.0,
+                          y_label="normalized to bare metal", title="normalized comparison (bare metal = 1.0)",
+                          chart_id="comparison-chart")
         return {"runs": f.runs, "rows": rows, "table": table, "svg": chart,
                 "links": _dag_run_links(explorer.dag_runs(warehouse(), f.runs))}
 

@@ -83,3 +83,56 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: 
                    f'<text x="{left + pw + 24}" y="{ly}" font-size="11">{html.escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def bar_chart(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, y_label: str = "",
+              title: str = "", reference: float | None = None, width: int = 860, height: int = 380,
+              chart_id: str = "chart") -> str:
+    """Grouped bars: one group per ``groups`` item, one bar per series (None: no bar); a dashed
+    line at ``reference`` (1.0 = bare metal on the normalized scale)."""
+    values = [v for vs in series.values() for v in vs if v is not None]
+    if not groups or not values:
+        return (f'<svg id="{chart_id}" class="chart" width="{width}" height="60" role="img">'
+                f'<text x="10" y="30">no data for this selection</text></svg>')
+    left, right, top, bottom = 64, 190, 28, 140
+    pw, ph = width - left - right, height - top - bottom
+    yt = _ticks(min(0.0, min(values)), max(max(values), reference or 0) * 1.08)
+    y0, y1 = yt[0], yt[-1]
+
+    def py(y: float) -> float:
+        return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
+
+    names = list(series)
+    group_w = pw / len(groups)
+    bar_w = max(2.0, group_w * 0.8 / max(1, len(names)))
+    out = [f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+           f'<text x="{left}" y="16" font-weight="bold">{html.escape(title)}</text>']
+    for t in yt:
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
+    for g, group in enumerate(groups):
+        gx = left + g * group_w + group_w * 0.1
+        for i, name in enumerate(names):
+            v = series[name][g]
+            if v is None:
+                continue
+            top_y, base_y = sorted((py(v), py(max(y0, 0.0))))
+            out.append(f'<rect class="bar" data-series="{html.escape(name)}" x="{gx + i * bar_w:.1f}" '
+                       f'y="{top_y:.1f}" width="{bar_w - 1:.1f}" height="{max(base_y - top_y, 0.5):.1f}" '
+                       f'fill="{COLORS[i % len(COLORS)]}"><title>{html.escape(group)} / {html.escape(name)}: '
+                       f'{v:.3g}</title></rect>')
+        cx = left + g * group_w + group_w / 2
+        out.append(f'<text transform="translate({cx:.1f},{top + ph + 10}) rotate(30)" font-size="10">'
+                   f'{html.escape(group if len(group) <= 44 else group[:43] + "…")}</text>')
+    if reference is not None:
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(reference):.1f}" y2="{py(reference):.1f}" '
+                   f'stroke="#333" stroke-dasharray="4 3"/>')
+    out.append(f'<text transform="translate(14,{top + ph / 2}) rotate(-90)" text-anchor="middle" font-size="12">'
+               f'{html.escape(y_label)}</text>')
+    for i, name in enumerate(names):
+        ly = top + 14 + i * 16
+        out.append(f'<rect x="{left + pw + 10}" y="{ly - 9}" width="10" height="10" fill="{COLORS[i % len(COLORS)]}"/>'
+                   f'<text x="{left + pw + 24}" y="{ly}" font-size="11">{html.escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)
