@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -217,10 +218,13 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
         return pd.DataFrame(columns=columns)
     keys = ["suite", "scenario", "name", "case_key", "case", "cell", "metric", "unit", "labels_key"]
     grouped = frame.groupby(keys + ["platform"], sort=False)
-    stats = grouped["value"].agg(n="count", mean="mean", std="std").reset_index()
-    # Same groups, same order (sort=False): each row's values and jobs, for the intervals and flags.
-    stats["_values"] = grouped["value"].apply(list).reset_index(drop=True)
+    stats = grouped["value"].apply(list).rename("_values").reset_index()
+    # Same groups, same order (sort=False): each row's jobs, for the flags.
     stats["_jobs"] = grouped["job_id"].apply(lambda s: list(dict.fromkeys(s))).reset_index(drop=True)
+    stats["n"] = [len(v) for v in stats["_values"]]
+    stats["mean"] = [st.mean(v) for v in stats["_values"]]
+    # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
+    stats["std"] = [st.std(v) for v in stats["_values"]]
     # Two distinct cases (other parameters or labels) must never share a display name: charts and
     # tables index by it. Suffix the ambiguous ones with a short id of what distinguishes them.
     ambiguous = stats.duplicated(["suite", "case", "metric", "platform"], keep=False)
@@ -232,14 +236,15 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
     if ambiguous_cell.any():
         stats.loc[ambiguous_cell, "cell"] = stats.loc[ambiguous_cell, "cell"] + " #" + stats.loc[
             ambiguous_cell, "case_key"].str[:6]
-    # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.
-    stats["cv"] = stats["std"] / stats["mean"].where(stats["mean"] != 0)
+    stats["cv"] = [st.cv(v) for v in stats["_values"]]
     base = stats[stats["platform"] == BASELINE][keys + ["mean", "_values"]].rename(
         columns={"mean": "baseline", "_values": "_base_values"})
     stats = stats.merge(base, on=keys, how="left")
     comparable = ~stats["metric"].isin(metrics.RELATIVE) & (stats["baseline"] != 0)
-    stats["diff_pct"] = (stats["baseline"] - stats["mean"]) / stats["baseline"].where(comparable) * 100
-    stats["normalized"] = stats["mean"] / stats["baseline"].where(comparable)
+    stats["diff_pct"] = [st.diff_pct(m, b) if ok else math.nan
+                         for m, b, ok in zip(stats["mean"], stats["baseline"], comparable, strict=True)]
+    stats["normalized"] = [st.normalized(m, b) if ok else math.nan
+                           for m, b, ok in zip(stats["mean"], stats["baseline"], comparable, strict=True)]
     stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
     _add_inference(stats, comparable, confidence)
     _add_flags(stats, frame, outliers or {})

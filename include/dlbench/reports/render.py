@@ -108,8 +108,14 @@ def text_table(engine: Engine, run_id: str | None = None) -> str:
                      f"r{row.repetition}: {row.error}")
     if stats.empty and bad.empty:
         lines.append("(no samples)")
-    lines += [f"NOISY: {row.platform} {row.suite} {row.case} {row.metric}: {row.flags}"
-              for row in stats.itertuples() if row.flags]
+    flagged = stats[stats["flags"] != ""] if not stats.empty else stats
+    if not flagged.empty:
+        reasons = [(int(flagged["noisy"].sum()), f"CV > {st.CV_THRESHOLD * 100:.0f}%"),
+                   (int((flagged["outlier_runs"] > 0).sum()), "step-time outliers"),
+                   (int((flagged["loaded_runs"] > 0).sum()), "run on a loaded machine")]
+        lines.append(f"NOISY (!): {len(flagged)} of {len(stats)} rows: "
+                     + ", ".join(f"{n} {why}" for n, why in reasons if n)
+                     + "; details in the report and comparison.csv (flags)")
     lines += scenarios.text_lines(stats, frame, bad)
     return "\n".join(lines)
 
@@ -438,6 +444,8 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
     if training.empty:
         return _micro_answer(head, intro)
     platforms = [p for p in scenarios._platforms(list(training["platform"])) if p != compare.BASELINE]
+    if not platforms:
+        return intro + "<p>Only bare metal ran training in this run: no platform to compare with it.</p>"
     kinds = _data_kinds(frame)
     summary = []
     for platform in platforms:

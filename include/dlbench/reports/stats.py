@@ -100,6 +100,16 @@ def robust_mean(values: Sequence[float]) -> float:
     return mean(sorted(values)[1:-1])
 
 
+def diff_pct(value: float, baseline: float) -> float:
+    """Study 001's Diff% = (H - D) / H x 100 (H = bare metal's mean, D = the platform's); NaN if H is 0."""
+    return (baseline - value) / baseline * 100.0 if baseline else math.nan
+
+
+def normalized(value: float, baseline: float) -> float:
+    """D / H, the core study's figures (bare metal = 1.0); NaN if H is 0."""
+    return value / baseline if baseline else math.nan
+
+
 def is_noisy(coefficient: float, threshold: float = CV_THRESHOLD) -> bool:
     return coefficient == coefficient and abs(coefficient) > threshold
 
