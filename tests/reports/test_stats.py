@@ -44,6 +44,13 @@ def test_t_quantile_matches_printed_tables():
     assert stats.t_quantile(0.975, math.inf) == pytest.approx(1.959964, abs=1e-5)
 
 
+@pytest.mark.parametrize("p", [0.9, 0.975, 0.995, 0.9995])
+def test_t_quantile_matches_closed_forms(p):
+    """df = 1 is the Cauchy distribution, t = tan(pi (p - 1/2)); df = 2 has t = (2p - 1) sqrt(2 / (4p(1 - p)))."""
+    assert stats.t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-10)
+    assert stats.t_quantile(p, 2) == pytest.approx((2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p))), rel=1e-10)
+
+
 @pytest.mark.parametrize("df", [1.0, 2.5, 2.941, 7.3, 15.0])
 @pytest.mark.parametrize("p", [0.9, 0.975, 0.995])
 def test_t_quantile_inverts_the_integrated_density(df, p):
