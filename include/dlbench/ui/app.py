@@ -16,6 +16,7 @@ relative, so the app works under any prefix (Airflow mounts it at ``/dlbench``).
 from __future__ import annotations
 
 import html
+import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from dlbench import paths
 from dlbench.ui import explorer
@@ -49,7 +51,8 @@ def _reports() -> list[tuple[str, datetime, Path]]:
 
 
 def default_engine() -> Engine:
-    """The warehouse by the DAG's precedence, migrated (a fresh deployment shows an empty explorer)."""
+    """The warehouse by the DAG's precedence, migrated when this role may (a fresh deployment
+    shows an empty explorer)."""
     from dlbench.warehouse import db
 
     try:
@@ -58,7 +61,12 @@ def default_engine() -> Engine:
         url, _ = warehouse_location()
     except ImportError:
         url = None
-    return db.upgrade(db.engine_for(url))
+    engine = db.engine_for(url)
+    try:
+        return db.upgrade(engine)
+    except SQLAlchemyError as exc:  # e.g. a read-only role for the UI: the DAG's loads migrate anyway
+        logging.getLogger(__name__).warning("explorer: warehouse not migrated (%s); reading it as it is", exc)
+        return engine
 
 
 def _check(value: str | None, pattern: re.Pattern[str] = _NAME) -> str | None:
