@@ -38,20 +38,20 @@ def test_make_run_prints_k_of_n_in_order_with_elapsed_and_time_left():
 
 def test_run_job_logs_start_heartbeat_and_end(caplog):
     caplog.set_level(logging.INFO, logger=steps.log.name)
-    with steps.job_progress("bare_metal/cpu/r0", 3600, interval=0.05):
+    with steps.job_progress("bare_metal/cpu/r0", 3600, "4/12", interval=0.05):
         time.sleep(0.18)
     with pytest.raises(steps.JobSkipped), steps.job_progress("container_on_bare_metal/cpu/r0", 60):
         raise steps.JobSkipped("no Docker engine")
     with pytest.raises(RuntimeError), steps.job_progress("bare_metal/disk/r0", 60):
         raise RuntimeError("boom")
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "job started: bare_metal/cpu/r0"
+    assert messages[0] == "job 4/12 started: bare_metal/cpu/r0"
     assert any(m.startswith("job running: bare_metal/cpu/r0: 0s of at most 1h00m") for m in messages)
-    assert any(m.startswith("job finished: ok in 0.") and m.endswith(": bare_metal/cpu/r0") for m in messages)
+    assert any(m.startswith("job 4/12 finished: ok in 0.") and m.endswith(": bare_metal/cpu/r0") for m in messages)
     assert any(m.startswith("job finished: skipped in ") for m in messages)
     assert any(m.startswith("job finished: failed in ") and m.endswith("bare_metal/disk/r0") for m in messages)
     # Every finished line is one make run's Progress understands.
     progress = Progress(started=0.0)
-    shown = [progress.line(m, 1.0) for m in messages if m.startswith("job finished")]
+    shown = [progress.line(m, 1.0) for m in messages if " finished: " in m]
     assert [s.split(" ... ")[0] for s in shown] == ["[1/?] bare_metal/cpu/r0", "[2/?] container_on_bare_metal/cpu/r0",
                                                      "[3/?] bare_metal/disk/r0"]

@@ -23,9 +23,9 @@ _PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
 _TRAILER = re.compile(r" \[[a-z_.]+\] loc=.*$")
 _INTERESTING = re.compile(r"planned \d+ jobs|container platform skipped|failed:|report: ")
 _PLANNED = re.compile(r"planned (\d+) jobs")
-_STARTED = re.compile(r"^job started: (.+)$")
+_STARTED = re.compile(r"^job (?:\d+/\d+ )?started: (.+)$")
 _RUNNING = re.compile(r"^job running: (.+)$")
-_FINISHED = re.compile(r"^job finished: (\w+) in ([\d.]+) s: (.+)$")
+_FINISHED = re.compile(r"^job (?:\d+/\d+ )?finished: (\w+) in ([\d.]+) s: (.+)$")
 _HEADLINE = re.compile(r"^(\S+) on .*?: ((?:throughput|elapsed_time)=.*)$")
 
 

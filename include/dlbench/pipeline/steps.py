@@ -195,7 +195,7 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
     req = request_from(request) if request is not None else None
     the_job = Job.model_validate(job)
     seconds = job_timeout_for(the_job, timeout, max_timeout)
-    with job_progress(the_job.label, seconds):
+    with job_progress(the_job.label, seconds, _position(req, the_job)):
         if req is not None and tags is not None:
             with backend_for_request(req).keep_alive(tags_from(tags)):
                 return _run_job(job, targets, seconds)
@@ -205,11 +205,26 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
 PROGRESS_INTERVAL_S = 60.0
 
 
+def _position(request: BenchmarkRequest | None, job: Job) -> str:
+    """``k/N``: the job's place in the run's plan (its Airflow map index + 1 of the planned jobs),
+    or "" outside Airflow or without the request."""
+    try:
+        from airflow.sdk import get_current_context
+
+        index = int(get_current_context()["ti"].map_index)
+        total = len(plan_jobs(request, job.run_id)) if request is not None else 0
+    except Exception:  # noqa: BLE001 - progress is informative: never a reason to fail a job
+        return ""
+    return f"{index + 1}/{total}" if total and 0 <= index < total else ""
+
+
 @contextmanager
-def job_progress(label: str, timeout: float, interval: float = PROGRESS_INTERVAL_S) -> Iterator[None]:
-    """Progress in the task log: ``job started: LABEL``, ``job running: LABEL: 2m00s of at most
-    60m00s`` every ``interval`` seconds, ``job finished: ok in 12.3 s: LABEL`` (or skipped/failed).
-    ``make run`` turns these into its ``[k/N]`` lines (:mod:`dlbench.pipeline.embedded`)."""
+def job_progress(label: str, timeout: float, position: str = "", interval: float = PROGRESS_INTERVAL_S
+                 ) -> Iterator[None]:
+    """Progress in the task log: ``job 3/12 started: LABEL``, ``job running: LABEL: 2m00s of at
+    most 60m00s`` every ``interval`` seconds, ``job 3/12 finished: ok in 12.3 s: LABEL`` (or
+    skipped/failed; ``3/12`` = ``position``, the job's place in the plan, when known). ``make run``
+    turns these into its ``[k/N]`` lines in the order jobs end (:mod:`dlbench.pipeline.embedded`)."""
     import threading
     import time
 
@@ -222,7 +237,8 @@ def job_progress(label: str, timeout: float, interval: float = PROGRESS_INTERVAL
         while not done.wait(interval):
             log.info("job running: %s: %s of at most %s", label, clock(time.monotonic() - started), clock(timeout))
 
-    log.info("job started: %s", label)
+    job = f"job {position}" if position else "job"
+    log.info("%s started: %s", job, label)
     threading.Thread(target=beat, name="dlbench-progress", daemon=True).start()
     status = "failed"
     try:
@@ -233,7 +249,7 @@ def job_progress(label: str, timeout: float, interval: float = PROGRESS_INTERVAL
         raise
     finally:
         done.set()
-        log.info("job finished: %s in %.1f s: %s", status, time.monotonic() - started, label)
+        log.info("%s finished: %s in %.1f s: %s", job, status, time.monotonic() - started, label)
 
 
 def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
