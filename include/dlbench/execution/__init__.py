@@ -28,4 +28,8 @@ def executor_for(target: Target) -> Executor:
         from dlbench.execution.ssh import SSHExecutor
 
         return SSHExecutor()
+    if access.kind == "kubernetes":
+        from dlbench.execution.kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor()
     raise ValueError(f"no executor for access kind {access.kind!r}")

@@ -7,9 +7,8 @@ so no code reads string keys to guess how to reach a machine:
 - :class:`LocalProcess`: a process on the machine running the task (the embedded ``bare_metal``);
 - :class:`LocalDocker`: the workload image on the local Docker engine;
 - :class:`SSHHost`: a process on a remote machine over SSH (bare metal, VMs);
-- :class:`SSHDocker`: the workload image on a remote machine's own container engine, over SSH.
-
-Kubernetes (a cluster's API) will be one more member of the union.
+- :class:`SSHDocker`: the workload image on a remote machine's own container engine, over SSH;
+- :class:`KubernetesAccess`: the workload image as a Job on a Kubernetes cluster, through its API.
 
 The run's private key is referenced by path (``key_path``), never carried: it stays on the
 worker that made it (see :mod:`dlbench.pipeline.machines`).
@@ -80,7 +79,30 @@ class SSHDocker(SSHHost, ContainerLimits):
     engine: str = "docker"
 
 
-Access = Annotated[LocalProcess | LocalDocker | SSHHost | SSHDocker, Field(discriminator="kind")]
+class KubernetesAccess(_Access):
+    """The workload image as a Kubernetes Job on one node of a cluster (docs/kubernetes.md).
+
+    The cluster is named by a kubeconfig path or an Airflow connection id (type ``kubernetes``),
+    resolved by the executor at execution time: the credentials never travel in XCom."""
+
+    kind: Literal["kubernetes"] = "kubernetes"
+    image: str
+    namespace: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path on the worker")
+    conn_id: str | None = Field(default=None, description="Airflow connection of type kubernetes; wins over kubeconfig")
+    context: str | None = None
+    node_name: str | None = Field(default=None, description="the node the job runs on (kubernetes.io/hostname)")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request")
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$",
+                               description="memory limit = request, a Kubernetes quantity (8Gi)")
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    publish: tuple[Annotated[int, Field(ge=1, le=65535)], ...] = Field(
+        default=(), description="container ports also bound on the node (hostPort): roles on other nodes reach "
+                                "the pod at the node's address")
+
+
+Access = Annotated[LocalProcess | LocalDocker | SSHHost | SSHDocker | KubernetesAccess, Field(discriminator="kind")]
 
 
 HOST_LABEL = "host_id"
@@ -107,7 +129,7 @@ class Target(BaseModel):
     @property
     def runtime(self) -> str:
         """``host`` (a process) or ``docker`` (the workload image on an engine)."""
-        return "docker" if self.access.kind in ("docker", "ssh_docker") else "host"
+        return "docker" if self.access.kind in ("docker", "ssh_docker", "kubernetes") else "host"
 
     def to_xcom(self) -> dict:
         return self.model_dump(mode="json")

@@ -41,7 +41,7 @@ def clouds_from(raw: str | list[dict[str, Any]] | None) -> list[ProviderSettings
                          '[{"name": "ironic", "cloud": "production"}]')
     clouds = [parse_settings(item) for item in data]
     for settings in clouds:
-        if not isinstance(settings, MachineSettings):
+        if not isinstance(settings, MachineSettings) and settings.name != "kubernetes":
             raise ValueError(f"{CLOUDS_VARIABLE}: provider {settings.name!r} provisions nothing to sweep")
     return clouds
 
@@ -188,7 +188,13 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
     for settings in clouds:
         where = f"{settings.name}:{getattr(settings, 'conn_id', None) or getattr(settings, 'cloud', '')}"
         try:
-            actions, kept = sweep_provider(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
+            if settings.name == "kubernetes":  # an existing cluster: the run namespaces we made there
+                from dlbench.pipeline.kubernetes_backend import sweep as sweep_cluster
+
+                where = f"kubernetes:{getattr(settings, 'conn_id', None) or getattr(settings, 'kubeconfig', '')}"
+                actions, kept = sweep_cluster(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
+            else:
+                actions, kept = sweep_provider(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
             report["errors"].append(f"{where}: {type(exc).__name__}: {exc}")
             continue

@@ -109,6 +109,10 @@ def backend_for(settings: ProviderSettings) -> ProviderBackend:
         from dlbench.pipeline.local_backend import LocalBackend
 
         return LocalBackend(settings)  # type: ignore[arg-type]
+    if settings.name == "kubernetes":
+        from dlbench.pipeline.kubernetes_backend import KubernetesBackend
+
+        return KubernetesBackend(settings)  # type: ignore[arg-type]
     from dlbench.pipeline.machines import MachineBackend
     from dlbench.provisioning.registry import driver_for
 

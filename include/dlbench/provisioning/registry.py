@@ -14,6 +14,7 @@ from pydantic import Field, TypeAdapter
 
 from dlbench.provisioning.base import Driver
 from dlbench.provisioning.ironic import IronicDriver, IronicSettings
+from dlbench.provisioning.kubernetes import KubernetesSettings
 from dlbench.provisioning.nova import NovaDriver, NovaSettings
 from dlbench.provisioning.settings import LocalSettings, MachineSettings, ProviderSettings
 
@@ -21,6 +22,7 @@ PROVIDERS: dict[str, tuple[type[ProviderSettings], type[Driver] | None]] = {
     "local": (LocalSettings, None),  # this host: no driver, see dlbench.pipeline.local_backend
     "ironic": (IronicSettings, IronicDriver),
     "nova": (NovaSettings, NovaDriver),
+    "kubernetes": (KubernetesSettings, None),  # an existing cluster: dlbench.pipeline.kubernetes_backend
 }
 """name -> (settings model, driver class or None when the provider provisions nothing)."""
 

@@ -1,0 +1,225 @@
+"""The ``kubernetes`` provider's backend: an existing cluster, one namespace per run.
+
+acquire: the run's namespace ``<prefix>-<run>`` labelled ``dlbench=1`` + ``dlbench.run_id`` and
+annotated with the run's tags (expiry, lease, DAG run: :meth:`Tags.as_dict`), then one target per
+selected node (``node_selector``, at most ``nodes``), each a
+:class:`~dlbench.execution.targets.KubernetesAccess` pinned to that node, with the node's GPU
+allotment (its allocatable ``nvidia.com/gpu`` under the provider's ``gpus`` rule). release: every
+namespace of the run, found by label. keep_alive: the lease annotation renewed while a task of the
+run lives. :func:`find_namespaces` / :func:`sweep` serve the janitor: namespaces whose lease lapsed
+or whose expiry passed are deleted, never one without our label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from dlbench.config import BenchmarkRequest
+from dlbench.execution.gpus import GpuFacts, allot
+from dlbench.execution.kubernetes import api_client, k8s_labels, label_value, run_selector
+from dlbench.execution.targets import KubernetesAccess, Target
+from dlbench.pipeline.providers import ProviderBackend
+from dlbench.provisioning.base import LEASE_KEY, SweepAction, Tags
+from dlbench.provisioning.kubernetes import KubernetesSettings
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_PREFIX = "dlbench.io/"
+
+
+def namespace_for(settings: KubernetesSettings, run_id: str) -> str:
+    base = label_value(run_id).lower().replace("_", "-").replace(".", "-")
+    return f"{settings.namespace_prefix}-{base}"[:63].rstrip("-")
+
+
+def _client(settings: KubernetesSettings) -> Any:
+    return api_client(settings.kubeconfig, settings.conn_id, settings.context)
+
+
+def _annotations(tags: Tags) -> dict[str, str]:
+    return {ANNOTATION_PREFIX + k: v for k, v in tags.as_dict().items()}
+
+
+def tags_of(namespace: Any) -> Tags | None:
+    annotations = namespace.metadata.annotations or {}
+    return Tags.from_dict({k.removeprefix(ANNOTATION_PREFIX): v for k, v in annotations.items()
+                           if k.startswith(ANNOTATION_PREFIX)})
+
+
+class KubernetesBackend(ProviderBackend):
+    def __init__(self, settings: KubernetesSettings, api: Any = None) -> None:
+        self.settings = settings
+        self._api = api
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            self._api = _client(self.settings)
+        return self._api
+
+    def preflight(self, request: BenchmarkRequest) -> None:
+        declared = self.settings.platform
+        other = [p.value for p in request.platforms if p in self.settings.platforms and p.value != declared]
+        if other:
+            raise ValueError(f"kubernetes.platform: this cluster is declared {self.settings.platform!r}; "
+                             f"platforms {other} need another cluster (set kubernetes.platform)")
+
+    def nodes(self) -> list[Any]:
+        from kubernetes import client
+
+        selector = ",".join(f"{k}={v}" for k, v in sorted(self.settings.node_selector.items()))
+        items = client.CoreV1Api(self.api).list_node(label_selector=selector or None).items
+        ready = [n for n in items if not n.spec.unschedulable and any(
+            c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])]
+        ready.sort(key=lambda n: n.metadata.name)
+        return ready[:self.settings.nodes] if self.settings.nodes else ready
+
+    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
+        from kubernetes import client
+
+        self.preflight(request)
+        core = client.CoreV1Api(self.api)
+        ns = namespace_for(self.settings, tags.run_id)
+        lease = datetime.now(UTC) + timedelta(minutes=self.settings.lease_minutes)
+        body = {"metadata": {"name": ns, "labels": k8s_labels(tags.run_id),
+                             "annotations": _annotations(dataclasses.replace(tags, lease_until=lease))}}
+        core.create_namespace(body)
+        try:
+            return self._targets(request, tags, ns)
+        except BaseException:
+            self.release(request, tags, [])
+            raise
+
+    def _targets(self, request: BenchmarkRequest, tags: Tags, ns: str) -> list[Target]:
+        s = self.settings
+        nodes = self.nodes()
+        targets = []
+        for platform in request.platforms:
+            if platform.value != s.platform:
+                continue
+            if not nodes:
+                reason = f"no Ready node matches node_selector {s.node_selector or '{}'} on the cluster"
+                targets.append(Target(name="kubernetes", platform=platform, skip_reason=reason,
+                                      expires_at=tags.expires_at, labels={"provider": "kubernetes"},
+                                      access=KubernetesAccess(image=s.docker_image, namespace=ns,
+                                                              kubeconfig=s.kubeconfig, conn_id=s.conn_id)))
+            for node in nodes:
+                have = int(float((node.status.allocatable or {}).get("nvidia.com/gpu", "0") or 0))
+                gpus = allot(s.gpus, GpuFacts(count=have, engine_passes_gpus=have > 0), f"node {node.metadata.name}")
+                address = next((a.address for a in node.status.addresses or [] if a.type == "InternalIP"), None)
+                access = KubernetesAccess(
+                    image=s.docker_image, namespace=ns, kubeconfig=s.kubeconfig, conn_id=s.conn_id,
+                    context=s.context, node_name=node.metadata.name, cpus=s.cpus, memory=s.memory,
+                    image_pull_policy=s.image_pull_policy, gpus=gpus.container)
+                info = node.status.node_info
+                targets.append(Target(
+                    name=node.metadata.name, platform=platform, access=access, instance_id=node.metadata.uid or "",
+                    address=address, skip_reason=gpus.container_skip, expires_at=tags.expires_at,
+                    data_dir=request.data_dir if getattr(request, "data_dir", None) else None,
+                    labels={"provider": "kubernetes", "gpus": str(gpus.count), "k8s_node": node.metadata.name,
+                            "k8s_kubelet": info.kubelet_version,
+                            "k8s_container_runtime": info.container_runtime_version}))
+        return targets
+
+    def keep_alive(self, tags: Tags) -> contextlib.AbstractContextManager[object]:
+        return _renewing(self, tags)
+
+    def renew(self, tags: Tags) -> None:
+        from kubernetes import client
+
+        lease = datetime.now(UTC) + timedelta(minutes=self.settings.lease_minutes)
+        core = client.CoreV1Api(self.api)
+        for ns in core.list_namespace(label_selector=run_selector(tags.run_id)).items:
+            core.patch_namespace(ns.metadata.name, {"metadata": {"annotations": {
+                ANNOTATION_PREFIX + LEASE_KEY: lease.isoformat()}}})
+
+    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+        delete_run(self.api, tags.run_id)
+
+
+def delete_run(api: Any, run_id: str) -> list[str]:
+    """Delete every namespace of ``run_id`` (ours, by label); their jobs and pods go with them."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api)
+    deleted = []
+    for ns in core.list_namespace(label_selector=run_selector(run_id)).items:
+        try:
+            core.delete_namespace(ns.metadata.name, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deleted.append(ns.metadata.name)
+    return deleted
+
+
+@contextlib.contextmanager
+def _renewing(backend: KubernetesBackend, tags: Tags) -> Iterator[object]:
+    stop = threading.Event()
+    period = max(backend.settings.lease_minutes * 60 / 3, 1.0)
+
+    def loop() -> None:
+        while not stop.wait(period):
+            try:
+                backend.renew(tags)
+            except Exception as exc:  # noqa: BLE001 - the next renewal may work; the lease is generous
+                log.warning("lease renewal of run %s on kubernetes failed: %s", tags.run_id, exc)
+
+    thread = threading.Thread(target=loop, name=f"k8s-lease-{tags.run_id}", daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def find_namespaces(api: Any) -> dict[str, list[tuple[str, Tags]]]:
+    """Our namespaces by run id (``dlbench=1`` and readable tags)."""
+    from kubernetes import client
+
+    found: dict[str, list[tuple[str, Tags]]] = {}
+    for ns in client.CoreV1Api(api).list_namespace(label_selector="dlbench=1").items:
+        tags = tags_of(ns)
+        if tags is not None and ns.status.phase != "Terminating":
+            found.setdefault(tags.run_id, []).append((ns.metadata.name, tags))
+    return found
+
+
+def sweep(settings: KubernetesSettings, is_active: Any, *, now: datetime | None = None, dry_run: bool = False,
+          api: Any = None) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """Janitor: (released actions, kept runs) for one cluster, with the same lease/expiry rule as
+    the machine providers (:func:`dlbench.pipeline.janitor.decide`)."""
+    from dlbench.pipeline.janitor import decide
+    from dlbench.provisioning.base import Instance
+
+    api = api or _client(settings)
+    now = now or datetime.now(UTC)
+    actions, kept = [], []
+    for run_id, namespaces in find_namespaces(api).items():
+        instances = [Instance(id=name, name=name, platform=settings.platform, provider="kubernetes", tags=tags)
+                     for name, tags in namespaces]
+        reason, keep = decide(instances, is_active, now)
+        if keep:
+            kept.append({"run_id": run_id, "resources": str(len(namespaces)), "reason": reason})
+            continue
+        error = ""
+        if not dry_run:
+            try:
+                delete_run(api, run_id)
+            except Exception as exc:  # noqa: BLE001 - reported, the sweep goes on
+                error = str(exc)
+        actions += [SweepAction(resource_id=name, name=f"namespace {name}", reason=reason,
+                                released=not dry_run and not error, error=error, run_id=run_id)
+                    for name, _ in namespaces]
+    return actions, kept
+
+
+__all__ = ["KubernetesBackend", "delete_run", "find_namespaces", "namespace_for", "sweep"]

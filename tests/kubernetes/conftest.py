@@ -1,0 +1,103 @@
+"""Fixtures of the Kubernetes tier: the devcloud's Kubernetes API stand-in over real devcloud nodes.
+
+A real kube-apiserver/kubelet cannot run on these machines; ``devcloud/k8s_standin.py`` answers
+the API (the real schema, checked here against the official client's models) and runs each pod
+for real as a container of the workload image on a devcloud node's own Docker engine. The node is
+deployed through the devcloud's real Ironic (``tests.execution.conftest.Fleet``) with the
+dlbench-node image, and the workload image is loaded into its engine by ``prepare`` (about a
+minute, once for the tier).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, require
+from tests.execution.conftest import NODE_IMAGE, Fleet, conn  # noqa: F401 - conn is a fixture used here
+
+sys.path.insert(0, str(ROOT / "devcloud"))
+import k8s_standin  # noqa: E402 - devcloud/k8s_standin.py (stdlib only)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "standin",
+        "clusters": [{"name": "standin", "cluster": {"server": server}}],
+        "users": [{"name": "dlbench", "user": {"token": "stand-in-does-not-check"}}],
+        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "dlbench"}}]}))
+    return path
+
+
+@dataclass
+class Cluster:
+    kubeconfig: str
+    api: Any
+    machine: Any
+    node_name: str
+    state_dir: Path
+
+    def target(self, namespace: str, image: str = "dlbench-workload:latest", **access: Any) -> Any:
+        from dlbench.execution.targets import KubernetesAccess, Target
+
+        fields = {"node_name": self.node_name, **access}
+        return Target(name=self.node_name, platform="container_on_bare_metal", address=self.machine.address,
+                      access=KubernetesAccess(image=image, namespace=namespace, kubeconfig=self.kubeconfig, **fields))
+
+    def namespace(self, run_id: str) -> str:
+        from kubernetes import client
+
+        from dlbench.execution.kubernetes import k8s_labels
+
+        name = f"t-{run_id}".lower()
+        client.CoreV1Api(self.api).create_namespace({"metadata": {"name": name, "labels": k8s_labels(run_id)}})
+        return name
+
+
+@pytest.fixture(scope="package")
+def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image: str) -> Iterator[Cluster]:  # noqa: F811
+    from kubernetes import config
+
+    from dlbench.execution.prepare import prepare
+
+    require(NODE_IMAGE.exists(), f"no dlbench-node image at {NODE_IMAGE} (run `make node-image`)")
+    work = tmp_path_factory.mktemp("k8s")
+    nodes = Fleet(conn, work)
+    proc = None
+    try:
+        (machine,) = nodes.deploy(1, image="dlbench-node")
+        with machine.host() as host:
+            prep = prepare(host, host_runtime=False, docker_image=workload_image)
+        require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
+        assert prep.image_loaded, prep.image_reason
+        port = free_port()
+        node_name = f"k8s-{machine.name}".lower()
+        spec = [{"name": node_name, "address": machine.address, "ssh_user": "root", "ssh_key_path": machine.key_path,
+                 "labels": {"dlbench.io/pool": "bench"}, "cpu": "2", "memory": "3Gi"}]
+        proc = k8s_standin.start(work / "standin", spec, port)
+        kubeconfig = str(write_kubeconfig(work / "kubeconfig", f"http://127.0.0.1:{port}"))
+        yield Cluster(kubeconfig, config.new_client_from_config(config_file=kubeconfig), machine, node_name,
+                      work / "standin")
+    finally:
+        if proc is not None:
+            k8s_standin.stop(proc)
+        nodes.release()
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"k{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,168 @@
+"""KubernetesExecutor against the devcloud's Kubernetes API stand-in (real pods on a devcloud node's
+engine): a job's document comes back through the pod's log (also one over 1 MiB), the cluster's
+CNI and kubelet/runtime versions are recorded, and every failure names the cluster's reason:
+ImagePullBackOff, OOMKilled, Unschedulable, DeadlineExceeded, a pod killed while it ran. Jobs
+are deleted afterwards, the run's namespace by label by the provider backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kubernetes import client
+
+from dlbench.execution import executor_for
+from dlbench.execution.kubernetes import RESULT_PATH, KubernetesExecutor, decode_result
+from dlbench.workloads.result import ResultDocument, Status
+from tests.execution.conftest import job
+
+
+def _pods(cluster, ns: str) -> list:
+    return client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
+
+
+def test_job_succeeds_and_its_document_comes_back_through_the_log(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    target = cluster.target(ns)
+    one = job(run_id, platform="container_on_bare_metal")
+    executor = executor_for(target)
+    assert isinstance(executor, KubernetesExecutor)
+    started = time.monotonic()
+    doc = executor.execute(one, target, tmp_path / "r.json", timeout=300)
+    took = time.monotonic() - started
+    assert doc.status is Status.OK, doc.error
+    assert doc.job_id == one.job_id and doc.sample("throughput").value > 0
+    assert ResultDocument.read(tmp_path / "r.json").environment.versions["k8s_cni"] == "flannel"
+    assert doc.environment.versions["k8s_kubelet"].endswith("standin")
+    assert doc.environment.versions["k8s_container_runtime"].startswith("docker://")
+    assert "host network" in doc.labels["k8s_cni_note"] and doc.labels["k8s_node"] == cluster.node_name
+    assert doc.environment.container.inside
+    print(f"submit-to-result {took:.1f} s (workload elapsed {doc.sample('elapsed_time').value:.1f} s)")
+    assert _pods(cluster, ns) == []  # the Job and its pod are deleted
+
+
+class BigDocument(KubernetesExecutor):
+    """The same wrapper and transport, with a workload that writes a 1.5 MiB document."""
+
+    def workload_command(self, job, data_dir):  # noqa: ANN001, ANN201
+        make = ("import os,sys;from dlbench.workloads.result import *;"
+                "d=ResultDocument(job_id=sys.argv[2],run_id=sys.argv[3],benchmark=Benchmark(suite='cpu',name='big'),"
+                "environment=Environment(hostname='pod'));d.labels['big']=os.urandom(786432).hex();"
+                "d.add('size',1.0,'B');d.write(sys.argv[1])")
+        return ["sh", "-c", f'mkdir -p /tmp/dlbench-result && python -c "{make}" "$DLBENCH_RESULT" "$1" "$2"; '
+                'python -c "$DLBENCH_EMIT" "$DLBENCH_RESULT"', "sh", job.job_id, job.run_id]
+
+
+def test_a_document_over_one_mib_comes_back_intact(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    one = job(run_id, platform="container_on_bare_metal", suite="cpu", command="cpu")
+    started = time.monotonic()
+    doc = BigDocument().execute(one, cluster.target(ns), tmp_path / "r.json", timeout=120)
+    assert doc.status is Status.OK, doc.error
+    assert len(doc.labels["big"]) == 2 * 786432 and (tmp_path / "r.json").stat().st_size > 2**20
+    print(f"1.5 MiB document: submit-to-result {time.monotonic() - started:.1f} s")
+    assert RESULT_PATH.startswith("/tmp/")
+
+
+def test_log_transport_refuses_a_cut_or_altered_block():
+    from dlbench.execution.kubernetes import BEGIN, END
+
+    assert decode_result("no markers")[1].startswith("no result document")
+    assert "incomplete" in decode_result(f"{BEGIN} sha256=ab bytes=1 encoded=4=====\nAAAA\n")[1]
+    assert "cut" in decode_result(f"{BEGIN} sha256=ab bytes=1 encoded=8=====\nAAAA\n{END} sha256=ab=====\n")[1]
+
+
+def test_missing_image_is_image_pull_back_off(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    doc = KubernetesExecutor().execute(job(run_id, platform="container_on_bare_metal"),
+                                       cluster.target(ns, image="dlbench-no-such-image:0"), tmp_path / "r.json",
+                                       timeout=60)
+    assert doc.status is Status.FAILED and doc.error.startswith("ImagePullBackOff"), doc.error
+    assert "dlbench-no-such-image:0" in doc.error and "events:" in doc.error
+    assert _pods(cluster, ns) == []
+
+
+def test_memory_limit_exceeded_is_oom_killed(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    doc = KubernetesExecutor().execute(job(run_id, platform="container_on_bare_metal"),
+                                       cluster.target(ns, memory="48Mi"), tmp_path / "r.json", timeout=120)
+    assert doc.status is Status.FAILED and "OOMKilled" in doc.error and "48Mi" in doc.error, doc.error
+    assert "exit 137" in doc.error
+
+
+def test_unschedulable_names_the_scheduler_reason(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    doc = KubernetesExecutor(unschedulable_after=2).execute(
+        job(run_id, platform="container_on_bare_metal"), cluster.target(ns, memory="64Gi"), tmp_path / "r.json",
+        timeout=60)
+    assert doc.status is Status.FAILED and doc.error.startswith("Unschedulable"), doc.error
+    assert "Insufficient memory" in doc.error and "FailedScheduling" in doc.error
+    assert _pods(cluster, ns) == []
+
+
+def test_deadline_is_enforced_by_the_cluster(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
+    doc = KubernetesExecutor(grace=5).execute(slow, cluster.target(ns), tmp_path / "r.json", timeout=6)
+    assert doc.status is Status.FAILED and "DeadlineExceeded" in doc.error, doc.error
+
+
+def test_a_pod_killed_while_it_runs_fails_the_job(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    core = client.CoreV1Api(cluster.api)
+    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(doc=KubernetesExecutor().execute(
+        slow, cluster.target(ns), tmp_path / "r.json", timeout=120)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        running = [p for p in core.list_namespaced_pod(ns).items if p.status.phase == "Running"]
+        if running:
+            break
+        time.sleep(0.3)
+    assert running, "the pod never ran"
+    core.delete_namespaced_pod(running[0].metadata.name, ns)
+    worker.join(120)
+    doc = result["doc"]
+    assert doc.status is Status.FAILED and "deleted (killed)" in doc.error, doc.error
+
+
+def test_stop_ends_the_job_through_the_cluster_and_keeps_its_document(cluster, run_id, tmp_path):
+    ns = cluster.namespace(run_id)
+    stop = threading.Event()
+    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
+    threading.Timer(8, stop.set).start()
+    doc = KubernetesExecutor(grace=5).execute(slow, cluster.target(ns), tmp_path / "r.json", timeout=300, stop=stop)
+    assert doc.labels.get("stopped_by_executor") == "true", doc.error
+    assert doc.status is Status.FAILED
+
+
+def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster, run_id):
+    from dlbench.config import BenchmarkRequest
+    from dlbench.pipeline.kubernetes_backend import KubernetesBackend, find_namespaces, sweep
+    from dlbench.pipeline.providers import backend_for
+    from dlbench.provisioning.base import Tags
+    from dlbench.provisioning.kubernetes import KubernetesSettings
+
+    settings = KubernetesSettings(kubeconfig=cluster.kubeconfig, node_selector={"dlbench.io/pool": "bench"},
+                                  gpus="none")
+    backend = backend_for(settings)
+    assert isinstance(backend, KubernetesBackend)
+    request = BenchmarkRequest.model_validate({"providers": [settings.model_dump()],
+                                               "platforms": ["container_on_bare_metal"], "suites": ["cpu"]})
+    tags = Tags(run_id=run_id)
+    targets = backend.acquire(request, tags)
+    try:
+        (target,) = targets
+        assert target.access.kind == "kubernetes" and target.access.node_name == cluster.node_name
+        assert target.labels["k8s_kubelet"].endswith("standin") and target.address == cluster.machine.address
+        found = find_namespaces(cluster.api)[run_id]
+        assert [name for name, _ in found] == [target.access.namespace]
+        assert found[0][1].lease_until is not None
+        backend.renew(tags)
+        actions, kept = sweep(settings, lambda _t: True, api=cluster.api)
+        assert run_id in {k["run_id"] for k in kept} and not [a for a in actions if a.run_id == run_id]
+    finally:
+        backend.release(request, tags, targets)
+    assert run_id not in find_namespaces(cluster.api)
