@@ -212,7 +212,14 @@ def _undeploy(nodes: list[dict[str, Any]]) -> None:
             try:
                 info = _ironic("GET", f"/v1/nodes/{node['uuid']}")
                 if info["provision_state"] not in ("available", "enroll", "manageable"):
-                    _ironic("PUT", f"/v1/nodes/{node['uuid']}/states/provision", {"target": "deleted"})
+                    for attempt in range(50):  # 409 while the node is locked (a power sync, the deploy's end)
+                        try:
+                            _ironic("PUT", f"/v1/nodes/{node['uuid']}/states/provision", {"target": "deleted"})
+                            break
+                        except RuntimeError as exc:
+                            if "HTTP 409" not in str(exc) or attempt == 49:
+                                raise
+                            time.sleep(0.2)
             except RuntimeError as exc:
                 LOG.warning("undeploy %s: %s", node.get("name"), exc)
     for node in nodes:
@@ -384,6 +391,8 @@ def _delete(uuid: str) -> None:
         cluster.destroy()
         shutil.rmtree(_clusters_dir() / uuid, ignore_errors=True)
         LOG.info("devcloud cluster %s deleted in %.1f s", uuid, time.monotonic() - started)
+    except exception.ClusterNotFound:
+        return  # deleted already (the periodic sync may start a second delete of a cluster in DELETE_*)
     except Exception as exc:  # noqa: BLE001
         LOG.warning("devcloud cluster %s delete failed: %s", uuid, exc)
         try:

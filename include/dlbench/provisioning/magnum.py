@@ -1,0 +1,376 @@
+"""Kubernetes clusters from OpenStack Magnum: the container platforms on a cluster made per run.
+
+Only the Magnum API (``container-infra``, through the openstacksdk connection's keystoneauth
+session), so it is driver-agnostic: the Heat drivers Magnum 2025.1 deprecated, the Cluster API
+drivers that replace them, or the devcloud's driver (docs/magnum.md) are all the same to it.
+
+Per run, created in this order and deleted in the reverse one:
+
+1. the **cluster template** ``magnum.cluster_template``: reused when one by that name exists,
+   else created from ``magnum.template`` (image, flavors, network driver, docker volume, labels,
+   server type) and kept for later runs (it is configuration, not a run's resource);
+2. one **cluster** ``dlbench-<run>-k8s-0`` with ``node_count`` = the platform's nodes, the
+   worker ``flavor`` (a GPU flavor for GPU nodes), the run's :class:`Tags` as Magnum **labels**
+   (``merge_labels``: the template's labels stay) - what the janitor and release find it by;
+3. its **kubeconfig**, obtained the way ``openstack coe cluster config`` does: the cluster CA
+   from ``GET /certificates/<cluster>``, a fresh RSA key whose CSR (CN ``admin``, O
+   ``system:masters``) the cluster CA signs through ``POST /certificates``, server =
+   ``api_address``; one file (0600) under the run's private directory, removed at release.
+
+Own polling with deadlines: Magnum reports ``CREATE_FAILED`` (not ERROR); its ``status_reason``
+and ``faults`` (per nodegroup) are the error's message. 5xx / connection errors are retried until
+``api_retry_seconds``. Timings (samples, per cluster): ``create_to_complete`` (POST ->
+CREATE_COMPLETE), ``kubeconfig`` (certificates API), ``api_reachable`` (first answer of the
+Kubernetes API with the new credentials), ``delete`` (DELETE -> 404).
+
+Magnum labels cannot be changed after create, so the lease is not written on the cluster: the
+run's namespace in it carries the lease (renewed by the Kubernetes backend); the janitor releases
+a cluster whose run Airflow no longer knows as running, or whose expiry passed.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import socket
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dlbench.grammar import Name
+from dlbench.provisioning.base import RESOURCE_PREFIX, BootConfig, Demand, Instance, Tags, resource_name
+from dlbench.provisioning.openstack_driver import OpenStackDriver
+from dlbench.provisioning.polling import Deadline, WaitTimeout
+from dlbench.provisioning.settings import OpenStackSettings, Runtime
+from dlbench.workloads.result import Platform
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "magnum"
+ROLE = "k8s"
+API_VERSION = {"OpenStack-API-Version": "container-infra latest"}
+FAILED = ("CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED", "ROLLBACK_FAILED")
+
+
+class MagnumError(RuntimeError):
+    """Magnum refused or failed; the message carries its own words (status_reason, faults)."""
+
+
+class ClusterTemplateSpec(BaseModel):
+    """What a cluster template is made of when none by the name exists (docs/magnum.md for GPUs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: Name = Field(description="Glance image (its os_distro property selects Magnum's driver)")
+    flavor: Name = Field(description="worker flavor")
+    master_flavor: Name | None = Field(default=None, description="control-plane flavor (default: flavor)")
+    network_driver: Name | None = Field(default=None, description="flannel, calico... (default: the driver's)")
+    docker_volume_size: int | None = Field(default=None, ge=1, le=100_000, description="GB per node for images")
+    server_type: Literal["vm", "bm"] = Field(default="vm", description="bm: Ironic nodes; vm: Nova servers")
+    external_network: Name | None = None
+    dns_nameserver: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict, description="driver labels (kube_tag, GPU operator...)")
+    public: bool = False
+
+
+class MagnumSettings(OpenStackSettings):
+    """A Kubernetes cluster per run from Magnum; jobs run as Kubernetes Jobs on its nodes."""
+
+    name: Literal["magnum"] = "magnum"
+    platforms: ClassVar[dict[Platform, Runtime]] = {
+        Platform.CONTAINER_ON_BARE_METAL: "docker", Platform.CONTAINER_ON_VM: "docker"}
+
+    platform: Literal["container_on_bare_metal", "container_on_vm"] = Field(
+        default="container_on_bare_metal",
+        description="what the cluster's nodes are (bm template: bare metal; vm template: virtual machines)")
+    cluster_template: Name = Field(default="dlbench-k8s", description="template name (reused, or made from template)")
+    template: ClusterTemplateSpec | None = Field(default=None, description="how to make the template when missing")
+    master_count: int = Field(default=1, ge=1, le=7)
+    flavor: Name | None = Field(default=None, description="worker flavor for this run's cluster (GPU: a GPU flavor)")
+    keypair: Name | None = Field(default=None, description="Nova keypair for the nodes (optional)")
+    labels: dict[str, str] = Field(default_factory=dict, description="extra cluster labels (kept with the template's)")
+    create_timeout_minutes: int = Field(default=60, ge=1, le=24 * 60, description="Magnum's own create_timeout")
+    namespace_prefix: str = Field(default="dlbench", pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request per job")
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+    api_timeout: float = Field(default=300, gt=0, le=3600, description="s until the new cluster's API answers")
+
+    def node_count(self, platform: Platform) -> int:
+        return self.nodes.get(platform, 1)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+
+
+class MagnumDriver(OpenStackDriver):
+    """See the module docstring. An :class:`Instance` here is one cluster."""
+
+    name = PROVIDER
+    timing_phases = ("create_to_complete", "kubeconfig", "api_reachable", "delete")
+
+    spec: MagnumSettings
+
+    def __repr__(self) -> str:
+        return f"MagnumDriver(template={self.spec.cluster_template!r})"
+
+    # -- REST -------------------------------------------------------------------------------------
+    @property
+    def coe(self) -> Any:
+        return self.conn.container_infrastructure_management
+
+    def _request(self, method: str, path: str, json: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204),
+                 retry: bool = True) -> Any:
+        def once() -> Any:
+            resp = getattr(self.coe, method)(path, json=json, headers=API_VERSION) if json is not None else \
+                getattr(self.coe, method)(path, headers=API_VERSION)
+            if resp.status_code >= 500:
+                err = MagnumError(f"Magnum {method.upper()} {path}: HTTP {resp.status_code}: {_message(resp)}")
+                err.status_code = resp.status_code  # type: ignore[attr-defined]
+                raise err
+            if resp.status_code not in ok:
+                raise MagnumError(f"Magnum {method.upper()} {path}: HTTP {resp.status_code}: {_message(resp)}")
+            return resp
+        if not retry:
+            return once()
+        return self._call(f"Magnum {method.upper()} {path}", once)
+
+    def _get_cluster(self, ident: str) -> dict[str, Any] | None:
+        """The cluster, or None when Magnum does not show it (404; or the 400 Magnum answers for a
+        cluster whose row exists before its nodegroups, right after the create: master_count 0)."""
+        resp = self._request("get", f"/clusters/{ident}", ok=(200, 400, 404))
+        if resp.status_code == 400 and "master_count" not in resp.text:
+            raise MagnumError(f"Magnum GET /clusters/{ident}: HTTP 400: {_message(resp)}")
+        return resp.json() if resp.status_code == 200 else None
+
+    # -- template -----------------------------------------------------------------------------------
+    def template(self) -> dict[str, Any]:
+        """The cluster template by name; made from ``magnum.template`` when missing."""
+        name = self.spec.cluster_template
+        resp = self._request("get", f"/clustertemplates/{name}", ok=(200, 404, 409))
+        if resp.status_code == 200:
+            return resp.json()
+        if resp.status_code == 409:
+            raise MagnumError(f"magnum.cluster_template: several templates are named {name!r}; use its uuid")
+        spec = self.spec.template
+        if spec is None:
+            names = [t["name"] for t in self._request("get", "/clustertemplates").json().get("clustertemplates", [])]
+            raise MagnumError(f"magnum.cluster_template: no template {name!r} (templates: {names}); set "
+                              "magnum.template to have it made")
+        body: dict[str, Any] = {
+            "name": name, "coe": "kubernetes", "image_id": spec.image, "flavor_id": spec.flavor,
+            "master_flavor_id": spec.master_flavor or spec.flavor, "server_type": spec.server_type,
+            "labels": spec.labels, "public": spec.public}
+        for key, value in (("network_driver", spec.network_driver), ("docker_volume_size", spec.docker_volume_size),
+                           ("external_network_id", spec.external_network), ("dns_nameserver", spec.dns_nameserver)):
+            if value is not None:
+                body[key] = value
+        log.info("creating Magnum cluster template %s", name)
+        return self._request("post", "/clustertemplates", json=body, retry=False).json()
+
+    # -- hooks ----------------------------------------------------------------------------------------
+    def preflight(self, demands: list[Demand]) -> None:
+        self.conn  # noqa: B018 - unknown cloud / missing credentials raise as they are
+        try:
+            template = self.template()
+        except MagnumError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - cannot use the cloud
+            raise MagnumError(f"cannot read Magnum: {type(exc).__name__}: {_first_line(exc)}") from None
+        wanted = "bm" if self.spec.platform == Platform.CONTAINER_ON_BARE_METAL.value else "vm"
+        if template.get("server_type") and template["server_type"] != wanted:
+            raise MagnumError(f"magnum.platform: {self.spec.platform} needs a template with server_type {wanted!r}; "
+                              f"{template['name']!r} has {template['server_type']!r}")
+        if template.get("coe") != "kubernetes":
+            raise MagnumError(f"magnum.cluster_template: {template['name']!r} is coe {template.get('coe')!r}, "
+                              "not kubernetes")
+
+    def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
+        template = self.template()
+        name = resource_name(tags.run_id, ROLE, 0)
+        labels = {**self.spec.labels, **tags.as_dict()}
+        body: dict[str, Any] = {"name": name, "cluster_template_id": template["uuid"], "node_count": demand.count,
+                                "master_count": self.spec.master_count, "labels": labels, "merge_labels": True,
+                                "create_timeout": self.spec.create_timeout_minutes}
+        if self.spec.flavor:
+            body["flavor_id"] = self.spec.flavor
+        if self.spec.keypair:
+            body["keypair"] = self.spec.keypair
+        started = time.monotonic()
+        resp = self._request("post", "/clusters", json=body, retry=False)
+        uuid = resp.json()["uuid"]
+        inst = Instance(id=uuid, name=name, platform=demand.platform, provider=PROVIDER, tags=tags, role=ROLE,
+                        details={"kind": "cluster", "template": template["name"], "node_count": demand.count,
+                                 "requested_at": started})
+        log.info("Magnum cluster %s (%s) requested: %d node(s), template %s", name, uuid, demand.count,
+                 template["name"])
+        return [inst]
+
+    def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
+        for inst in instances:
+            started = float(inst.details.get("requested_at", time.monotonic()))  # type: ignore[arg-type]
+            last = "not visible yet"
+            while True:
+                cluster = self._get_cluster(inst.id)
+                if cluster is not None:
+                    last = f"{cluster.get('status')} ({cluster.get('status_reason') or ''})"
+                    if cluster.get("status") == "CREATE_COMPLETE":
+                        break
+                    if cluster.get("status") in FAILED:
+                        raise MagnumError(f"Magnum cluster {inst.name} {cluster['status']}: "
+                                          f"{cluster.get('status_reason') or 'no reason given'}"
+                                          + (f"; faults: {cluster['faults']}" if cluster.get("faults") else ""))
+                if deadline.expired():
+                    raise WaitTimeout(f"Magnum cluster {inst.name} not CREATE_COMPLETE within "
+                                      f"{deadline.seconds:.0f} s (last: {last})")
+                time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
+            inst.timings["create_to_complete"] = round(time.monotonic() - started, 3)
+            inst.address = cluster.get("api_address")
+            inst.details.update(api_address=cluster.get("api_address"), node_addresses=cluster.get("node_addresses"),
+                                coe_version=cluster.get("coe_version"), status=cluster["status"])
+            inst.details.pop("requested_at", None)
+        return instances
+
+    def write_kubeconfig(self, inst: Instance, path: Path) -> float:
+        """The cluster's kubeconfig at ``path`` (0600), as ``openstack coe cluster config`` makes it."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.x509.oid import NameOID
+
+        started = time.monotonic()
+        ca = self._request("get", f"/certificates/{inst.id}").json()["pem"]
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+            x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters")])).sign(key, hashes.SHA256())
+        cert = self._request("post", "/certificates", json={
+            "cluster_uuid": inst.id, "csr": csr.public_bytes(serialization.Encoding.PEM).decode()}).json()["pem"]
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                    serialization.NoEncryption())
+        server = str(inst.details.get("api_address") or inst.address or "")
+        if not server:
+            raise MagnumError(f"Magnum cluster {inst.name} is CREATE_COMPLETE without an api_address")
+
+        def b64(data: str | bytes) -> str:
+            return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+        text = f"""apiVersion: v1
+kind: Config
+clusters:
+- name: {inst.name}
+  cluster:
+    server: {server}
+    certificate-authority-data: {b64(ca)}
+users:
+- name: admin
+  user:
+    client-certificate-data: {b64(cert)}
+    client-key-data: {b64(key_pem)}
+contexts:
+- name: default
+  context:
+    cluster: {inst.name}
+    user: admin
+current-context: default
+"""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(path, 0o600)
+        seconds = round(time.monotonic() - started, 3)
+        inst.timings["kubeconfig"] = seconds
+        return seconds
+
+    def wait_api(self, inst: Instance, kubeconfig: Path, deadline: Deadline) -> float:
+        """Until the cluster's Kubernetes API answers ``/version`` with the new credentials."""
+        from dlbench.execution.kubernetes import api_client
+
+        started = time.monotonic()
+        url = urlparse(str(inst.details.get("api_address") or inst.address))
+        last = ""
+        while True:
+            try:
+                with socket.create_connection((url.hostname or "", url.port or 443), timeout=3):
+                    pass
+                from kubernetes import client
+
+                client.VersionApi(api_client(str(kubeconfig))).get_code()
+                break
+            except Exception as exc:  # noqa: BLE001 - the API may take a while after CREATE_COMPLETE
+                last = _first_line(exc)
+            if deadline.expired():
+                raise WaitTimeout(f"the Kubernetes API of Magnum cluster {inst.name} ({url.geturl()}) did not "
+                                  f"answer within {deadline.seconds:.0f} s: {last}")
+            time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
+        seconds = round(time.monotonic() - started, 3)
+        inst.timings["api_reachable"] = seconds
+        return seconds
+
+    def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for inst in instances:
+            started = time.monotonic()
+            resp = self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
+            if resp.status_code == 409:  # still being created: Magnum refuses; wait for a final state
+                log.info("Magnum cluster %s busy (%s); waiting to delete it", inst.name, _message(resp))
+            while True:
+                resp = self._request("get", f"/clusters/{inst.id}", ok=(200, 400, 404))
+                if resp.status_code == 404:
+                    break
+                cluster = resp.json() if resp.status_code == 200 else {"status": "CREATE_IN_PROGRESS"}
+                status = cluster.get("status", "")
+                if status == "DELETE_FAILED":
+                    raise MagnumError(f"Magnum cluster {inst.name} DELETE_FAILED: {cluster.get('status_reason')}")
+                if not status.startswith("DELETE") and not status.endswith("IN_PROGRESS"):
+                    self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
+                if deadline.expired():
+                    raise WaitTimeout(f"Magnum cluster {inst.name} not gone within {deadline.seconds:.0f} s "
+                                      f"(last: {status})")
+                time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
+            out[inst.id] = round(time.monotonic() - started, 3)
+            log.info("Magnum cluster %s deleted in %.1f s", inst.name, out[inst.id])
+        return out
+
+    def renew(self, instances: list[Instance], until: datetime) -> None:
+        """Magnum labels are fixed at create: the lease lives on the run's namespace instead."""
+
+    def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
+        found: dict[str, list[Instance]] = {}
+        clusters = self._request("get", "/clusters?limit=1000").json().get("clusters", [])
+        for cluster in clusters:
+            if not str(cluster.get("name", "")).startswith(f"{RESOURCE_PREFIX}-"):
+                continue
+            labels = cluster.get("labels") or {}
+            if "dlbench" not in labels:  # the list view may omit labels: read the cluster
+                labels = (self._get_cluster(cluster["uuid"]) or {}).get("labels") or {}
+            tags = Tags.from_dict(labels)
+            if tags is None or (run_id is not None and tags.run_id != run_id):
+                continue
+            found.setdefault(tags.run_id, []).append(Instance(
+                id=cluster["uuid"], name=cluster["name"], platform=self.spec.platform, provider=PROVIDER,
+                tags=tags, role=ROLE, address=cluster.get("api_address"),
+                details={"kind": "cluster", "status": cluster.get("status")}))
+        return found
+
+
+def _message(resp: Any) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if errors:
+        return "; ".join(str(e.get("detail") or e.get("title")) for e in errors)
+    return str(body)[:300]
+
+
+__all__ = ["ClusterTemplateSpec", "MagnumDriver", "MagnumError", "MagnumSettings"]
