@@ -1,6 +1,5 @@
 # The results explorer (docs/explorer.md): its browser test drives Debian's headless chromium over
-# the DevTools protocol; `make prereqs` (which .ci/run calls) installs it (APT_PACKAGES, mk/reports.mk).
-APT_PACKAGES += chromium
+# the DevTools protocol; `make prereqs` (which .ci/run calls) installs it (APT_PACKAGES += chromium in mk/reports.mk).
 
 .PHONY: explorer test-explorer
 explorer: venv ## serve the results explorer on 127.0.0.1:8089 outside Airflow (the warehouse of DLBENCH_WAREHOUSE_URL)
