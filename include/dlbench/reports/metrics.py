@@ -23,8 +23,8 @@ HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 DIRECTION: dict[str, Direction] = {
     # tf_cnn (the core study's two figures: throughput and elapsed time)
     "throughput": HIGHER, "elapsed_time": LOWER, "measured_time": LOWER, "setup_time": LOWER,
-    "launch_to_end_time": LOWER, "teardown_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER, "step_time_std": LOWER,
-    "step_time_p95": LOWER,
+    "launch_to_end_time": LOWER, "teardown_time": LOWER, "step_time": LOWER, "step_time_mean": LOWER,
+    "step_time_std": LOWER, "step_time_p95": LOWER,
     # dltools (study 001's DL-tool set): seconds per batch per epoch (Table IX), epoch 1's excess over
     # epoch 2 in % (Table XIII); throughput above (images/s, words/s)
     "seconds_per_batch": LOWER, "epoch_time": LOWER, "batch_time_std": LOWER, "batch_time_p95": LOWER,
