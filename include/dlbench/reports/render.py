@@ -139,7 +139,8 @@ def _chart(stats: pd.DataFrame, metric: str, title: str) -> str | None:
     platforms = [p for p in compare.PLATFORM_ORDER if p in set(data["platform"])] + sorted(
         set(data["platform"]) - set(compare.PLATFORM_ORDER))
     width = 0.8 / max(1, len(platforms))
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.3 * len(cases) + 2.5), 4.2), dpi=100)
+    fig_width = max(5.0, 1.3 * len(cases) + 2.5)
+    fig, ax = plt.subplots(figsize=(fig_width, 4.2), dpi=100)
     top = 1.0
     for i, platform in enumerate(platforms):
         rows = data[data["platform"] == platform].set_index("case")
@@ -159,9 +160,12 @@ def _chart(stats: pd.DataFrame, metric: str, title: str) -> str | None:
     ax.set_xticklabels([textwrap.fill(c, 18) for c in cases], fontsize=7)
     ax.set_ylabel("normalized to bare metal", fontsize=8)
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_title(textwrap.fill(title, 80), fontsize=9)
-    fig.legend(loc="lower center", ncol=len(platforms), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    ax.set_title(textwrap.fill(title, int(fig_width * 13)), fontsize=9)
+    # One row of legend entries when they fit (about 1.6 in each), else two per row; inside the image.
+    ncol = len(platforms) if fig_width >= 1.6 * len(platforms) else 2
+    rows = math.ceil(len(platforms) / ncol)
+    fig.legend(loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * rows, 1, 1))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
@@ -505,8 +509,8 @@ def _warnings_html(stats: pd.DataFrame, bad: pd.DataFrame, load: pd.DataFrame | 
     """What a reader must know before believing the answer, in one box."""
     items = []
     if load is not None and not load.empty and load["loaded"].notna().any():
-        items.append(f"{int(load['loaded'].notna().sum())} of {len(load)} jobs ran on a loaded machine (busy CPUs, "
-                     "hypervisor steal or other processes): <a href='#load'>machine load</a>.")
+        items.append(f"{int(load['loaded'].notna().sum())} of {len(load)} executions ran on a loaded machine (busy "
+                     "CPUs, hypervisor steal or other processes): <a href='#load'>machine load</a>.")
     head = compare.headline(stats) if not stats.empty else stats
     if not head.empty:
         flagged = head[head["flags"] != ""]
