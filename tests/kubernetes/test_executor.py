@@ -166,3 +166,54 @@ def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster
     finally:
         backend.release(request, tags, targets)
     assert run_id not in find_namespaces(cluster.api)
+
+
+class RoleProbe(KubernetesExecutor):
+    """A distributed role whose "workload" records its TF_CONFIG and what its peer's DNS name
+    (``<role>-<index>.<headless service>``) resolves to, after ``pause`` seconds."""
+
+    def __init__(self, pause: int = 0, **kwargs) -> None:  # noqa: ANN003
+        super().__init__(**kwargs)
+        self.pause = pause
+
+    def workload_command(self, job, data_dir):  # noqa: ANN001, ANN201
+        from dlbench.execution.kubernetes import role_group, service_name
+
+        make = ("import os,sys,socket;from dlbench.workloads.result import *;"
+                "d=ResultDocument(job_id=sys.argv[2],run_id=sys.argv[3],benchmark=Benchmark(suite='tf_cnn',name='r'),"
+                "environment=Environment(hostname='pod'));d.labels['tf_config']=os.environ['TF_CONFIG'];"
+                "d.labels['resolved']=socket.gethostbyname(sys.argv[4]);d.write(sys.argv[1])")
+        return ["sh", "-c", f'sleep {self.pause}; mkdir -p /tmp/dlbench-result && python -c "{make}" '
+                '"$DLBENCH_RESULT" "$1" "$2" "$3"; python -c "$DLBENCH_EMIT" "$DLBENCH_RESULT"', "sh",
+                job.job_id, job.run_id, f"ps-0.{service_name(role_group(job))}"]
+
+
+def test_distributed_roles_get_tf_config_a_headless_service_and_anti_affinity(cluster, run_id, tmp_path):
+    import json
+
+    from dlbench.execution.kubernetes import role_group, service_name
+
+    ns = cluster.namespace(run_id)
+    spec = json.dumps({"ps": [f"{cluster.machine.address}:2222"], "worker": ["198.18.99.2:2222"]})
+    ps = job(run_id, platform="container_on_bare_metal", role="ps", task_index=0, cluster=spec)
+    worker = job(run_id, platform="container_on_bare_metal", role="worker", task_index=0, cluster=spec)
+    assert role_group(ps) == role_group(worker) != ""
+    result = {}
+    first = threading.Thread(target=lambda: result.update(ps=RoleProbe(pause=12).execute(
+        ps, cluster.target(ns), tmp_path / "ps.json", timeout=120)))
+    first.start()
+    core = client.CoreV1Api(cluster.api)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [p for p in core.list_namespaced_pod(ns).items
+                                               if p.status.phase == "Running"]:
+        time.sleep(0.3)
+    # One node: the second role of the group may not share it (required anti-affinity).
+    doc = RoleProbe(unschedulable_after=2).execute(worker, cluster.target(ns), tmp_path / "w.json", timeout=60)
+    assert doc.status is Status.FAILED and "anti-affinity" in doc.error, doc.error
+    first.join(120)
+    doc = result["ps"]
+    assert doc.status is Status.OK, doc.error
+    assert json.loads(doc.labels["tf_config"]) == {"cluster": json.loads(spec), "task": {"type": "ps", "index": 0}}
+    assert doc.labels["resolved"] == cluster.machine.address  # ps-0.<service> -> the node (host network)
+    svc = core.read_namespaced_service(service_name(role_group(ps)), ns)
+    assert svc.spec.cluster_ip == "None" and svc.spec.selector == {"dlbench.group": role_group(ps)}

@@ -113,3 +113,55 @@ def test_unschedulable_and_missing_image_are_reported_like_kubernetes(cluster, r
     core.delete_namespace(ns)
     _wait("pods gone", lambda: not core.list_pod_for_all_namespaces(label_selector="dlbench=1").items or
           all(p.metadata.namespace != ns for p in core.list_pod_for_all_namespaces().items))
+
+
+def test_tls_requires_a_client_certificate_signed_by_the_cluster_ca(tmp_path):
+    """How Magnum's kubeconfigs authenticate: HTTPS, a client certificate signed by --client-ca.
+    No node needed (nothing is scheduled)."""
+    import base64
+    import ssl
+    import subprocess
+    import urllib.request
+
+    from kubernetes import config
+
+    from tests.kubernetes.conftest import free_port, k8s_standin
+
+    def sh(*argv: str) -> None:
+        subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path)
+
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+       "-subj", "/CN=standin-ca")
+    for name, subj, ext in (("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1"),
+                            ("client", "/CN=admin/O=system:masters", "extendedKeyUsage=clientAuth")):
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+           "-subj", subj)
+        (tmp_path / f"{name}.ext").write_text(ext + "\n")
+        sh("openssl", "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+           "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext")
+    port = free_port()
+    proc = k8s_standin.start(tmp_path / "state", [], port, tls={
+        "cert": str(tmp_path / "server.crt"), "key": str(tmp_path / "server.key"),
+        "client_ca": str(tmp_path / "ca.crt")})
+    try:
+        def b64(name: str) -> str:
+            return base64.b64encode((tmp_path / name).read_bytes()).decode()
+
+        kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "magnum",
+                      "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}",
+                                                             "certificate-authority-data": b64("ca.crt")}}],
+                      "users": [{"name": "admin", "user": {"client-certificate-data": b64("client.crt"),
+                                                           "client-key-data": b64("client.key")}}],
+                      "contexts": [{"name": "magnum", "context": {"cluster": "c", "user": "admin"}}]}
+        api = config.new_client_from_config_dict(kubeconfig)
+        assert client.VersionApi(api).get_code().git_version.endswith("standin")
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "tls-ok"}})
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))  # no client certificate
+        try:
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/version", context=context, timeout=10)
+            raise AssertionError("a request without a client certificate was answered")
+        except (ssl.SSLError, ConnectionError, OSError):
+            pass
+        assert "tls-ok" in [n.metadata.name for n in client.CoreV1Api(api).list_namespace().items]  # still serving
+    finally:
+        k8s_standin.stop(proc)

@@ -148,6 +148,31 @@ def client_for(access: KubernetesAccess) -> Any:
     return api_client(access.kubeconfig, access.conn_id, access.context)
 
 
+def role_group(job: Job) -> str:
+    """The group of a distributed role (the same for every role of one cell: its cluster spec), or ''."""
+    if "role" not in job.args or "cluster" not in job.args:
+        return ""
+    return hashlib.sha256(f"{job.run_id}/{job.args['cluster']}".encode()).hexdigest()[:12]
+
+
+def service_name(group: str) -> str:
+    return f"dlbench-{group}"
+
+
+def ensure_headless_service(core: Any, ns: str, group: str, run_id: str) -> None:
+    """The group's headless Service (``clusterIP: None``): each role resolves as
+    ``<role>-<index>.dlbench-<group>``. Created by the first role; removed with the run's namespace."""
+    from kubernetes.client.exceptions import ApiException
+
+    body = {"metadata": {"name": service_name(group), "labels": {**k8s_labels(run_id), "dlbench.group": group}},
+            "spec": {"clusterIP": "None", "selector": {"dlbench.group": group}, "publishNotReadyAddresses": True}}
+    try:
+        core.create_namespaced_service(ns, body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
 def cluster_facts(api: Any, node_name: str | None) -> dict[str, str]:
     """CNI (by its DaemonSet), kubelet and runtime versions of ``node_name`` (or the first node)."""
     from kubernetes import client
@@ -227,6 +252,23 @@ class KubernetesExecutor(Executor):
             selector["kubernetes.io/hostname"] = access.node_name  # type: ignore[union-attr]
         if selector:
             pod_spec["nodeSelector"] = selector
+        group = role_group(job)
+        if group:
+            # A distributed role: TF_CONFIG, a stable DNS name through the group's headless Service
+            # (<role>-<index>.<service>), and never two roles of a group on one node.
+            role, index = str(job.args["role"]), int(job.args.get("task_index", 0))
+            labels["dlbench.group"] = group
+            env.append({"name": "TF_CONFIG", "value": json.dumps(
+                {"cluster": json.loads(str(job.args["cluster"])), "task": {"type": role, "index": index}})})
+            pod_spec["hostname"] = label_value(f"{role}-{index}").lower().replace("_", "-").replace(".", "-")
+            pod_spec["subdomain"] = service_name(group)
+            # Peers reach a role at its node's address (the scenario's cluster spec): bind its port there.
+            own = (json.loads(str(job.args["cluster"])).get(role) or [""] * (index + 1))[index]
+            port = own.rpartition(":")[2]
+            if port.isdigit() and not any(p["containerPort"] == int(port) for p in container["ports"]):
+                container["ports"].append({"containerPort": int(port), "hostPort": int(port), "protocol": "TCP"})
+            pod_spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"dlbench.group": group}}, "topologyKey": "kubernetes.io/hostname"}]}}
         if target.data_dir:
             pod_spec["volumes"] = [{"name": "data", "hostPath": {"path": target.data_dir, "type": "Directory"}}]
             container["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": job.suite != "disk"}]
@@ -260,7 +302,10 @@ class KubernetesExecutor(Executor):
             batch.patch_namespaced_job(name, ns, {"spec": {"activeDeadlineSeconds": max(1, elapsed)}})
 
         try:
-            batch.create_namespaced_job(ns, self.job_manifest(job, target, name, timeout))
+            manifest = self.job_manifest(job, target, name, timeout)
+            if role_group(job):
+                ensure_headless_service(core, ns, role_group(job), job.run_id)
+            batch.create_namespaced_job(ns, manifest)
             with on_stop(stop, stop_action, name=f"stop-{name}") as watch:
                 error, pod = self._wait(batch, core, ns, name, timeout)
             ended = time.monotonic()
