@@ -49,6 +49,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from dlbench.reports import compare, metrics
+from dlbench.reports.stats import t_cdf
 from dlbench.warehouse.models import BaselinePin, Benchmark, Execution, Run, Sample
 
 ALPHA = 0.01
@@ -81,52 +82,6 @@ class Regression:
         p = "" if self.p_value is None else f", p={self.p_value:.2g}"
         return (f"{self.case} [{self.platform}] {self.metric}: {self.baseline:.4g} -> {self.current:.4g} {self.unit} "
                 f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s))")
-
-
-# --- Student's t distribution (no SciPy in the controller's environment) -----------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Numerical Recipes, modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-12:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
 
 
 # --- the test on one case ----------------------------------------------------------------------

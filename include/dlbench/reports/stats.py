@@ -166,6 +166,14 @@ def t_two_sided_p(t: float, df: float) -> float:
     return betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom (one-sided tests: regressions)."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * t_two_sided_p(t, df)
+    return 1.0 - tail if t > 0 else tail
+
+
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile (0.5 < p < 1) of Student's t with ``df`` degrees of freedom."""
     if not 0.5 < p < 1.0:
