@@ -256,3 +256,12 @@ def test_no_emulated_warning_without_emulated_documents(engine, tmp_path):
     load_documents(engine, [tf_doc(p, 0, 100.0, 10.0) for p in ("bare_metal", "virtual_machine")])
     assert "emulated" not in build_report(engine, "r1", tmp_path / "r").read_text()
     assert "WARNING" not in text_table(engine, "r1")
+
+
+def test_dltools_cases_are_named_by_dataset_and_batch():
+    """Table VII's batch sizes are separate cases of one network: the name must tell them apart."""
+    from dlbench.reports.compare import cell_name
+
+    params = {"dataset": "cifar10", "batch_size": 64, "data": "synthetic", "epochs": 2}
+    assert cell_name("dltools", "resnet50", params) == "resnet50 cifar10 batch 64"
+    assert cell_name("dltools", "resnet50", {**params, "batch_size": 32}) != cell_name("dltools", "resnet50", params)
