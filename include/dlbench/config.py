@@ -145,7 +145,7 @@ class BenchmarkRequest(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"providers: each provider at most once (got {', '.join(names)})")
         for platform in self.platforms:
-            offering = [p.name for p in self.providers if platform in p.platforms]
+            offering = [p.name for p in self.offering(platform)]
             if not offering:
                 allowed = sorted({q.value for p in self.providers for q in p.platforms})
                 raise ValueError(f"platforms: {platform.value!r} is not offered by provider "
@@ -164,14 +164,23 @@ class BenchmarkRequest(BaseModel):
         """The first provider: the run's only one in the common case."""
         return self.providers[0]
 
+    def offering(self, platform: Platform) -> list[ProviderSettings]:
+        """The providers that would provision ``platform``. A provider whose settings declare one
+        platform for their cluster (``magnum.platform``, ``kubernetes.platform``) takes it from the
+        others that merely can host it (Ironic's containers on bare metal next to a Kubernetes
+        cluster on bare metal: the cluster's run)."""
+        offering = [p for p in self.providers if platform in p.platforms]
+        declared = [p for p in offering if getattr(p, "platform", None) == platform.value]
+        return declared or offering
+
     def provider_for(self, platform: Platform) -> ProviderSettings:
         """The provider that provisions ``platform`` in this run."""
-        return next(p for p in self.providers if platform in p.platforms)
+        return self.offering(platform)[0]
 
     def for_provider(self, settings: ProviderSettings) -> BenchmarkRequest:
         """This request narrowed to one provider and the platforms it provisions (what that
         provider's backend sees when a run has several)."""
-        platforms = [p for p in self.platforms if p in settings.platforms]
+        platforms = [p for p in self.platforms if p in settings.platforms and self.provider_for(p) is settings]
         return self.model_copy(update={"providers": [settings], "platforms": platforms})
 
     @property

@@ -58,8 +58,8 @@ def test_provider_settings_are_one_union_and_other_providers_objects_are_refused
     assert parse_request(request.model_dump(mode="json")) == request  # the normalized form round-trips (XCom)
     with pytest.raises(ConfigError, match="ironic: settings given but provider is 'local'"):
         parse_request({"provider": "local", "ironic": {"cloud": "prod"}})
-    with pytest.raises(ConfigError, match="provider: unknown provider 'magnum'"):
-        parse_request({"provider": "magnum"})
+    with pytest.raises(ConfigError, match="provider: unknown provider 'openshift'"):
+        parse_request({"provider": "openshift"})
 
 
 def test_janitor_clouds_come_from_configuration():

@@ -254,6 +254,31 @@ def _wait_ssh(address: str, deadline: float) -> None:
     raise RuntimeError(f"node {address} does not answer SSH")
 
 
+def _ssh(key: Path, address: str) -> list[str]:
+    return ["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+            "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{address}"]
+
+
+def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline: float) -> None:
+    """The devcloud has no registry: images named in the label ``devcloud_preload_images`` are
+    copied from this host's Docker engine into every node's engine (what a pull would do)."""
+    for node in nodes:
+        while subprocess.run([*_ssh(key, node["address"]), "docker", "info"], capture_output=True,
+                             timeout=30).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Docker engine of node {node['name']} does not answer")
+            time.sleep(0.5)
+        for image in images:
+            save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            load = subprocess.run([*_ssh(key, node["address"]), "docker", "load"], stdin=save.stdout,
+                                  capture_output=True, timeout=max(deadline - time.monotonic(), 30))
+            save.stdout.close()  # type: ignore[union-attr]
+            err = save.stderr.read().decode(errors="replace") if save.stderr else ""
+            if save.wait() != 0 or load.returncode != 0:
+                raise RuntimeError(f"could not put image {image} on node {node['name']}: "
+                                   f"{err.strip()[-300:]} {load.stderr.decode(errors='replace').strip()[-300:]}")
+
+
 def _start_standin(uuid: str, directory: Path, nodes: list[dict[str, Any]], key: Path,
                    tls: dict[str, str]) -> tuple[Any, int]:
     repo = Path(CONF.devcloud.repo)
@@ -327,6 +352,9 @@ def _create(uuid: str, timeout_min: int | None) -> None:
                         deadline)
         for node in nodes:
             _wait_ssh(node["address"], deadline)
+        preload = [i.strip() for i in labels.get("devcloud_preload_images", "").split(",") if i.strip()]
+        if preload:
+            _preload(preload, nodes, key, deadline)
         tls = _server_cert(cluster, ctx, directory)
         proc, port = _start_standin(uuid, directory, nodes, key, tls)
         _PROCS[uuid] = proc

@@ -87,7 +87,7 @@ class CompositeBackend(ProviderBackend):
     def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
         errors = []
         for settings, backend in self.parts:
-            mine = [t for t in targets if t.platform in settings.platforms]
+            mine = [t for t in targets if request.provider_for(t.platform) is settings]
             try:
                 backend.release(request.for_provider(settings), tags, mine)
             except Exception as exc:  # noqa: BLE001 - release every provider, then report
@@ -113,6 +113,10 @@ def backend_for(settings: ProviderSettings) -> ProviderBackend:
         from dlbench.pipeline.kubernetes_backend import KubernetesBackend
 
         return KubernetesBackend(settings)  # type: ignore[arg-type]
+    if settings.name == "magnum":
+        from dlbench.pipeline.magnum_backend import MagnumBackend
+
+        return MagnumBackend(settings)  # type: ignore[arg-type]
     from dlbench.pipeline.machines import MachineBackend
     from dlbench.provisioning.registry import driver_for
 

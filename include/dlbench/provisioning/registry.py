@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter
 from dlbench.provisioning.base import Driver
 from dlbench.provisioning.ironic import IronicDriver, IronicSettings
 from dlbench.provisioning.kubernetes import KubernetesSettings
+from dlbench.provisioning.magnum import MagnumDriver, MagnumSettings
 from dlbench.provisioning.nova import NovaDriver, NovaSettings
 from dlbench.provisioning.settings import LocalSettings, MachineSettings, ProviderSettings
 
@@ -23,6 +24,7 @@ PROVIDERS: dict[str, tuple[type[ProviderSettings], type[Driver] | None]] = {
     "ironic": (IronicSettings, IronicDriver),
     "nova": (NovaSettings, NovaDriver),
     "kubernetes": (KubernetesSettings, None),  # an existing cluster: dlbench.pipeline.kubernetes_backend
+    "magnum": (MagnumSettings, MagnumDriver),  # a cluster per run: dlbench.pipeline.magnum_backend
 }
 """name -> (settings model, driver class or None when the provider provisions nothing)."""
 
