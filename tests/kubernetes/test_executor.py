@@ -12,7 +12,7 @@ import time
 from kubernetes import client
 
 from dlbench.execution import executor_for
-from dlbench.execution.kubernetes import RESULT_PATH, KubernetesExecutor, decode_result
+from dlbench.execution.kubernetes import RESULT_PATH, KubernetesExecutor, decode_result, k8s_labels
 from dlbench.workloads.result import ResultDocument, Status
 from tests.execution.conftest import job
 
@@ -38,7 +38,10 @@ def test_job_succeeds_and_its_document_comes_back_through_the_log(cluster, run_i
     assert "host network" in doc.labels["k8s_cni_note"] and doc.labels["k8s_node"] == cluster.node_name
     assert doc.environment.container.inside
     print(f"submit-to-result {took:.1f} s (workload elapsed {doc.sample('elapsed_time').value:.1f} s)")
-    assert _pods(cluster, ns) == []  # the Job and its pod are deleted
+    assert _pods(cluster, ns) == []  # the Job and its pod are deleted, and so is the container on the node
+    with cluster.machine.host() as host:
+        status, out = host.run(["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={ns}"], 30)
+    assert status == 0 and out.split() == [], out
 
 
 class BigDocument(KubernetesExecutor):
@@ -166,6 +169,23 @@ def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster
     finally:
         backend.release(request, tags, targets)
     assert run_id not in find_namespaces(cluster.api)
+    # The janitor: a namespace whose lease lapsed is deleted; one without our label never is.
+    from datetime import UTC, datetime, timedelta
+
+    from dlbench.pipeline.kubernetes_backend import _annotations
+
+    core = client.CoreV1Api(cluster.api)
+    dead = Tags(run_id=f"{run_id}d", lease_until=datetime.now(UTC) - timedelta(minutes=1))
+    core.create_namespace({"metadata": {"name": f"dlbench-{run_id}d", "labels": k8s_labels(dead.run_id),
+                                        "annotations": _annotations(dead)}})
+    core.create_namespace({"metadata": {"name": f"theirs-{run_id}", "annotations": _annotations(dead)}})
+    actions, _ = sweep(settings, lambda _t: True, api=cluster.api)
+    mine = [a for a in actions if a.run_id.startswith(run_id)]
+    assert [(a.run_id, a.released) for a in mine] == [(dead.run_id, True)] and "lease lapsed" in mine[0].reason
+    time.sleep(1.5)  # Terminating -> gone
+    names = [n.metadata.name for n in core.list_namespace().items]
+    assert f"dlbench-{run_id}d" not in names and f"theirs-{run_id}" in names
+    core.delete_namespace(f"theirs-{run_id}")
 
 
 class RoleProbe(KubernetesExecutor):
