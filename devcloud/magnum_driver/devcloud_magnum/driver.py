@@ -217,6 +217,8 @@ def _undeploy(nodes: list[dict[str, Any]]) -> None:
                             _ironic("PUT", f"/v1/nodes/{node['uuid']}/states/provision", {"target": "deleted"})
                             break
                         except RuntimeError as exc:
+                            if str(exc).partition("while it is in state")[2].lstrip("\\\" ").startswith("available"):
+                                break  # undeployed meanwhile
                             if "HTTP 409" not in str(exc) or attempt == 49:
                                 raise
                             time.sleep(0.2)
