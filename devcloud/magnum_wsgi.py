@@ -1,7 +1,9 @@
 """Serve the real magnum-api WSGI app with gunicorn on 127.0.0.1 (devcloud/magnumcloud.py).
 
-``python magnum_wsgi.py <magnum.conf> <port>``: like wsgirun.py, but Magnum's WSGI module parses
-``sys.argv`` with oslo.config at import, so the config file is passed there.
+``python magnum_wsgi.py magnum-api <magnum.conf> <port>``: like wsgirun.py, but Magnum's WSGI
+module parses ``sys.argv`` with oslo.config at import, so the config file is passed there. The
+name keeps ``magnum-api`` in the command line before gunicorn retitles the process (the
+devcloud's pid checks look for it).
 """
 
 from __future__ import annotations
@@ -25,4 +27,4 @@ class MagnumApp(App):
 
 
 if __name__ == "__main__":
-    MagnumApp(sys.argv[1], int(sys.argv[2])).run()
+    MagnumApp(sys.argv[2], int(sys.argv[3])).run()

@@ -107,7 +107,7 @@ def env() -> dict[str, str]:
 def services() -> list[tuple[str, list[str], str]]:
     conf = str(MAGNUM_DIR / "magnum.conf")
     return [
-        ("magnum-api", [venv("python"), str(HERE / "magnum_wsgi.py"), conf, str(PORT)], "wsgirun.py magnum-api"),
+        ("magnum-api", [venv("python"), str(HERE / "magnum_wsgi.py"), "magnum-api", conf, str(PORT)], "magnum-api"),
         ("magnum-conductor", [venv("magnum-conductor"), "--config-file", conf], "magnum-conductor"),
     ]
 
@@ -228,13 +228,15 @@ def status() -> None:
     procs = {name: bool(dc.pid_alive(name, marker)) for name, _, marker in services()}
     print("magnum processes: " + ", ".join(f"{k}={'up' if v else 'DOWN'}" for k, v in procs.items()))
     for state in clusters():
+        if not state.get("uuid"):
+            continue
         nodes = ",".join(str(n.get("name")) for n in state.get("nodes", []))  # type: ignore[union-attr]
         print(f"cluster {state.get('name')} {state.get('uuid')} {state.get('phase')} api={state.get('api_address')} "
               f"nodes={nodes}")
 
 
 def signal_api(sig: int) -> None:
-    pid = dc.pid_alive("magnum-api", "wsgirun.py magnum-api")
+    pid = dc.pid_alive("magnum-api", "magnum-api")
     if not pid:
         raise SystemExit("devcloud: magnum-api is not running")
     for p in [pid, *dc.children(pid)]:
@@ -244,7 +246,7 @@ def signal_api(sig: int) -> None:
 def fault(knob: str, n: int | None) -> None:
     """The Magnum knobs (docs/magnum.md)."""
     if knob == "magnum-api-stop":
-        pid = dc.pid_alive("magnum-api", "wsgirun.py magnum-api")
+        pid = dc.pid_alive("magnum-api", "magnum-api")
         if pid:
             dc.stop_group([pid, *dc.children(pid)], 10)
         (dc.RUN / "magnum-api.pid").unlink(missing_ok=True)
@@ -261,7 +263,7 @@ def fault(knob: str, n: int | None) -> None:
         FAULT_FILE.unlink(missing_ok=True)
     elif knob == "magnum-reset":
         FAULT_FILE.unlink(missing_ok=True)
-        if not dc.pid_alive("magnum-api", "wsgirun.py magnum-api"):
+        if not dc.pid_alive("magnum-api", "magnum-api"):
             fault("magnum-api-start", None)
 
 

@@ -62,8 +62,10 @@ def _state_path(uuid: str) -> Path:
     return _clusters_dir() / uuid / "state.json"
 
 
-def _write_state(cluster_uuid: str, **fields_: Any) -> dict[str, Any]:
+def _write_state(cluster_uuid: str, create: bool = True, **fields_: Any) -> dict[str, Any]:
     path = _state_path(cluster_uuid)
+    if not create and not path.exists():
+        return {}
     path.parent.mkdir(parents=True, exist_ok=True)
     with _LOCK:
         state = json.loads(path.read_text()) if path.exists() else {}
@@ -402,10 +404,25 @@ def _teardown(uuid: str) -> None:
         except OSError:
             pass
     _undeploy(state.get("nodes") or [])
-    _write_state(uuid, standin_pid=None, nodes=[])
+    _write_state(uuid, create=False, standin_pid=None, nodes=[])
+
+
+_DELETING: set[str] = set()
 
 
 def _delete(uuid: str) -> None:
+    with _LOCK:
+        if uuid in _DELETING:
+            return  # one delete per cluster (the periodic sync may ask again while one runs)
+        _DELETING.add(uuid)
+    try:
+        _delete_once(uuid)
+    finally:
+        with _LOCK:
+            _DELETING.discard(uuid)
+
+
+def _delete_once(uuid: str) -> None:
     started = time.monotonic()
     try:
         ctx = _admin()
