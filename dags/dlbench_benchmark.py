@@ -113,12 +113,13 @@ PARAMS = {
         description="A run id to compare with; empty = the pinned baseline (dlbench baseline pin), else the "
         "last 8 runs of each case.",
     ),
-    # One settings object per cloud provider (the request's discriminated union, docs/openstack.md).
+    # One settings object per provider (the request's discriminated union, docs/openstack.md): the
+    # clouds', an existing Kubernetes cluster's, and this host's (local: gpus, VMs).
     **{name: Param(None, type=["null", "object"], title=f"{name} settings (provider {name})",
                    description=f"Used when {name} is the provider or one of the providers: "
                    + " ".join((model.__doc__ or "").split())
                    + f" Fields: dlbench.provisioning.{name}.{model.__name__}.")
-       for name, (model, driver) in PROVIDERS.items() if driver is not None},
+       for name, (model, _) in PROVIDERS.items()},
 }
 
 
