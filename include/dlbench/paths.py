@@ -1,7 +1,9 @@
-"""Where dlbench keeps its state on the controller: one place for every path.
+"""Where dlbench keeps its state on this host: one place for every local path.
 
 ``DLBENCH_HOME`` (default: ``<repo>/data`` for a checkout, ``~/.dlbench`` otherwise) holds the
-SQLite warehouse, the raw result archive, generated datasets, reports and per-run secrets.
+SQLite warehouse, generated datasets, and the staging copies of documents and reports. What
+tasks hand to each other goes through the shared store (:mod:`dlbench.storage`, default
+``file://`` this same directory) and run secrets (:mod:`dlbench.pipeline.run_secrets`).
 """
 
 from __future__ import annotations
@@ -35,5 +37,6 @@ def reports_dir() -> Path:
 
 
 def runs_dir() -> Path:
-    """Per-run private state (SSH keys...), never sent through XCom."""
+    """Legacy per-run local state; per-run state is now ``runs/<run>`` in the shared store and
+    secrets are run secrets. Still removed by release, for runs started by an older version."""
     return home() / "runs"

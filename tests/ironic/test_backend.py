@@ -20,6 +20,7 @@ from dlbench.config import Job, parse_request, plan_jobs
 from dlbench.execution import executor_for
 from dlbench.execution.base import ExecutionError
 from dlbench.execution.targets import Target
+from dlbench.pipeline import run_secrets
 from dlbench.pipeline.machines import generate_keypair, key_dir
 from dlbench.pipeline.providers import backend_for
 from dlbench.provisioning.base import Tags
@@ -46,7 +47,8 @@ def run_smoke(req: Any, run_id: str, target: Target, suffix: str = "") -> Result
     job = plan_jobs(req, run_id)[0]
     job = job.model_copy(update={"job_id": f"{job.job_id[:20]}{suffix}", "platform": target.platform})
     archive = paths.results_dir() / run_id / f"{job.job_id}.json"
-    doc = executor_for(target).execute(job, target, archive, timeout=300)
+    with run_secrets.materialized([target.to_xcom()]) as (local,):  # what run_job does: the key for this job only
+        doc = executor_for(target).execute(job, Target.from_xcom(local), archive, timeout=300)
     assert ResultDocument.read(archive).job_id == job.job_id
     return doc
 
@@ -61,8 +63,11 @@ def test_two_nodes_from_the_node_image_run_workloads_with_the_run_key(clean_clou
         assert len(targets) == 2 and len({t.instance_id for t in targets}) == 2
         key = tmp_path / "unused"
         if not SSH_KEY:
-            key = key_dir(run_id) / "id_ed25519"
-            assert targets[0].access.key_path == str(key) and stat.S_IMODE(key.stat().st_mode) == 0o600
+            # The run's key is a run secret, named by reference; as a file only inside a job.
+            assert targets[0].access.key_path == run_secrets.ref(run_id, run_secrets.SSH_KEY)
+            assert not key_dir(run_id).exists()
+            with run_secrets.secret_file(run_id, run_secrets.SSH_KEY) as key:
+                assert stat.S_IMODE(key.stat().st_mode) == 0o600
             other, _ = generate_keypair(tmp_path / "other")  # the node accepts the run's key only
             with pytest.raises(ExecutionError, match="not reachable over SSH"):
                 wait_reachable(str(targets[0].address), "root", str(other), timeout=3, interval=0.5)
@@ -80,6 +85,7 @@ def test_two_nodes_from_the_node_image_run_workloads_with_the_run_key(clean_clou
         backend.release(req, tags, targets)
     assert_no_leaks(clean_cloud)
     assert not key_dir(run_id).exists()  # the run's key is gone with the release
+    assert run_secrets.get_secret(run_id, run_secrets.SSH_KEY) is None
     docs = [ResultDocument.read(p) for p in (paths.results_dir() / run_id).glob("*.json")]
     timing_docs = [d for d in docs if d.benchmark.suite == "provisioning"]
     assert len(timing_docs) == 2
@@ -165,7 +171,8 @@ def test_workload_crash_is_a_failed_document_and_release_still_cleans(clean_clou
         job = plan_jobs(req, run_id)[0]
         crashing = Job.model_validate({**job.model_dump(), "args": {**job.args, "model": "no-such-model"}})
         archive = paths.results_dir() / run_id / f"{crashing.job_id}.json"
-        doc = executor_for(targets[0]).execute(crashing, targets[0], archive, timeout=120)
+        with run_secrets.materialized([targets[0].to_xcom()]) as (local,):
+            doc = executor_for(targets[0]).execute(crashing, Target.from_xcom(local), archive, timeout=120)
         assert doc.status is Status.FAILED and "exited with status" in (doc.error or "")
         assert ResultDocument.read(archive).status is Status.FAILED
     finally:

@@ -85,14 +85,14 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud, monkeypatch, capfd):
     from dlbench.pipeline import machines
 
     keys: list[str] = []
-    original = machines.generate_keypair
+    original = machines.generate_key
 
-    def recording(directory):  # noqa: ANN001, ANN202 - records the run's private key to look for it later
-        path, public = original(directory)
-        keys.append(path.read_text())
-        return path, public
+    def recording():  # noqa: ANN202 - records the run's private key to look for it later
+        private, public = original()
+        keys.append(private)
+        return private, public
 
-    monkeypatch.setattr(machines, "generate_keypair", recording)
+    monkeypatch.setattr(machines, "generate_key", recording)
     run, states = run_ironic(dag, ["bare_metal"], nodes={"bare_metal": 2})
     assert str(run.state).endswith("success"), states
     assert all(v.endswith("success") for k, v in states.items() if k[0] == "run_job"), states

@@ -137,31 +137,31 @@ STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
 
 def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False,
                     released_runs: set[str] | None = None) -> list[dict[str, str]]:
-    """Remove the private state (SSH keys, known_hosts) of runs that are over, from this worker's
-    ``$DLBENCH_HOME/runs``: expired, DAG run no longer running, or released in this sweep. A setup
-    that failed removes its own; this catches a process that was killed before it could."""
+    """Remove the private state of runs that are over: their secrets (the SSH key: an Airflow
+    Variable, :mod:`dlbench.pipeline.run_secrets`) and their state in the shared store
+    (``runs/<run>``: tags, known_hosts), when expired, DAG run no longer running, or released in
+    this sweep. A setup that failed removes its own; this catches a process that was killed before
+    it could (its tags are written before its key, so a killed setup's key is always found)."""
     import json
-    import shutil
     import time
 
-    from dlbench import paths
-    from dlbench.pipeline.machines import RUN_STATE_TAGS
+    from dlbench import storage
+    from dlbench.pipeline.machines import RUN_STATE_TAGS, remove_run_state
 
     now = now or datetime.now(UTC)
-    root = paths.runs_dir()
+    store = storage.store()
     actions = []
-    for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
-        if not run_dir.is_dir():
-            continue
+    for run_id in store.children("runs"):
         try:
-            tags = Tags.from_dict(json.loads((run_dir / RUN_STATE_TAGS).read_text()))
+            tags = Tags.from_dict(json.loads(store.read_text(storage.run_state_key(run_id, RUN_STATE_TAGS))))
         except (OSError, ValueError):
             tags = None
         if tags is None:
-            if time.time() - run_dir.stat().st_mtime < STATE_WITHOUT_TAGS_MAX_AGE_S:
+            modified = store.modified(storage.run_state_key(run_id))
+            if modified is not None and time.time() - modified < STATE_WITHOUT_TAGS_MAX_AGE_S:
                 continue
             reason = "no readable tags and older than a day"
-        elif run_dir.name in (released_runs or set()):
+        elif run_id in (released_runs or set()):
             reason = "its resources were released in this sweep"
         elif tags.expired(now):
             reason = f"expired at {tags.expires_at.isoformat()}"
@@ -170,8 +170,8 @@ def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_
         else:
             continue
         if not dry_run:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        actions.append({"run_id": run_dir.name, "reason": reason})
+            remove_run_state(run_id)
+        actions.append({"run_id": run_id, "reason": reason})
     return actions
 
 

@@ -5,9 +5,11 @@ delete / find; this backend owns everything providers share:
 
 1. **plan**: machines per platform (``nodes``), container platforms on the host platform's
    machines when ``share_nodes``;
-2. **run key**: a fresh ed25519 key per run (0600, under ``$DLBENCH_HOME/runs/<run>/ssh``), its
-   public half in every machine's boot config; the private key never travels (not in XCom, not
-   in targets: they carry its path);
+2. **run key**: a fresh ed25519 key per run, its public half in every machine's boot config; the
+   private key is a run secret (:mod:`dlbench.pipeline.run_secrets`: an Airflow Variable inside
+   Airflow, deleted at release), never in XCom: targets carry a reference to it, and each task
+   that needs it as a file gets a 0600 temporary copy for its own duration; the pinned host keys
+   (``known_hosts``) and the run's tags are per-run state in the shared store (docs/storage.md);
 3. **create -> wait ready -> reachable over SSH -> prepare -> stage data**, per machine in
    parallel, each phase timed (the driver's own phases plus ``reachable_over_ssh``, ``prepare``,
    ``stage_data``);
@@ -60,33 +62,67 @@ RUN_STATE_TAGS = "tags.json"
 
 
 def key_dir(run_id: str) -> Path:
+    """Legacy per-worker place of a run's key (before the key became a run secret); only removed."""
     return paths.runs_dir() / run_id / "ssh"
 
 
-def generate_keypair(directory: Path) -> tuple[Path, str]:
-    """A fresh ed25519 keypair: (private key path, OpenSSH public key line). 0700 dir, 0600 key."""
+def generate_key() -> tuple[str, str]:
+    """A fresh ed25519 keypair in memory: (OpenSSH private key PEM, OpenSSH public key line)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                 serialization.NoEncryption())
+    return private.decode(), public_line(private.decode())
+
+
+def public_line(private_pem: str) -> str:
+    """The OpenSSH public key line of a private key (``ssh-ed25519 AAAA... dlbench``)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_ssh_private_key(private_pem.encode(), password=None)
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    path = directory / "id_ed25519"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(private)
-    os.chmod(path, 0o600)
-    line = public.decode() + " dlbench"
+    return public.decode() + " dlbench"
+
+
+def generate_keypair(directory: Path) -> tuple[Path, str]:
+    """A fresh ed25519 keypair as files: (private key path, OpenSSH public key line). 0700 dir,
+    0600 key. For tools and tests that want a key on disk; a run's key is a run secret instead."""
+    from dlbench.pipeline.run_secrets import write_private
+
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    private, line = generate_key()
+    path = write_private(directory / "id_ed25519", private)
     path.with_suffix(".pub").write_text(line + "\n")
     return path, line
 
 
+def run_key(run_id: str) -> tuple[str, str]:
+    """The run's key (private PEM, public line): the one made by another provider of the same run
+    (CompositeBackend: one key per run), else a new one kept as the run's secret."""
+    from dlbench.pipeline import run_secrets
+
+    existing = run_secrets.get_secret(run_id, run_secrets.SSH_KEY)
+    if existing:
+        return existing, public_line(existing)
+    private, public = generate_key()
+    run_secrets.put_secret(run_id, run_secrets.SSH_KEY, private)
+    return private, public
+
+
 def remove_run_state(run_id: str) -> None:
-    """The run's private state on this worker (key, known_hosts): gone on every exit path."""
-    shutil.rmtree(paths.runs_dir() / run_id, ignore_errors=True)
+    """The run's secrets and its state in the store (tags, known_hosts), and any legacy local
+    state on this worker: gone on every exit path."""
+    from dlbench import storage
+    from dlbench.pipeline import run_secrets
+
+    try:
+        run_secrets.delete_secrets(run_id)
+    finally:
+        storage.store().remove(storage.run_state_key(run_id))
+        shutil.rmtree(paths.runs_dir() / run_id, ignore_errors=True)
 
 
 # --- the plan ----------------------------------------------------------------------------------
@@ -192,20 +228,20 @@ class MachineBackend(ProviderBackend):
 
     def _acquire(self, request: BenchmarkRequest, tags: Tags, demands: list[Demand], work: Deadline,
                  generated: bool) -> list[Target]:
+        from dlbench import storage
+        from dlbench.pipeline import run_secrets
+
         s = self.settings
-        existing = key_dir(tags.run_id) / "id_ed25519"
-        if generated and existing.exists() and existing.with_suffix(".pub").exists():
-            # another provider of the same run made it (CompositeBackend): one key per run
-            key_path, public = existing, existing.with_suffix(".pub").read_text().strip()
-        elif generated:
-            key_path, public = generate_keypair(key_dir(tags.run_id))
+        store = storage.store()
+        # The run's tags first (no secret), so the janitor can tell when the run's state is over even
+        # if this process is killed right after making the key.
+        store.write_text(storage.run_state_key(tags.run_id, RUN_STATE_TAGS), json.dumps(tags.as_dict()))
+        if generated:
+            _, public = run_key(tags.run_id)
+            key_ref = run_secrets.ref(tags.run_id, run_secrets.SSH_KEY)
         else:
-            key_path = Path(str(s.ssh_key_path))
+            key_ref = str(s.ssh_key_path)  # the user's own key: a path that must exist on every worker
             public = Path(f"{s.ssh_key_path}.pub").read_text().strip()
-            key_dir(tags.run_id).mkdir(parents=True, exist_ok=True)
-        # The run's tags beside its key (no secret), so the janitor can tell when the key's run is over.
-        (key_dir(tags.run_id).parent / RUN_STATE_TAGS).write_text(json.dumps(tags.as_dict()))
-        known_hosts = str(key_dir(tags.run_id) / "known_hosts")
         boot = BootConfig(public_key=public, user_data=f"#cloud-config\n# dlbench run {tags.run_id}\n")
         deadline = Deadline(min(s.ready_timeout, max(work.remaining(), 0.1)),
                             f"machines of run {tags.run_id} ready")
@@ -214,8 +250,16 @@ class MachineBackend(ProviderBackend):
             by_platform[Platform(demand.platform)] = self.driver.create(demand, tags, boot, deadline)
         machines = self._machines(request, by_platform)
         self.driver.wait_ready([m.instance for m in machines], deadline)
-        self._make_ready(request, machines, str(key_path), known_hosts, work)
-        return self._targets(request, tags, by_platform, machines, str(key_path), known_hosts)
+        hosts_key = storage.run_state_key(tags.run_id, run_secrets.KNOWN_HOSTS)
+        with run_secrets.private_dir(tags.run_id) as private:
+            key_path = (str(run_secrets.write_private(private / "id_ed25519", run_key(tags.run_id)[0]))
+                        if generated else key_ref)
+            known_hosts = private / run_secrets.KNOWN_HOSTS
+            known_hosts.write_text(store.read_text(hosts_key) if store.exists(hosts_key) else "")
+            self._make_ready(request, machines, key_path, str(known_hosts), work)
+            store.write_text(hosts_key, known_hosts.read_text())  # pinned on first use, for every worker
+        # Targets name the key by reference and known_hosts by the store's key; run_job materialises both.
+        return self._targets(request, tags, by_platform, machines, key_ref, run_secrets.STORE_REF + hosts_key)
 
     def _machines(self, request: BenchmarkRequest, by_platform: dict[Platform, list[Instance]]) -> list[Machine]:
         machines: dict[str, Machine] = {}
@@ -382,7 +426,7 @@ def archive_timings(targets: list[Target], run_id: str, provider: str, deleted: 
         if target.instance_id in deleted:
             timings[delete_phase] = deleted[target.instance_id]
         doc = timings_document(run_id, provider, target.name, target.platform.value, timings, index=len(seen) - 1)
-        written.append(doc.write(archive.archive_path(run_id, doc.job_id)))
+        written.append(Path(archive.publish(run_id, doc.write(archive.archive_path(run_id, doc.job_id)))))
     if written:
         log.info("provisioning timings archived for %d machine(s)", len(written))
     return written

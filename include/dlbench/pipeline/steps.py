@@ -195,11 +195,15 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
     req = request_from(request) if request is not None else None
     the_job = Job.model_validate(job)
     seconds = job_timeout_for(the_job, timeout, max_timeout)
+    from dlbench.pipeline.run_secrets import materialized
+
     with job_progress(the_job.label, seconds, _position(req, the_job)):
-        if req is not None and tags is not None:
-            with backend_for_request(req).keep_alive(tags_from(tags)):
-                return _run_job(job, targets, seconds)
-        return _run_job(job, targets, seconds)
+        # The run's key (a run secret) and pinned host keys as private files for this task only.
+        with materialized(targets) as local_targets:
+            if req is not None and tags is not None:
+                with backend_for_request(req).keep_alive(tags_from(tags)):
+                    return _run_job(job, local_targets, seconds)
+            return _run_job(job, local_targets, seconds)
 
 
 PROGRESS_INTERVAL_S = 60.0
@@ -253,15 +257,33 @@ def job_progress(label: str, timeout: float, position: str = "", interval: float
 
 
 def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
-    from dlbench.execution import executor_for
-
     the_job = Job.model_validate(job)
     all_targets = [Target.from_xcom(t) for t in targets]
     target = pick_target(the_job, all_targets)
     archive = archive_path(the_job.run_id, the_job.job_id)
+    staged: list[Path] = [archive]
+    try:
+        return _run_staged(the_job, target, all_targets, archive, timeout, staged)
+    finally:
+        _publish(the_job.run_id, staged)
+
+
+def _publish(run_id: str, staged: list[Path]) -> None:
+    """The job's documents (its own, a scenario's roles) from this worker's staging to the store."""
+    from dlbench.warehouse import archive
+
+    for path in dict.fromkeys(staged):
+        if path.exists():
+            archive.publish(run_id, path)
+
+
+def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
+                staged: list[Path]) -> dict[str, Any]:
+    from dlbench.execution import executor_for
+
     try:
         if the_job.scenario is not Scenario.SINGLE:
-            return _run_scenario(the_job, all_targets, archive, timeout)
+            return _run_scenario(the_job, all_targets, archive, timeout, staged)
         if target.skip_reason:
             raise JobSkipped(target.skip_reason)
         with network_endpoint(the_job, target, all_targets) as (peer, path):
@@ -295,12 +317,19 @@ def _conclude(doc: ResultDocument, the_job: Job, archive: Path, where: str) -> d
     return summary
 
 
-def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float) -> dict[str, Any]:
+def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float,
+                  staged: list[Path] | None = None) -> dict[str, Any]:
     """A distributed or shared cell: its roles run together; the cell's document aggregates them."""
     from dlbench.pipeline.scenarios import ScenarioSkipped, run_scenario
 
+    def role_path(j: Job) -> Path:
+        path = archive_path(j.run_id, j.job_id)
+        if staged is not None:
+            staged.append(path)
+        return path
+
     try:
-        doc = run_scenario(job, targets, timeout, lambda j: archive_path(j.run_id, j.job_id))
+        doc = run_scenario(job, targets, timeout, role_path)
     except ScenarioSkipped as exc:
         raise JobSkipped(str(exc)) from None
     return _conclude(doc, job, archive, targets[0].name if len(targets) == 1 else doc.labels.get("placement", ""))
@@ -370,9 +399,8 @@ def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     problems = []
     from dlbench.warehouse import archive
 
-    directory = archive.archive_dir(safe_run_id(run_id))
-    for path in archive.archive_files(directory) if directory.exists() else []:
-        doc = ResultDocument.read(path)
+    for item in archive.run_documents(safe_run_id(run_id)):
+        doc = item if isinstance(item, ResultDocument) else ResultDocument.read(item)
         if doc.benchmark.suite == "provisioning" or is_role_document(doc.labels):
             continue  # per-node provisioning timings and a scenario's roles: not cells of the matrix
         counts[doc.status.value] += 1
@@ -408,9 +436,8 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
     db.upgrade(engine)
-    directory = archive.archive_dir(safe)
-    documents = archive.archive_files(directory) if directory.exists() else []
-    archived = archive.read_run_info(directory) if directory.exists() else None
+    documents = archive.run_documents(safe)  # from the shared store: any worker's documents
+    archived = archive.run_info(safe)
     if archived:
         info = load.RunInfo.from_archive(archived)
     else:
@@ -424,13 +451,16 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
 
 def report_run(run_id: str, url: str | None) -> dict[str, str]:
     """Regenerate the run's report from the warehouse: HTML path and the text table."""
+    from dlbench import storage
     from dlbench.reports import build_report, text_table
     from dlbench.warehouse import db
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
-    html = build_report(engine, safe, paths.reports_dir() / safe)
-    return {"html": str(html), "table": text_table(engine, safe)}
+    html = build_report(engine, safe, paths.reports_dir() / safe)  # staged here, then into the store
+    store = storage.store()
+    store.upload_dir(html.parent, f"reports/{safe}")
+    return {"html": store.url_of(f"reports/{safe}/{html.name}"), "table": text_table(engine, safe)}
 
 
 def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None,
@@ -447,9 +477,9 @@ def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None
                               **({"window": window} if window else {}))
     items = [r.as_dict() for r in found]
     text = "\n".join(str(r) for r in found) or "no regression"
-    out = paths.reports_dir() / safe
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "regressions.json").write_text(json.dumps({"run_id": safe, "baseline_run": baseline_run,
-                                                      "regressions": items}, indent=2))
+    from dlbench import storage
+
+    storage.store().write_text(f"reports/{safe}/regressions.json", json.dumps(
+        {"run_id": safe, "baseline_run": baseline_run, "regressions": items}, indent=2))
     log.info("regressions of run %s: %s", safe, text)
     return {"run_id": safe, "count": len(found), "regressions": items, "text": text}

@@ -17,20 +17,19 @@ from __future__ import annotations
 
 import html
 import logging
+import mimetypes
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dlbench import paths
 from dlbench.ui import explorer
 from dlbench.ui.charts import bar_chart, line_chart
 from dlbench.ui.page import PAGE
@@ -40,13 +39,18 @@ _FILE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(html|png|csv|json|txt|svg)$")
 _NAME = re.compile(r"^[A-Za-z0-9_. +#=/%()-]{1,200}$")
 
 
-def _reports() -> list[tuple[str, datetime, Path]]:
-    root = paths.reports_dir()
+def _reports() -> list[tuple[str, datetime, str]]:
+    """(run id, written at, key of its report.html) of every report in the shared store
+    (:mod:`dlbench.storage`: the store the report task wrote to), newest first."""
+    from dlbench import storage
+
+    store = storage.store()
     found = []
-    for directory in root.iterdir() if root.exists() else []:
-        page = directory / "report.html"
-        if directory.is_dir() and page.exists() and _RUN_ID.match(directory.name):
-            found.append((directory.name, datetime.fromtimestamp(page.stat().st_mtime, UTC), page))
+    for run in store.children("reports"):
+        key = f"reports/{run}/report.html"
+        if _RUN_ID.match(run) and store.exists(key):
+            when = store.modified(key)
+            found.append((run, datetime.fromtimestamp(when or 0, UTC), key))
     return sorted(found, key=lambda item: item[1], reverse=True)
 
 
@@ -233,12 +237,22 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         return regression.pins(warehouse())
 
     @app.get("/runs/{run_id}/{name}")
-    def report_file(run_id: str, name: str) -> FileResponse:
+    def report_file(run_id: str, name: str) -> Response:
+        from dlbench import storage
+
         if not _RUN_ID.match(run_id) or not _FILE.match(name) or ".." in run_id:
             raise HTTPException(status_code=404, detail="no such report")
-        path = paths.reports_dir() / run_id / name
-        if not path.is_file():
-            raise HTTPException(status_code=404, detail="no such report")
-        return FileResponse(path)
+        store = storage.store()
+        key = f"reports/{run_id}/{name}"
+        local = store.local_path(key)
+        if local is not None:
+            if not local.is_file():
+                raise HTTPException(status_code=404, detail="no such report")
+            return FileResponse(local)
+        try:
+            data = store.read_bytes(key)
+        except FileNotFoundError:
+            raise HTTPException(status_code=404, detail="no such report") from None
+        return Response(content=data, media_type=mimetypes.guess_type(name)[0] or "application/octet-stream")
 
     return app

@@ -1,5 +1,11 @@
-"""The raw result archive: ``$DLBENCH_HOME/results/<run_id>/<job_id>.json``, plus one
-``run.info.json`` per run (its request, DAG, provider and tags: the archive describes itself).
+"""The raw result archive: ``results/<run_id>/<job_id>.json`` in the shared store
+(:mod:`dlbench.storage`; default ``$DLBENCH_HOME/results``), plus one ``run.info.json`` per run
+(its request, DAG, provider and tags: the archive describes itself).
+
+Executors write a document to this worker's staging path (:func:`archive_path`, under
+``$DLBENCH_HOME/results``) and the job step publishes it to the store (:func:`publish`); with the
+default ``file://$DLBENCH_HOME`` store both are the same file and publishing does nothing. Loads
+read the store (:func:`run_documents`), so any worker loads what any other worker archived.
 
 Executors write every document here *before* it is loaded, so the warehouse can always be
 rebuilt from files (after a migration, on another database, after a failed load). This module
@@ -43,20 +49,61 @@ RUN_INFO = "run.info.json"
 """Per run: ``{"run_id", "dag_id", "provider", "profile", "scheduled", "request", "tags"}``."""
 
 
-def write_run_info(run_id: str, info: dict[str, Any]) -> Path:
-    """Archive what the controller knows about a run (no secrets: request and tags only),
-    atomically (write then rename), so ``reload-archive`` rebuilds the run row completely."""
-    path = archive_dir(run_id) / RUN_INFO
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"run_id": run_id, **info}, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+def archive_key(run_id: str, name: str) -> str:
+    """The document's key in the store: ``results/<run_id>/<name>``."""
+    return f"results/{_component('run_id', run_id)}/{_component('name', name)}"
+
+
+def publish(run_id: str, path: str | os.PathLike[str]) -> str:
+    """Put a staged document into the shared store (atomically: readers see all of it or nothing);
+    the staged copy is dropped when the store is elsewhere. Returns where it is now."""
+    from dlbench import storage
+
+    source = Path(path)
+    store = storage.store()
+    key = archive_key(run_id, source.name)
+    where = store.upload(source, key)
+    if store.local_path(key) is None or store.local_path(key).resolve() != source.resolve():  # type: ignore[union-attr]
+        source.unlink(missing_ok=True)
+    return where
+
+
+def write_run_info(run_id: str, info: dict[str, Any]) -> str:
+    """Archive what the controller knows about a run (no secrets: request and tags only) in the
+    store, atomically, so ``reload-archive`` rebuilds the run row completely."""
+    from dlbench import storage
+
+    text = json.dumps({"run_id": run_id, **info}, indent=2, sort_keys=True, default=str) + "\n"
+    return storage.store().write_text(archive_key(run_id, RUN_INFO), text)
 
 
 def read_run_info(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     path = Path(run_dir) / RUN_INFO
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_info(run_id: str) -> dict[str, Any] | None:
+    """The run's ``run.info.json`` from the store (None when it has none)."""
+    from dlbench import storage
+
+    try:
+        return json.loads(storage.store().read_text(archive_key(run_id, RUN_INFO)))
+    except FileNotFoundError:
+        return None
+
+
+def run_documents(run_id: str) -> list[Any]:
+    """Every archived document of a run in the store: local paths on ``file://`` (the warehouse
+    records where each came from), parsed :class:`ResultDocument` objects elsewhere."""
+    from dlbench import storage
+    from dlbench.workloads.result import ResultDocument
+
+    store = storage.store()
+    keys = [k for k in store.list(f"results/{_component('run_id', run_id)}", suffix=".json")
+            if k.rsplit("/", 1)[-1] != RUN_INFO]
+    if store.local:
+        return [store.local_path(k) for k in keys]
+    return [ResultDocument.parse(store.read_text(k)) for k in keys]
 
 
 def archive_files(path: str | os.PathLike[str]) -> list[Path]:
