@@ -98,6 +98,62 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
         nodes.release()
 
 
+@dataclass
+class TwoNodes:
+    """A second stand-in over two devcloud nodes (the tier's node and one more): pods of one run on
+    different nodes, reached at each other's pod IP (the node address: host network)."""
+
+    kubeconfig: str
+    api: Any
+    machines: list[Any]
+    node_names: list[str]
+
+    def targets(self, namespace: str, image: str = "dlbench-workload:latest", **access: Any) -> list[Any]:
+        from dlbench.execution.targets import KubernetesAccess, Target
+
+        return [Target(name=node, platform="container_on_bare_metal", address=machine.address, instance_id=node,
+                       access=KubernetesAccess(image=image, namespace=namespace, kubeconfig=self.kubeconfig,
+                                               node_name=node, **access))
+                for machine, node in zip(self.machines, self.node_names, strict=True)]
+
+    def namespace(self, run_id: str) -> str:
+        return Cluster.namespace(self, run_id)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def two_nodes(cluster: Cluster, conn: Any, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
+              workload_image: str) -> Iterator[TwoNodes]:
+    """The tier's node (workload image already loaded) plus one more deployed through Ironic with
+    the image loaded by ``prepare``, under their own stand-in (module-scoped: one extra node, about
+    80 s). Its stop removes the stand-in containers on both nodes: no test of the tier runs then."""
+    from kubernetes import config
+
+    from dlbench.execution.prepare import prepare
+
+    work = tmp_path_factory.mktemp("k8s2")
+    nodes = Fleet(conn, work)
+    proc = None
+    try:
+        (second,) = nodes.deploy(1, image="dlbench-node")
+        with second.host() as host:
+            prep = prepare(host, host_runtime=False, docker_image=workload_image)
+        require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
+        assert prep.image_loaded, prep.image_reason
+        machines = [cluster.machine, second]
+        names = [f"k8s2-{m.name}".lower() for m in machines]
+        spec = [{"name": n, "address": m.address, "ssh_user": "root", "ssh_key_path": m.key_path,
+                 "labels": {"dlbench.io/pool": "bench"}, "cpu": "2", "memory": "3Gi"}
+                for n, m in zip(names, machines, strict=True)]
+        port = free_port()
+        proc = k8s_standin.start(work / "standin", spec, port)
+        kubeconfig = str(write_kubeconfig(work / "kubeconfig", f"http://127.0.0.1:{port}"))
+        yield TwoNodes(kubeconfig, config.new_client_from_config(config_file=kubeconfig), machines, names)
+    finally:
+        if proc is not None:
+            k8s_standin.stop(proc)
+        nodes.release()
+
+
 @pytest.fixture
 def run_id() -> str:
     return f"k{uuid.uuid4().hex[:10]}"

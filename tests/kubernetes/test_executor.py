@@ -239,12 +239,12 @@ def test_distributed_roles_get_tf_config_a_headless_service_and_anti_affinity(cl
     assert svc.spec.cluster_ip == "None" and svc.spec.selector == {"dlbench.group": role_group(ps)}
 
 
-def test_network_suite_fails_visibly_instead_of_measuring_the_wrong_path(tmp_path):
-    from dlbench.execution.kubernetes import NETWORK_UNSUPPORTED
+def test_network_suite_without_a_peer_fails_visibly_instead_of_measuring_loopback(tmp_path):
+    from dlbench.execution.kubernetes import NETWORK_NO_PEER
     from dlbench.execution.targets import KubernetesAccess, Target
 
     target = Target(name="n", platform="container_on_bare_metal",
                     access=KubernetesAccess(image="x", namespace="ns", kubeconfig="/nonexistent"))
     doc = KubernetesExecutor().execute(job("r1", platform="container_on_bare_metal", suite="network",
                                            command="network"), target, tmp_path / "r.json", timeout=10)
-    assert doc.status is Status.FAILED and doc.error == NETWORK_UNSUPPORTED
+    assert doc.status is Status.FAILED and doc.error == NETWORK_NO_PEER

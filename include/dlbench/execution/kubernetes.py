@@ -30,11 +30,15 @@ pod deleted while it ran; the pod's Warning events are appended.
 The cluster facts a container-on-Kubernetes number went through are recorded in the document's
 ``environment.versions`` and labels: the CNI (from its DaemonSet in ``kube-system``), the node's
 kubelet and container runtime versions, the node name.
+
+The network suite's peer is a pod of the run on another node (:func:`network_endpoint`,
+:func:`network_peer_pod`): the client measures against its ``status.podIP``, through the CNI.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import json
@@ -43,6 +47,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,8 +98,11 @@ CNI_DAEMONSETS = (("kube-flannel", "flannel"), ("flannel", "flannel"), ("calico-
 WAITING_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                     "CreateContainerError", "ErrImageNeverPull")
 POLL_S = 1.0
-NETWORK_UNSUPPORTED = ("the network suite does not run on Kubernetes yet: its peer would have to be a pod on "
-                       "another node (dlbench.pipeline.steps.network_endpoint has no Kubernetes branch)")
+NETWORK_NO_PEER = ("the network suite on Kubernetes measures against a peer pod on another node, and this job "
+                   "has none (no --server: dlbench.pipeline.steps.network_endpoint starts it); refusing to "
+                   "measure the pod's own loopback instead")
+PEER_PORT = 5201
+"""The network peer's iperf3 port (the latency echo is on the next one), as on SSH machines."""
 
 
 # -- labels, names, the connection -----------------------------------------------------------------
@@ -204,6 +212,127 @@ def cluster_facts(api: Any, node_name: str | None) -> dict[str, str]:
     return facts
 
 
+# -- the network suite's peer: a pod of the run on another node ----------------------------------------
+
+def _same_cluster(a: Any, b: Any) -> bool:
+    return (a.kubeconfig, a.conn_id, a.context, a.namespace) == (b.kubeconfig, b.conn_id, b.context, b.namespace)
+
+
+def _node_of(target: Target) -> str:
+    return getattr(target.access, "node_name", None) or target.instance_id or target.name
+
+
+def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterator[tuple[str | None, str]]:
+    """``pipeline.steps.network_endpoint`` for a Kubernetes target (a generator it delegates to):
+    the peer is a pod of the run on **another node** of the same cluster and platform (another
+    target), its address the pod IP the cluster reports, so the number goes pod to pod through the
+    cluster's CNI, which the path label names. One node: the job is skipped, as on SSH machines."""
+    from dlbench.pipeline.steps import JobSkipped
+
+    peers = [t for t in targets if t.platform == target.platform and t.access.kind == "kubernetes"
+             and _same_cluster(t.access, target.access) and _node_of(t) != _node_of(target) and not t.skip_reason]
+    if not peers:
+        raise JobSkipped(f"network suite skipped on {target.platform.value} (Kubernetes): it needs a second node "
+                         f"of the run for its peer pod (the run has one; ask for 2 nodes of {target.platform.value})")
+    peer = sorted(peers, key=lambda t: t.name)[0]
+    with network_peer_pod(peer, job.run_id) as (address, facts):
+        note = f" ({facts['cni_note']})" if facts.get("cni_note") else (
+            " (host network: the pod IP is the node's)" if facts.get("host_network") else "")
+        yield address, (f"pod-to-pod across nodes via {facts.get('cni', 'unknown CNI')}{note} "
+                        f"({_node_of(target)} -> {_node_of(peer)})")
+
+
+@contextlib.contextmanager
+def network_peer_pod(peer: Target, run_id: str, port: int = PEER_PORT, *, api: Any = None,
+                     ready_timeout: float = 90.0) -> Iterator[tuple[str, dict[str, str]]]:
+    """The network servers (the workload image's ``net-serve``, the command the SSH machines' peer
+    container runs) as a pod pinned to ``peer``'s node, labelled with the run; yields (its
+    ``status.podIP``, the cluster facts of its node: ``cni``, ``cni_note``, ``host_network``).
+    The pod is deleted afterwards whatever happens, and its deletion verified."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from dlbench.execution.peer import READY, PeerError
+
+    access: KubernetesAccess = peer.access  # type: ignore[assignment]
+    api = api or client_for(access)
+    core = client.CoreV1Api(api)
+    ns, node = access.namespace, _node_of(peer)
+    name = f"dlbench-netserve-{uuid.uuid4().hex[:8]}"
+    labels = {**k8s_labels(run_id, f"netserve-{port}"), "dlbench.role": "netserve"}
+    annotations = {f"dlbench.io/{k.replace('dlbench.', '')}": v
+                   for k, v in labels_for(run_id, f"netserve-{port}", peer.expires_at).items() if k != "dlbench"}
+    selector = {**(access.node_selector or {}), "kubernetes.io/hostname": node}
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            "spec": {"restartPolicy": "Never", "nodeSelector": selector, "terminationGracePeriodSeconds": 5,
+                     "containers": [{
+                         "name": "netserve", "image": access.image, "imagePullPolicy": access.image_pull_policy,
+                         "command": ["python", "-m", "dlbench.workloads", "net-serve", "--bind", "0.0.0.0",
+                                     "--port", str(port)],
+                         "env": [{"name": k, "value": v} for k, v in WORKLOAD_ENV.items()],
+                         "ports": [{"containerPort": port, "protocol": "TCP", "name": "iperf3"},
+                                   {"containerPort": port + 1, "protocol": "TCP", "name": "echo"}]}]}}
+    facts = cluster_facts(api, node)
+    created = False
+    try:
+        try:
+            core.create_namespaced_pod(ns, body)
+        except ApiException as exc:
+            raise PeerError(f"the cluster refused the network peer pod on {node}: {exc.status} {exc.reason}: "
+                            f"{_api_message(exc)}") from exc
+        created = True
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            pod = core.read_namespaced_pod(name, ns)
+            state = _container_state(pod)
+            text = ""
+            if state is not None and (state.running is not None or state.terminated is not None):
+                text = core.read_namespaced_pod_log(name, ns, container="netserve", _preload_content=False
+                                                    ).data.decode(errors="replace")
+            if READY in text and pod.status.pod_ip and pod.status.phase == "Running":
+                break
+            waiting = state.waiting if state is not None else None
+            if pod.status.phase in ("Failed", "Succeeded") or (waiting is not None
+                                                              and waiting.reason in WAITING_FAILURES):
+                why = waiting.reason if waiting is not None and waiting.reason else pod.status.phase
+                raise PeerError(f"network peer pod {ns}/{name} on {node} did not serve ({why}): {text.strip()[-600:]}"
+                                + _events(core, ns, name))
+            if time.monotonic() > deadline:
+                raise PeerError(f"network peer pod {ns}/{name} on {node} not serving within {ready_timeout:.0f} s "
+                                f"(phase {pod.status.phase}): {text.strip()[-600:]}" + _events(core, ns, name))
+            time.sleep(0.5)
+        facts["host_network"] = "true" if pod.status.pod_ip == pod.status.host_ip else ""
+        log.info("network peer pod %s/%s on %s at %s", ns, name, node, pod.status.pod_ip)
+        yield pod.status.pod_ip, facts
+    finally:
+        if created:
+            _delete_pod(core, ns, name)
+
+
+def _delete_pod(core: Any, ns: str, name: str, timeout: float = 60.0) -> None:
+    """Delete a pod and wait until the API no longer has it (PeerError if it stays)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from dlbench.execution.peer import PeerError
+
+    try:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=5)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise PeerError(f"could not delete network peer pod {ns}/{name}: {exc.status} {exc.reason}") from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespaced_pod(name, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(0.5)
+    raise PeerError(f"network peer pod {ns}/{name} still exists {timeout:.0f} s after its deletion")
+
+
 # -- the executor ------------------------------------------------------------------------------------
 
 class KubernetesExecutor(Executor):
@@ -287,10 +416,10 @@ class KubernetesExecutor(Executor):
         from kubernetes.client.exceptions import ApiException
 
         access = target.access
-        if job.suite == "network":
-            # steps.network_endpoint has no Kubernetes peer yet (it would measure against this
-            # controller's Docker bridge): a visible failure, never a number of the wrong path.
-            return finish(job, None, archive_path, time.monotonic(), error=NETWORK_UNSUPPORTED)
+        if job.suite == "network" and not job.args.get("server"):
+            # Without a peer pod the workload would measure the pod's loopback: a visible failure,
+            # never a number of the wrong path (network_endpoint below gives it its peer).
+            return finish(job, None, archive_path, time.monotonic(), error=NETWORK_NO_PEER)
         api = self.api or client_for(access)  # type: ignore[arg-type]
         batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
         ns = access.namespace  # type: ignore[union-attr]
