@@ -347,6 +347,11 @@ def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterato
     if job.suite != "network":
         yield None, ""
         return
+    if target.access.kind == "kubernetes":  # a pod of the run on another node, through the CNI
+        from dlbench.execution import kubernetes
+
+        yield from kubernetes.network_endpoint(job, target, targets)
+        return
     if target.access.kind in ("ssh", "ssh_docker"):
         peers = [t for t in targets if t.platform == target.platform and t.instance_id != target.instance_id
                  and not t.skip_reason]
