@@ -1,0 +1,21 @@
+# A real multi-worker Airflow deployment on this host (docs/airflow-cluster.md): PostgreSQL,
+# Redis (Celery broker), api-server, scheduler, dag-processor and CLUSTER_WORKERS Celery workers,
+# each worker with its own AIRFLOW_HOME and DLBENCH_HOME; one shared store stands for the bucket.
+CLUSTER_WORKERS ?= 2
+CLUSTER_PORT ?= 8080
+CLUSTER_ARGS ?=
+.PHONY: airflow-cluster test-cluster cluster-prereqs
+
+cluster-prereqs: ## install redis-server and PostgreSQL (Debian, as root) for the Airflow cluster
+	@for p in redis-server postgresql; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
+	  else echo "missing system packages for the cluster:$$missing"; exit 1; fi; \
+	fi
+
+airflow-cluster: venv cluster-prereqs ## multi-worker Airflow (Celery, 2 workers) on http://localhost:8080; Ctrl-C stops it
+	$(PY) -m dlbench.cluster --workers $(CLUSTER_WORKERS) --port $(CLUSTER_PORT) $(CLUSTER_ARGS)
+
+test-cluster: venv cluster-prereqs ## the multi-worker deployment tier (tests/cluster, minutes; not in `make test`)
+	DLBENCH_CLUSTER_TESTS=1 $(PY) -m pytest -ra --durations=10 tests/cluster $(TEST_ARGS)
