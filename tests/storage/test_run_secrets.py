@@ -79,3 +79,20 @@ def test_run_job_gets_the_key_as_a_private_file_for_its_duration_only(store_url,
     xcom = json.dumps([summary, target])
     assert "PRIVATE KEY" not in xcom and private not in xcom
     assert storage.store().exists(f"results/{run}/{job['job_id']}.json")  # published to the store
+
+
+def test_a_clusters_kubeconfig_reference_is_materialised_for_the_task_only(store_url):
+    """Magnum's per-run kubeconfig (a client key): the target carries the reference, the task gets
+    a 0600 file for its duration, and nothing else is touched (SSH targets keep their fields)."""
+    from dlbench.execution.targets import KubernetesAccess
+
+    secret = run_secrets.put_secret("run-k", "kubeconfig-c1", "apiVersion: v1\nkind: Config\n")
+    k8s = Target(name="node-a", platform=Platform.CONTAINER_ON_BARE_METAL,
+                 access=KubernetesAccess(kubeconfig=secret, namespace="dlbench-run-k", node_name="node-a",
+                                         image="dlbench-workload:latest")).to_xcom()
+    with run_secrets.materialized([k8s]) as (resolved,):
+        path = Path(resolved["access"]["kubeconfig"])
+        assert path.read_text().startswith("apiVersion: v1") and stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert "key_path" not in resolved["access"] or resolved["access"].get("key_path") is None
+    assert not path.exists() and k8s["access"]["kubeconfig"] == secret  # the XCom value is untouched
+    run_secrets.delete_secrets("run-k")

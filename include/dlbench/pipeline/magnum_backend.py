@@ -3,7 +3,9 @@ backend on it (docs/magnum.md).
 
 acquire: :meth:`MagnumDriver.preflight` -> ``create`` (one cluster, ``node_count`` = the
 platform's nodes) -> ``wait_ready`` (CREATE_COMPLETE, or CREATE_FAILED with Magnum's reason) ->
-kubeconfig into the run's private directory (0600) -> the cluster's API answers -> the
+kubeconfig kept as a run secret (pipeline/run_secrets.py: like the run's SSH key, never a file on
+a worker's disk between tasks; a 0600 private file only while a task uses it) -> the cluster's API
+answers -> the
 :class:`~dlbench.pipeline.kubernetes_backend.KubernetesBackend` on that kubeconfig makes the run's
 namespace and one :class:`~dlbench.execution.targets.KubernetesAccess` target per node. Any failure
 deletes the cluster (and the kubeconfig) before it propagates. release: the run's namespace, then
@@ -16,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dlbench.config import BenchmarkRequest
 from dlbench.execution.targets import Target
+from dlbench.pipeline import run_secrets
 from dlbench.pipeline.providers import ProviderBackend
 from dlbench.provisioning.base import Demand, Tags
 from dlbench.provisioning.magnum import MagnumDriver, MagnumSettings
@@ -30,10 +34,25 @@ from dlbench.workloads.result import Platform
 log = logging.getLogger(__name__)
 
 
-def kubeconfig_path(run_id: str, cluster_name: str) -> Path:
-    from dlbench.pipeline.machines import key_dir
+KUBECONFIG_SECRET = "kubeconfig-"
+"""Run secret name prefix of a cluster's kubeconfig (a client key and certificate: a secret, kept
+like the run's SSH key, never a file on a worker's disk between tasks; docs/storage.md)."""
 
-    return key_dir(run_id).parent / "magnum" / f"{cluster_name}.kubeconfig"
+
+def kubeconfig_secret(cluster_id: str) -> str:
+    """By the cluster's UUID: its name repeats the run id, which the secret's key already holds
+    (and secret names are short)."""
+    return f"{KUBECONFIG_SECRET}{cluster_id}"
+
+
+@contextlib.contextmanager
+def _kubeconfigs(run_id: str) -> Iterator[list[Path]]:
+    """Every kubeconfig of the run's clusters as 0600 files for the ``with`` block only."""
+    from dlbench.pipeline import run_secrets
+
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(run_secrets.secret_file(run_id, name))
+               for name in run_secrets.secret_names(run_id) if name.startswith(KUBECONFIG_SECRET)]
 
 
 class MagnumBackend(ProviderBackend):
@@ -79,11 +98,14 @@ class MagnumBackend(ProviderBackend):
             instances = self.driver.create(demands[0], tags, _no_boot(), deadline)
             self.driver.wait_ready(instances, deadline)
             cluster = instances[0]
-            path = kubeconfig_path(tags.run_id, cluster.name)
-            self.driver.write_kubeconfig(cluster, path)
-            self.driver.wait_api(cluster, path, Deadline(max(min(s.api_timeout, deadline.remaining()), 1.0),
-                                                         "Kubernetes API"))
-            targets = self._k8s(path).acquire(request, tags)
+            with run_secrets.private_dir(tags.run_id) as directory:
+                path = directory / "kubeconfig"
+                self.driver.write_kubeconfig(cluster, path)
+                secret = run_secrets.put_secret(tags.run_id, kubeconfig_secret(cluster.id), path.read_text())
+                self.driver.wait_api(cluster, path, Deadline(max(min(s.api_timeout, deadline.remaining()), 1.0),
+                                                             "Kubernetes API"))
+                targets = [t.model_copy(update={"access": t.access.model_copy(update={"kubeconfig": secret})})
+                           for t in self._k8s(path).acquire(request, tags)]
         except BaseException:
             with contextlib.suppress(Exception):
                 self.release(request, tags, [])
@@ -96,24 +118,32 @@ class MagnumBackend(ProviderBackend):
         log.info("Magnum cluster %s ready: %s", cluster.name, cluster.timings)
         return out
 
-    def keep_alive(self, tags: Tags) -> contextlib.AbstractContextManager[object]:
-        paths = sorted(kubeconfig_path(tags.run_id, "x").parent.glob("*.kubeconfig"))
-        if not paths:
-            return contextlib.nullcontext()
-        return self._k8s(paths[0]).keep_alive(tags)
+    @contextlib.contextmanager
+    def keep_alive(self, tags: Tags) -> Iterator[object]:
+        """The run's namespace lease renewed while a task lives, through the first cluster's
+        kubeconfig (a private file for that task's duration)."""
+        with _kubeconfigs(tags.run_id) as paths:
+            if not paths:
+                yield None
+                return
+            with self._k8s(paths[0]).keep_alive(tags) as alive:
+                yield alive
 
     def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
         from dlbench.pipeline.machines import archive_timings
 
-        directory = kubeconfig_path(tags.run_id, "x").parent
         errors = []
-        for path in sorted(directory.glob("*.kubeconfig")):
-            try:  # the namespace first (its jobs' containers go with it); the cluster goes anyway
-                from dlbench.pipeline.kubernetes_backend import delete_run
+        try:
+            with _kubeconfigs(tags.run_id) as paths:
+                for path in paths:
+                    try:  # the namespace first (its jobs' containers go with it); the cluster goes anyway
+                        from dlbench.pipeline.kubernetes_backend import delete_run
 
-                delete_run(self._k8s(path).api, tags.run_id)
-            except Exception as exc:  # noqa: BLE001 - the cluster's deletion removes it too
-                log.warning("namespace of run %s on %s: %s", tags.run_id, path.stem, exc)
+                        delete_run(self._k8s(path).api, tags.run_id)
+                    except Exception as exc:  # noqa: BLE001 - the cluster's deletion removes it too
+                        log.warning("namespace of run %s on %s: %s", tags.run_id, path.name, exc)
+        except KeyError as exc:  # a secret already gone: the clusters are deleted by tag below anyway
+            log.warning("run %s: %s", tags.run_id, exc)
         started = time.monotonic()
         try:
             found = self.driver.find(tags.run_id).get(tags.run_id, [])
@@ -121,10 +151,9 @@ class MagnumBackend(ProviderBackend):
         except Exception as exc:  # noqa: BLE001 - the kubeconfig still goes; the janitor retries by label
             errors.append(str(exc))
             deleted = {}
-        for path in directory.glob("*.kubeconfig") if directory.exists() else []:
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            directory.rmdir()
+        for name in run_secrets.secret_names(tags.run_id):
+            if name.startswith(KUBECONFIG_SECRET):
+                run_secrets.delete_secret(tags.run_id, name)
         per_cluster = {t.labels["magnum_cluster_id"]: t for t in targets if t.labels.get("magnum_cluster_id")}
         if per_cluster:  # one provisioning document per cluster (its timings are the cluster's)
             archive_timings([t.model_copy(update={"instance_id": cid, "name": t.labels["magnum_cluster"]})
@@ -142,4 +171,4 @@ def _no_boot() -> Any:
     return BootConfig(public_key="")
 
 
-__all__ = ["MagnumBackend", "kubeconfig_path"]
+__all__ = ["MagnumBackend", "kubeconfig_secret"]

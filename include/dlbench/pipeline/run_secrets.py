@@ -107,6 +107,11 @@ def _write_index(run_id: str, names: list[str]) -> None:
     storage.store().write_text(storage.run_state_key(run_id, INDEX), json.dumps(sorted(set(names))))
 
 
+def secret_names(run_id: str) -> list[str]:
+    """The names of the run's secrets (the index in the store: names only, never values)."""
+    return sorted(set(_index(run_id)))
+
+
 def put_secret(run_id: str, name: str, data: str) -> str:
     """Keep ``data`` as the run's secret ``name``; returns its reference (:func:`ref`)."""
     key = variable_key(run_id, name)
@@ -209,16 +214,26 @@ def secret_file(run_id: str, name: str) -> Iterator[Path]:
         yield write_private(directory / name, value)
 
 
+SECRET_FIELDS = {"kubernetes": "kubeconfig"}
+"""The access field holding a secret reference, per access kind (default ``key_path``: SSH)."""
+
+
+def _secret_field(access: dict) -> str:
+    return SECRET_FIELDS.get(str(access.get("kind")), "key_path")
+
+
 @contextmanager
 def materialized(targets: list[dict]) -> Iterator[list[dict]]:
-    """XCom targets with ``access.key_path`` given as a secret reference turned into a 0600
+    """XCom targets with ``access.key_path`` (a Kubernetes access: ``access.kubeconfig``) given as a
+    secret reference turned into a 0600
     temporary file, and ``access.known_hosts`` given as a store reference (``dlbench-store:<key>``)
     into a private copy of the run's pinned host keys, both for the ``with`` block only. Targets
     without references pass through unchanged."""
     def refs_in(target: dict) -> tuple[tuple[str, str] | None, str | None]:
         access = target.get("access") or {}
         hosts = access.get("known_hosts") or ""
-        return parse_ref(access.get("key_path")), hosts[len(STORE_REF):] if hosts.startswith(STORE_REF) else None
+        secret = parse_ref(access.get(_secret_field(access)))
+        return secret, hosts[len(STORE_REF):] if hosts.startswith(STORE_REF) else None
 
     wanted = [refs_in(t) for t in targets]
     if not any(k or h for k, h in wanted):
@@ -240,7 +255,7 @@ def materialized(targets: list[dict]) -> Iterator[list[dict]]:
                         raise KeyError(f"run {key[0]} has no secret {key[1]!r} (released, or made by a setup that "
                                        "did not finish)")
                     files[key] = str(write_private(directory / f"{len(files)}.{key[1]}", value))
-                access["key_path"] = files[key]
+                access[_secret_field(access)] = files[key]
             if hosts_key is not None:
                 if hosts_key not in hosts:
                     try:
