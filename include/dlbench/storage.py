@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -53,16 +54,23 @@ def _airflow_variable() -> str | None:
         if VARIABLE in _variable_cache:
             return _variable_cache[VARIABLE]
     value: str | None = None
-    try:  # in a task: the Task SDK (API server, secrets backends)
-        from airflow.sdk import Variable
+    # Only where Airflow is already loaded (a task, the API server, a dag.test process): importing
+    # it here would initialise Airflow's configuration in a process that is not an Airflow
+    # component (an executor, the CLI, a test), before its AIRFLOW_HOME is set up, and that
+    # process would then read Variables with another Fernet key. Outside Airflow: env or default.
+    if "airflow.sdk" in sys.modules:
+        try:  # in a task: the Task SDK (API server, secrets backends)
+            from airflow.sdk import Variable
 
-        value = Variable.get(VARIABLE, default=None)
-    except Exception:  # noqa: BLE001 - Airflow absent, or not in a task
+            value = Variable.get(VARIABLE, default=None)
+        except Exception:  # noqa: BLE001 - not in a task
+            value = None
+    if value is None and "airflow.models" in sys.modules:
         try:  # the API server (the UI plugin) and other processes with the metadata DB
             from airflow.models.variable import Variable as CoreVariable
 
             value = CoreVariable.get(VARIABLE, default_var=None)
-        except Exception:  # noqa: BLE001 - no Airflow, or no metadata DB here
+        except Exception:  # noqa: BLE001 - no metadata DB here
             value = None
     with _lock:
         _variable_cache[VARIABLE] = value.strip() if isinstance(value, str) and value.strip() else None

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -59,6 +60,8 @@ def variable_key(run_id: str, name: str) -> str:
 
 
 def _in_airflow_task() -> bool:
+    if "airflow.sdk" not in sys.modules:  # a task has it loaded; never initialise Airflow here
+        return False
     try:
         from airflow.sdk import get_current_context
 
