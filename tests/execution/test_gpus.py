@@ -38,6 +38,12 @@ def test_the_allotment_table(request_, facts, expected):
     assert allot(request_, facts, "m1") == expected
 
 
+def test_a_providers_own_gpu_count_is_a_count_request():
+    """Nova's ``gpus`` is an int (PCI-passthrough GPUs per VM): 2 asks for 2, 0 is auto."""
+    assert allot(2, ENGINE, "vm") == allot("2", ENGINE, "vm")
+    assert allot(0, NONE, "vm") == Allotment() and allot(0, ENGINE, "vm") == allot("auto", ENGINE, "vm")
+
+
 @pytest.mark.parametrize(("request_", "facts", "needle"), [
     ("all", NONE, "gpus=all asks for GPUs but m1 has none"),
     ("5", ENGINE, "gpus=5 asks for 5 GPU(s) but m1 has 4"),

@@ -70,10 +70,15 @@ def test_provisioned_one_emulated_guest_for_both_platforms(guest, vm_image):
 
 
 def test_the_guest_is_its_own_machine_reached_only_with_the_run_key(guest, vm_image, tmp_path):
+    from dlbench.pipeline.run_secrets import materialized
+
     vm = by_platform(guest, "virtual_machine")
-    with RemoteHost.from_access(vm.access) as host:  # type: ignore[arg-type]
-        out = host.check(["sh", "-c", "hostname; uname -r; cat /proc/sys/kernel/random/boot_id; "
-                          "ls /etc/ssh/ssh_host_*_key.pub | wc -l"], 60).split()
+    assert vm.access.key_path.startswith("dlbench-secret:")  # a reference, never a file kept on disk
+    with materialized([vm.to_xcom()]) as (resolved,):  # the run key as a private file, as a job task gets it
+        access = Target.from_xcom(resolved).access
+        with RemoteHost.from_access(access) as host:  # type: ignore[arg-type]
+            out = host.check(["sh", "-c", "hostname; uname -r; cat /proc/sys/kernel/random/boot_id; "
+                              "ls /etc/ssh/ssh_host_*_key.pub | wc -l"], 60).split()
     assert out[0] == guest_hostname(vm.name)  # from the seed's meta-data, made a valid host name
     assert out[1] == vm_image.manifest["kernel"]
     assert out[2] != Path("/proc/sys/kernel/random/boot_id").read_text().strip()  # another kernel, not this host's

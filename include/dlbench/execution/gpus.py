@@ -104,8 +104,12 @@ def local_facts() -> GpuFacts:
     return GpuFacts(count=len(gpus), engine_passes_gpus=passes)
 
 
-def allot(request: str, facts: GpuFacts, machine: str) -> Allotment:
-    """The one rule (see the module docstring); ``machine`` names the machine in skip reasons."""
+def allot(request: str | int, facts: GpuFacts, machine: str) -> Allotment:
+    """The one rule (see the module docstring); ``machine`` names the machine in skip reasons.
+    An int is a provider's own GPU count (Nova's ``gpus``: PCI-passthrough GPUs per VM): N > 0
+    asks for N, 0 means ``auto`` (a flavor without GPUs gives none)."""
+    if isinstance(request, int):
+        request = str(request) if request > 0 else "auto"
     if not GPU_REQUEST.match(request):
         raise ValueError(f"gpus: {request!r} is not one of auto, none, all or a count 1..999")
     have = facts.count
