@@ -23,6 +23,23 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
 
 
+def _empty(chart_id: str, width: int) -> str:
+    return (f'<svg id="{chart_id}" class="chart" width="{width}" height="60" role="img">'
+            f'<text x="10" y="30">no data for this selection</text></svg>')
+
+
+def _frame(chart_id: str, width: int, height: int, title: str, left: float, pw: float,
+           ticks: Sequence[tuple[float, float]]) -> list[str]:
+    """The opening ``<svg>``, the title and the y grid (value, pixel y) both charts share."""
+    out = [f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+           f'<text x="{left}" y="16" font-weight="bold">{html.escape(title)}</text>']
+    for t, y in ticks:
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
+    return out
+
+
 def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: str = "", y_label: str = "",
                title: str = "", width: int = 640, height: int = 300, x_names: Sequence[str] | None = None,
                marks: Mapping[str, Sequence[tuple[float, float]]] | None = None, chart_id: str = "chart") -> str:
@@ -31,8 +48,7 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: 
     left, right, top, bottom = 64, 150, 28, 46
     points = [p for s in series.values() for p in s]
     if not points:
-        return (f'<svg id="{chart_id}" class="chart" width="{width}" height="60" role="img">'
-                f'<text x="10" y="30">no data for this selection</text></svg>')
+        return _empty(chart_id, width)
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1 = min(xs), max(xs)
     if x0 == x1:
@@ -47,12 +63,7 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: 
     def py(y: float) -> float:
         return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
 
-    out = [f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
-           f'<text x="{left}" y="16" font-weight="bold">{html.escape(title)}</text>']
-    for t in yt:
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#ddd"/>'
-                   f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
+    out = _frame(chart_id, width, height, title, left, pw, [(t, py(t)) for t in yt])
     if x_names is not None:
         step = max(1, len(x_names) // 8)
         for i, name in enumerate(x_names):
@@ -92,8 +103,7 @@ def bar_chart(groups: Sequence[str], series: Mapping[str, Sequence[float | None]
     line at ``reference`` (1.0 = bare metal on the normalized scale)."""
     values = [v for vs in series.values() for v in vs if v is not None]
     if not groups or not values:
-        return (f'<svg id="{chart_id}" class="chart" width="{width}" height="60" role="img">'
-                f'<text x="10" y="30">no data for this selection</text></svg>')
+        return _empty(chart_id, width)
     left, right, top, bottom = 64, 190, 28, 140
     pw, ph = width - left - right, height - top - bottom
     yt = _ticks(min(0.0, min(values)), max(max(values), reference or 0) * 1.08)
@@ -105,12 +115,7 @@ def bar_chart(groups: Sequence[str], series: Mapping[str, Sequence[float | None]
     names = list(series)
     group_w = pw / len(groups)
     bar_w = max(2.0, group_w * 0.8 / max(1, len(names)))
-    out = [f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
-           f'<text x="{left}" y="16" font-weight="bold">{html.escape(title)}</text>']
-    for t in yt:
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#ddd"/>'
-                   f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
+    out = _frame(chart_id, width, height, title, left, pw, [(t, py(t)) for t in yt])
     for g, group in enumerate(groups):
         gx = left + g * group_w + group_w * 0.1
         for i, name in enumerate(names):
