@@ -20,14 +20,19 @@ from dlbench.grammar import AbsolutePath, ImageReference, Name
 from dlbench.provisioning.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
 from dlbench.workloads.result import Platform
 
+ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
+"""What a Kubernetes cluster's nodes are, declared by the user (or the Magnum template)."""
+CLUSTER_PLATFORMS: dict[Platform, Runtime] = {
+    Platform.CONTAINER_ON_BARE_METAL: "docker", Platform.CONTAINER_ON_VM: "docker"}
+"""The platforms a Kubernetes cluster hosts (existing or made by Magnum)."""
+
 
 class KubernetesSettings(ProviderSettings):
     """An existing Kubernetes cluster (docs/kubernetes.md)."""
 
     name: Literal["kubernetes"] = "kubernetes"
-    platforms: ClassVar[dict[Platform, Runtime]] = {
-        Platform.CONTAINER_ON_BARE_METAL: "docker", Platform.CONTAINER_ON_VM: "docker"}
-    platform: Literal["container_on_bare_metal", "container_on_vm"] = Field(
+    platforms: ClassVar[dict[Platform, Runtime]] = CLUSTER_PLATFORMS
+    platform: ClusterPlatform = Field(
         default="container_on_bare_metal",
         description="what the cluster's nodes are: bare-metal machines or virtual machines (declared by you)")
     kubeconfig: AbsolutePath | None = Field(default=None, description="kubeconfig path on the Airflow workers")

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.grammar import Name
 from dlbench.provisioning.base import RESOURCE_PREFIX, BootConfig, Demand, Instance, Tags, resource_name
+from dlbench.provisioning.kubernetes import CLUSTER_PLATFORMS, ClusterPlatform
 from dlbench.provisioning.openstack_driver import OpenStackDriver
 from dlbench.provisioning.polling import Deadline, WaitTimeout
 from dlbench.provisioning.settings import OpenStackSettings, Runtime
@@ -82,10 +83,9 @@ class MagnumSettings(OpenStackSettings):
     """A Kubernetes cluster per run from Magnum; jobs run as Kubernetes Jobs on its nodes."""
 
     name: Literal["magnum"] = "magnum"
-    platforms: ClassVar[dict[Platform, Runtime]] = {
-        Platform.CONTAINER_ON_BARE_METAL: "docker", Platform.CONTAINER_ON_VM: "docker"}
+    platforms: ClassVar[dict[Platform, Runtime]] = CLUSTER_PLATFORMS
 
-    platform: Literal["container_on_bare_metal", "container_on_vm"] = Field(
+    platform: ClusterPlatform = Field(
         default="container_on_bare_metal",
         description="what the cluster's nodes are (bm template: bare metal; vm template: virtual machines)")
     cluster_template: Name = Field(default="dlbench-k8s", description="template name (reused, or made from template)")
