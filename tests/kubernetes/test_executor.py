@@ -132,13 +132,31 @@ def test_a_pod_killed_while_it_runs_fails_the_job(cluster, run_id, tmp_path):
 
 
 def test_stop_ends_the_job_through_the_cluster_and_keeps_its_document(cluster, run_id, tmp_path):
+    """The stop comes while the pod runs (seen through the API, then 3 s for TensorFlow to be in
+    its run), and the job could not end by itself before the test's timeout: a fixed delay from
+    submission raced the pod's start on a fast machine (CI: the job finished first)."""
     ns = cluster.namespace(run_id)
-    stop = threading.Event()
-    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
-    threading.Timer(8, stop.set).start()
-    doc = KubernetesExecutor(grace=5).execute(slow, cluster.target(ns), tmp_path / "r.json", timeout=300, stop=stop)
+    stop, seen_running = threading.Event(), []
+    endless = job(run_id, platform="container_on_bare_metal", measured_steps=100000)
+
+    def stop_when_running() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not stop.is_set():
+            if any(p.status.phase == "Running" for p in _pods(cluster, ns)):
+                seen_running.append(time.monotonic())
+                time.sleep(3)
+                stop.set()
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=stop_when_running, daemon=True).start()
+    doc = KubernetesExecutor(grace=5).execute(endless, cluster.target(ns), tmp_path / "r.json", timeout=300,
+                                              stop=stop)
+    assert seen_running, "the pod never ran"
     assert doc.labels.get("stopped_by_executor") == "true", doc.error
-    assert doc.status is Status.FAILED
+    assert doc.status is Status.FAILED and doc.job_id == endless.job_id
+    assert ResultDocument.read(tmp_path / "r.json").labels.get("stopped_by_executor") == "true"
+    assert _pods(cluster, ns) == []
 
 
 def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster, run_id):
