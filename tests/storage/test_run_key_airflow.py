@@ -4,6 +4,7 @@ secrets masker, never in XCom or the logs, and deleted at release."""
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
@@ -73,8 +74,21 @@ def test_the_run_key_is_a_variable_between_tasks_and_a_file_only_during_one(airf
     sync_bag_to_db(bag, "dags-folder", None)  # dag.test() runs serialized DAGs only
     dag = bag.dags["dlbench_test_run_key"]
 
-    with caplog.at_level(logging.DEBUG):
-        run = dag.test()
+    # Every record of dlbench's loggers (the task's own line, run_secrets' and the executors'
+    # logs) at DEBUG, through a handler of our own: what Airflow's logging configuration does with
+    # stdlib records (levels, handlers) depends on what configured it first in this process (in CI
+    # the INFO lines never reached stdout), and the check below must not depend on it.
+    seen, ours = io.StringIO(), logging.getLogger("dlbench")
+    handler, level = logging.StreamHandler(seen), ours.level
+    handler.setLevel(logging.DEBUG)
+    ours.addHandler(handler)
+    ours.setLevel(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            run = dag.test()
+    finally:
+        ours.removeHandler(handler)
+        ours.setLevel(level)
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert all(s.endswith("success") for s in states.values()), states
     path, mode, same, existed_after = record.read_text().split("\n")[:4]
@@ -91,8 +105,8 @@ def test_the_run_key_is_a_variable_between_tasks_and_a_file_only_during_one(airf
     assert keys == []  # deleted at release
     assert xcoms and not any(body in v or "PRIVATE KEY" in v for v in xcoms)
     out, err = capfd.readouterr()
-    logs = caplog.text + out + err
-    assert "job holds the key at" in logs  # the task's own log lines are here
+    logs = seen.getvalue() + caplog.text + out + err
+    assert "job holds the key at" in seen.getvalue()  # the task's own log lines are here
     assert body not in logs and "PRIVATE KEY" not in logs
 
 
