@@ -100,6 +100,12 @@ PARAMS = {
         description="ImageNet TFRecords (train-*) already on every target machine; empty = a generated demo "
         "set, staged to every machine.",
     ),
+    "every_machine": Param(
+        False, type="boolean", title="Every machine (fleet survey)",
+        description="Run every single-scenario job once on each machine of its platform (e.g. each of the "
+        "ironic.nodes.bare_metal nodes) instead of spreading the jobs over the machines: each result is "
+        "labelled with its machine, so a slow node shows up. Not with the distributed or shared scenarios.",
+    ),
     # What a regression against the case's history does (docs/regressions.md); not part of the
     # benchmark request (validate_request leaves these out).
     "on_regression": Param(

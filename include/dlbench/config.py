@@ -88,6 +88,15 @@ class BenchmarkRequest(BaseModel):
         "worker) and the archived request use exactly what was validated, even if the profile is redefined")
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: AbsolutePath | None = None
+    every_machine: bool = Field(
+        default=False, description="run every single-scenario job once on each machine of its platform (a fleet "
+        "survey) instead of spreading the jobs over the machines: each machine's result is labelled with its index, "
+        "so the slow node is found")
+    """A fleet survey. By default a platform's jobs are spread over its machines (a hash of the job
+    id picks one), so with more machines than jobs most machines run nothing and a slow node goes
+    unnoticed. With ``every_machine`` each single-scenario job is planned once per machine
+    (:attr:`Job.machine`); the documents carry the machine's index as the label ``machine``, and the
+    report counts the machines' results as repetition-like samples of the same case."""
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +217,41 @@ class BenchmarkRequest(BaseModel):
                     f"(set {provider.name}.nodes.{platform.value} to {roles} or more)")
         return self
 
+    @model_validator(mode="after")
+    def _every_machine_plannable(self) -> BenchmarkRequest:
+        """``every_machine`` plans one job per machine, so the machines must be known now and each
+        job must run on one machine: a distributed or shared cell places its roles itself."""
+        if not self.every_machine:
+            return self
+        if self.scenarios != [Scenario.SINGLE]:
+            others = ", ".join(s.value for s in self.scenarios if s is not Scenario.SINGLE)
+            raise ValueError(f"every_machine: runs each single-scenario job once per machine; scenario {others} "
+                             "places its roles on the machines itself (ask for scenarios ['single'] only, or set "
+                             "every_machine false)")
+        for platform in self.platforms:
+            self.machine_count(platform)  # raises naming the field when unknown at planning time
+        return self
+
+    def machine_count(self, platform: Platform) -> int:
+        """How many machines ``platform`` gets in this run, as known before anything is provisioned:
+        the provider settings' node count (``ironic.nodes.bare_metal``, shared with the host platform
+        under ``share_nodes``); the embedded provider's host is one machine. Raises ``ValueError``
+        naming ``every_machine`` when the count is decided only at provisioning time (a Kubernetes
+        cluster without ``nodes``: every schedulable node)."""
+        provider = self.provider_for(platform)
+        count = provider.instances_for(platform)
+        if count is not None:
+            return count
+        if isinstance(provider, LocalSettings):
+            return 1  # this host, shared by design
+        raise ValueError(f"every_machine: the number of machines of {platform.value} is decided by the cluster at "
+                         f"provisioning time; set {provider.name}.nodes to plan one job per machine")
+
+    def machines_of(self, platform: Platform) -> list[int | None]:
+        """The :attr:`Job.machine` values a single-scenario job of ``platform`` is planned with:
+        every machine's index with ``every_machine``, else ``[None]`` (one job, target by hash)."""
+        return list(range(self.machine_count(platform))) if self.every_machine else [None]
+
     @property
     def training_distributed_mode(self) -> DistributedMode:
         return self.distributed_mode or self.resolved_profile.scenarios.distributed.mode
@@ -317,11 +361,16 @@ class Job(BaseModel):
     scenario: Scenario = Scenario.SINGLE
     """single: the workload runs once on one target; distributed/shared: the cell of a group of
     cooperating workloads that :mod:`dlbench.pipeline.scenarios` starts, stops and aggregates."""
+    machine: int | None = Field(default=None, ge=0)
+    """The index of the machine this job runs on among its platform's targets (in the stable order
+    of :func:`dlbench.pipeline.steps.pick_target`), set by a fleet survey (``every_machine``); None:
+    the job goes to a machine picked by a hash of its id."""
 
     @property
     def label(self) -> str:
         scenario = [] if self.scenario is Scenario.SINGLE else [self.scenario.value]
-        parts = [self.platform.value, self.suite, *scenario, *(str(v) for v in self.args.values()),
+        machine = [] if self.machine is None else [f"m{self.machine}"]
+        parts = [self.platform.value, self.suite, *scenario, *(str(v) for v in self.args.values()), *machine,
                  f"r{self.repetition}"]
         return "/".join(parts)
 
@@ -351,11 +400,14 @@ class Job(BaseModel):
 
 
 def job_id_for(run_id: str, platform: str, suite: str, args: dict[str, Any], repetition: int,
-               scenario: Scenario = Scenario.SINGLE) -> str:
-    """Deterministic id: re-running a task for the same cell overwrites, never duplicates."""
+               scenario: Scenario = Scenario.SINGLE, machine: int | None = None) -> str:
+    """Deterministic id: re-running a task for the same cell overwrites, never duplicates. A fleet
+    survey's machine index is part of it (one document per machine); without one the id is as before."""
     parts = [run_id, platform, suite, repr(sorted(args.items())), str(repetition)]
     if scenario is not Scenario.SINGLE:
         parts.append(scenario.value)
+    if machine is not None:
+        parts.append(f"machine={machine}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -397,7 +449,9 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
 
 def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
     """Expand a request into jobs. Repetitions are the outer loop, so a run cut short still has
-    a complete first pass over the matrix rather than many repetitions of its first cell."""
+    a complete first pass over the matrix rather than many repetitions of its first cell. With
+    ``every_machine`` each cell is planned once per machine of its platform (machine innermost: a
+    run cut short has surveyed the whole fleet on its first cells)."""
     jobs = []
     profile = request.resolved_profile
     digest = profile_digest(profile)
@@ -407,12 +461,16 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
                 if repetition >= request.repetitions_for(suite):
                     continue
                 for scenario in request.scenarios:
+                    machines = request.machines_of(platform) if scenario is Scenario.SINGLE else [None]
                     for args in suite_cells(request, suite, scenario):
                         timeout, _ = job_timeout(profile, suite.value, args, scenario.value)
-                        jobs.append(Job(
-                            job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario),
-                            run_id=run_id, platform=platform, suite=suite.value, command=SUITE_COMMANDS[suite.value],
-                            args=args, profile=request.profile, repetition=repetition, scenario=scenario,
-                            profile_digest=digest, timeout_s=timeout,
-                        ))
+                        for machine in machines:
+                            jobs.append(Job(
+                                job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario,
+                                                  machine),
+                                run_id=run_id, platform=platform, suite=suite.value,
+                                command=SUITE_COMMANDS[suite.value], args=args, profile=request.profile,
+                                repetition=repetition, scenario=scenario, profile_digest=digest, timeout_s=timeout,
+                                machine=machine,
+                            ))
     return jobs

@@ -142,7 +142,19 @@ def failed_document(job: Job, error: str, output_tail: str = "") -> ResultDocume
     )
     if output_tail:
         doc.labels["output_tail"] = output_tail[-1500:]
+    label_machine(doc, job)
     return doc
+
+
+MACHINE_LABEL = "machine"
+"""A fleet survey's machine index (``every_machine``): which of its platform's machines ran the job."""
+
+
+def label_machine(doc: ResultDocument, job: Job) -> None:
+    """Record the job's machine index (fleet survey) so the warehouse and the report tell nodes
+    apart; the case stays the same (the machines' results are samples of one case)."""
+    if job.machine is not None:
+        doc.labels.setdefault(MACHINE_LABEL, str(job.machine))
 
 
 def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: float, *, error: str = "",
@@ -180,6 +192,7 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
     if was_stopped:
         doc.labels[STOPPED_LABEL] = "true"
     doc.labels.setdefault("job_label", job.label)
+    label_machine(doc, job)
     now = time.monotonic()
     if ended is None:
         # Sample labels stay the same either way (they name a report's case); the document says it.

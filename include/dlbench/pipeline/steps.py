@@ -156,11 +156,37 @@ def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[st
     backend_for_request(req).release(req, tags_from(tags), [Target.from_xcom(t) for t in targets or []])
 
 
+def _natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """``node-2`` before ``node-10``: machine names compared with their numbers as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def machine_order(job: Job, targets: list[Target]) -> list[Target]:
+    """The targets of ``job``'s platform in the order a fleet survey's machine index refers to:
+    by name (numbers compared as numbers), then instance id. Independent of the order the
+    provisioning step listed them in, so every worker maps index i to the same machine."""
+    candidates = [t for t in targets if t.platform == job.platform]
+    return sorted(candidates, key=lambda t: (_natural_key(t.name), t.instance_id))
+
+
 def pick_target(job: Job, targets: list[Target]) -> Target:
+    """The machine a job runs on: with ``job.machine`` (a fleet survey, ``every_machine``) the
+    machine of that index in :func:`machine_order`; else one picked by a hash of the job id (the
+    jobs of a run spread over the platform's machines, the same pick on every worker)."""
     candidates = [t for t in targets if t.platform == job.platform]
     if not candidates:
         raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
-    return candidates[int(job.job_id, 16) % len(candidates)]
+    if job.machine is None:
+        return candidates[int(job.job_id, 16) % len(candidates)]
+    ordered = machine_order(job, targets)
+    if job.machine < len(ordered):
+        return ordered[job.machine]
+    skipped = [t for t in ordered if t.skip_reason]
+    if len(skipped) == len(ordered):
+        return skipped[0]  # the platform is unavailable (one skipped stand-in): the job is skipped with its reason
+    raise ValueError(f"every_machine: job {job.label} is planned for machine {job.machine} of "
+                     f"{job.platform.value}, but the run provisioned {len(ordered)} "
+                     f"({', '.join(t.name for t in ordered)})")
 
 
 def job_timeout_for(job: Job, timeout: float | None = None, max_timeout: float | None = None) -> float:
