@@ -16,12 +16,17 @@ import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
 from dlbench.config import DEFAULT_SUITES, Suite
+from dlbench.pipeline.routing import JOB_TASK, load_routing
 from dlbench.provisioning.registry import PROVIDERS, provider_names
 from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 
+ROUTING = load_routing()
+"""Queues and pools of this deployment (``[dlbench] routing``; docs/scaling.md): read from the
+environment / airflow.cfg at parse time, because a task's queue and pool are fixed then."""
 JOB_POOL = "dlbench_benchmark"
-"""One slot by default: two benchmarks sharing a machine would measure each other."""
+"""Jobs of the default route: one slot by default (one job at a time across all runs); more slots
+are safe because a job holds its machines' lock while it measures (docs/scaling.md)."""
 PROVISION_POOL = "dlbench_provision"
 JOB_TASK_TIMEOUT = timedelta(hours=24)
 """Ceiling of one mapped job task. Each job's own timeout is derived from its profile's planned
@@ -32,6 +37,11 @@ JOB_STOP_GRACE = timedelta(minutes=10)
 
 REGRESSION_PARAMS = ("on_regression", "regression_baseline")
 """Params of the regressions task, not of the benchmark request."""
+
+
+def _queue(queue: str | None) -> dict[str, str]:
+    """``queue=`` for a task when the deployment names one (else Airflow's default queue)."""
+    return {"queue": queue} if queue else {}
 
 
 def _choices(enum: type) -> list[str]:
@@ -199,7 +209,7 @@ def dlbench_benchmark() -> None:
             return tags
 
     @setup
-    @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45))
+    @task(pool=PROVISION_POOL, retries=0, execution_timeout=timedelta(minutes=45), **_queue(ROUTING.setup_queue))
     def provision(request: dict, tags: dict) -> list[dict]:
         from dlbench.pipeline import steps
         from dlbench.pipeline.airflow_support import failures_recorded
@@ -231,7 +241,8 @@ def dlbench_benchmark() -> None:
             raise AirflowSkipException(str(exc)) from None
 
     @teardown(on_failure_fail_dagrun=True)  # a failed release may leak machines: fail the run loudly
-    @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45))
+    @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45),
+          **_queue(ROUTING.setup_queue))
     def release(request: dict | None, tags: dict | None, targets: list[dict] | None) -> None:
         from airflow.sdk.exceptions import AirflowSkipException
 
@@ -243,6 +254,13 @@ def dlbench_benchmark() -> None:
             raise AirflowSkipException(not_run_because(first_failure(ti, "release"), "release"))
         with failures_recorded(ti):
             steps.release(request, tags, targets)
+
+    @task(retries=0, execution_timeout=timedelta(minutes=2))
+    def route_jobs(jobs: list[dict], request: dict, task_id: str, routing: dict) -> list[dict]:
+        """The planned jobs of one job task: those whose provider is routed to it."""
+        from dlbench.pipeline.routing import jobs_for_task, parse_routing
+
+        return jobs_for_task(jobs, request, task_id, parse_routing(routing))
 
     @task(trigger_rule="all_done", retries=2, retry_delay=timedelta(seconds=30))
     def load(request: dict | None) -> dict:
@@ -307,7 +325,16 @@ def dlbench_benchmark() -> None:
     jobs = plan(request)
     tags = run_tags(request)
     targets = provision(request, tags)
-    results = run_job.partial(targets=targets, request=request, tags=tags).expand(job=jobs)
+    if not ROUTING.routes:
+        results = [run_job.partial(targets=targets, request=request, tags=tags).expand(job=jobs)]
+    else:  # one mapped job task per route (its queue, its pool), the rest on run_job
+        routing = ROUTING.model_dump(mode="json")
+        results = []
+        for task_id, extra in [(JOB_TASK, {}), *((r.task_id, {"pool": r.pool, **_queue(r.queue)})
+                                                 for r in ROUTING.routes)]:
+            mine = route_jobs.override(task_id=f"jobs_of_{task_id}")(jobs, request, task_id, routing)
+            results.append(run_job.override(task_id=task_id, **extra)
+                           .partial(targets=targets, request=request, tags=tags).expand(job=mine))
     released = release(request, tags, targets)
     results >> released
     loaded = load(request)

@@ -15,6 +15,11 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
+from dlbench.pipeline.routing import load_routing
+
+SETUP_QUEUE = load_routing().setup_queue
+"""The queue whose workers reach every cloud (``[dlbench] routing``, docs/scaling.md)."""
+
 
 @dag(
     dag_id="dlbench_janitor",
@@ -36,7 +41,7 @@ from airflow.sdk import Param, dag, get_current_context, task
     doc_md=__doc__,
 )
 def dlbench_janitor() -> None:
-    @task
+    @task(**({"queue": SETUP_QUEUE} if SETUP_QUEUE else {}))
     def sweep() -> dict:
         from airflow.sdk import Variable
 

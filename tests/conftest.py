@@ -28,6 +28,13 @@ _SESSION_DIR = Path(tempfile.mkdtemp(prefix="dlbench-tests-"))
 os.environ["AIRFLOW_HOME"] = os.environ.get("DLBENCH_TEST_AIRFLOW_HOME", str(_SESSION_DIR / "airflow"))
 os.environ["DLBENCH_HOME"] = os.environ.get("DLBENCH_TEST_HOME", str(_SESSION_DIR / "dlbench"))
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+# One Fernet key for the session's processes (this one, `airflow db migrate`, the settings loader,
+# dag.test's task runner): without it, whichever imports Airflow first decides the key (the one
+# airflow.cfg gets, or none), and Variables written by one are unreadable ciphertext to another.
+if "AIRFLOW__CORE__FERNET_KEY" not in os.environ:
+    from cryptography.fernet import Fernet
+
+    os.environ["AIRFLOW__CORE__FERNET_KEY"] = Fernet.generate_key().decode()
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 if str(ROOT / "include") not in sys.path:

@@ -236,16 +236,18 @@ PROGRESS_INTERVAL_S = 60.0
 
 
 def _position(request: BenchmarkRequest | None, job: Job) -> str:
-    """``k/N``: the job's place in the run's plan (its Airflow map index + 1 of the planned jobs),
+    """``k/N``: the job's place in the run's plan (its index in the planned jobs + 1),
     or "" outside Airflow or without the request."""
     try:
         from airflow.sdk import get_current_context
 
-        index = int(get_current_context()["ti"].map_index)
-        total = len(plan_jobs(request, job.run_id)) if request is not None else 0
+        get_current_context()
+        planned = [j.job_id for j in plan_jobs(request, job.run_id)] if request is not None else []
     except Exception:  # noqa: BLE001 - progress is informative: never a reason to fail a job
         return ""
-    return f"{index + 1}/{total}" if total and 0 <= index < total else ""
+    # The job's place in the whole plan, not its map index: with routes (several job tasks) each
+    # task's indexes start at 0.
+    return f"{planned.index(job.job_id) + 1}/{len(planned)}" if job.job_id in planned else ""
 
 
 @contextmanager
