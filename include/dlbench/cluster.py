@@ -76,7 +76,8 @@ class Cluster:
 
     def __init__(self, base: Path | None = None, workers: int = 2, concurrency: int = 2,
                  database: str | None = None, api_port: int | None = None,
-                 extra_env: dict[str, str] | None = None, settings: Path = REPO / "airflow_settings.yaml") -> None:
+                 extra_env: dict[str, str] | None = None, settings: Path = REPO / "airflow_settings.yaml",
+                 queues: list[str] | None = None) -> None:
         self.base = Path(base or tempfile.mkdtemp(prefix="dlbench-cluster-")).resolve()
         self.n_workers = workers
         self.concurrency = concurrency
@@ -84,6 +85,9 @@ class Cluster:
         self.api_port = api_port or free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
         self.extra_env = dict(extra_env or {})
+        self.queues = list(queues or [])
+        """Celery queues per worker (``"default,near"``; missing or empty: Airflow's default queue):
+        a worker next to a cloud serves that cloud's route (``[dlbench] routing``, docs/scaling.md)."""
         self.settings = settings
         self.password = secrets.token_urlsafe(12)
         self.user = "admin"
@@ -233,8 +237,10 @@ class Cluster:
                 (home / "airflow").mkdir(parents=True, exist_ok=True)
                 wenv = {**self.env, "AIRFLOW_HOME": str(home / "airflow"), "DLBENCH_HOME": str(home / "dlbench"),
                         HOSTNAME_ENV: name, "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
+                queues = self.queues[i] if i < len(self.queues) and self.queues[i] else None
                 self._spawn(name, [airflow, "celery", "worker", "--celery-hostname", f"{name}@%h",
-                                   "--concurrency", str(self.concurrency)], wenv, home)
+                                   "--concurrency", str(self.concurrency),
+                                   *(["--queues", queues] if queues else [])], wenv, home)
                 self.workers[name] = home
             self._wait_api()
         except BaseException:
@@ -306,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the cluster keeps everything (default: $DLBENCH_HOME/cluster; emptied first)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2, help="task slots per worker")
+    parser.add_argument("--queues", action="append", default=[], metavar="Q1,Q2",
+                        help="Celery queues of the next worker (repeat per worker; e.g. --queues default,dc-east "
+                             "--queues default); workers without one serve the default queue")
     parser.add_argument("--port", type=int, default=8080, help="api-server port on 127.0.0.1")
     parser.add_argument("--database", default=None,
                         help="SQLAlchemy URL of an existing PostgreSQL server's maintenance database (databases "
@@ -315,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.dir)
     args.dir.mkdir(parents=True)
     cluster = Cluster(args.dir, workers=args.workers, concurrency=args.concurrency, database=args.database,
-                      api_port=args.port)
+                      api_port=args.port, queues=args.queues)
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -326,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     with cluster:
         print(f"Airflow cluster up: {cluster.api_url}  user {cluster.user}  password {cluster.password}")
-        print(f"  workers: {', '.join(cluster.workers)}; shared store {cluster.store.as_uri()}; "
+        served = [*cluster.queues, *[""] * len(cluster.workers)]
+        listed = ", ".join(f"{w} (queues {q or 'default'})" for w, q in zip(cluster.workers, served, strict=False))
+        print(f"  workers: {listed}; shared store {cluster.store.as_uri()}; "
               f"logs {cluster.base / 'logs'}; Ctrl-C stops everything", flush=True)
         while not stopping:
             for name, proc in cluster.procs.items():

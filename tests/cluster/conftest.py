@@ -4,6 +4,7 @@ not part of ``make test``; ``make test-cluster`` runs it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -20,6 +21,13 @@ if os.environ.get("DLBENCH_CLUSTER_TESTS", "") in ("", "0"):
     collect_ignore_glob = ["test_*.py"]
 
 DAG_ID = "dlbench_benchmark"
+
+# Queues that match the hardware (docs/scaling.md): the local provider's jobs go to queue "near",
+# served by worker-a and worker-b only ("next to the machines"); worker-c serves the default queue.
+ROUTING = {"routes": [{"name": "near", "providers": ["local"], "queue": "near"}]}
+JOB_TASK = "run_job__near"
+WORKER_QUEUES = ["default,near", "default,near", "default"]
+NEAR_WORKERS = ("worker-a", "worker-b")
 
 # Zombie detection within seconds instead of minutes (defaults: 300 s timeout).
 FAST_DETECTION = {
@@ -94,7 +102,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     pytest.importorskip("airflow.providers.celery", reason="apache-airflow-providers-celery (make venv)")
     from dlbench.cluster import Cluster
 
-    with Cluster(tmp_path_factory.mktemp("cluster"), workers=2, concurrency=2, extra_env=FAST_DETECTION) as c:
+    with Cluster(tmp_path_factory.mktemp("cluster"), workers=3, concurrency=2, queues=WORKER_QUEUES,
+                 extra_env={**FAST_DETECTION, "AIRFLOW__DLBENCH__ROUTING": json.dumps(ROUTING)}) as c:
         yield c
 
 

@@ -1,6 +1,7 @@
 """The benchmark DAG on a real multi-worker deployment, triggered through the REST API:
-jobs spread over two Celery workers that share nothing local, and a worker SIGKILLed mid-job
-whose task the scheduler's heartbeat detection fails and retries on the other worker."""
+jobs routed to the queue of the workers next to their machines (two of three Celery workers that
+share nothing local), and a worker SIGKILLed mid-job whose task the scheduler's heartbeat
+detection fails and retries on the other worker of that queue."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
+
+from tests.cluster.conftest import JOB_TASK, NEAR_WORKERS
 
 CONF = {"provider": "local", "platforms": ["bare_metal"], "suites": ["cpu", "disk"], "profile": "smoke",
         "repetitions": 2}
@@ -42,8 +45,12 @@ def leaked_workloads(base: Path) -> list[str]:
 
 def check_run(cluster, api, run_id: str) -> list[dict]:
     tis = api.task_instances(run_id)
-    jobs = [t for t in tis if t["task_id"] == "run_job"]
+    jobs = [t for t in tis if t["task_id"] == JOB_TASK]
     assert jobs and all(t["state"] == "success" for t in jobs), [(t["map_index"], t["state"]) for t in jobs]
+    # Routed: every job on the route's queue, run by a worker serving it; the default job task
+    # had nothing to run.
+    assert {(t["queue"]) for t in jobs} == {"near"} and {t["hostname"] for t in jobs} <= set(NEAR_WORKERS), jobs
+    assert all(t["state"] == "skipped" for t in tis if t["task_id"] == "run_job"), tis
     key = re.sub(r"[^A-Za-z0-9._-]", "-", run_id)  # the run's name in the store and the warehouse
     assert (cluster.store / "results" / key / "run.info.json").exists(), key
     executions, distinct = warehouse_counts(cluster.warehouse_url, key)
@@ -64,8 +71,8 @@ def test_jobs_spread_over_both_workers(cluster, api):
     assert api.wait_run(run_id, timeout=240) == "success", api.task_instances(run_id)
     tis = check_run(cluster, api, run_id)
     hosts = {t["hostname"] for t in tis if t["hostname"]}
-    assert hosts == set(cluster.workers), hosts
-    jobs_hosts = {t["hostname"] for t in tis if t["task_id"] == "run_job"}
+    assert set(NEAR_WORKERS) <= hosts <= set(cluster.workers), hosts
+    jobs_hosts = {t["hostname"] for t in tis if t["task_id"] == JOB_TASK}
     print(f"run {run_id}: {len(tis)} task instances on {sorted(hosts)}, jobs on {sorted(jobs_hosts)}, "
           f"{time.monotonic() - started:.0f} s")
 
@@ -77,7 +84,7 @@ def test_killed_worker_task_retried_on_the_other(cluster, api):
     victim = None
     while victim is None and time.monotonic() < deadline:
         for t in api.task_instances(run_id):
-            if t["task_id"] == "run_job" and t["state"] == "running" and t["hostname"] in cluster.workers:
+            if t["task_id"] == JOB_TASK and t["state"] == "running" and t["hostname"] in cluster.workers:
                 victim = t
                 break
         else:
@@ -89,12 +96,12 @@ def test_killed_worker_task_retried_on_the_other(cluster, api):
     # The workload runs in its own session: it outlives its killed worker until it ends by itself.
     orphans = leaked_workloads(cluster.workers[victim["hostname"]])
     assert api.wait_run(run_id, timeout=300) == "success", api.task_instances(run_id)
-    tries = api.tries(run_id, "run_job", victim["map_index"])
+    tries = api.tries(run_id, JOB_TASK, victim["map_index"])
     states = [(t["try_number"], t["state"], t["hostname"]) for t in tries]
     assert len(tries) >= 2, states
     first, last = tries[0], tries[-1]
     assert first["hostname"] == victim["hostname"] and first["state"] == "failed", states
-    survivor = next(n for n in cluster.workers if n != victim["hostname"])
+    survivor = next(n for n in NEAR_WORKERS if n != victim["hostname"])  # the other worker of queue "near"
     assert last["hostname"] == survivor and last["state"] == "success", states
     check_run(cluster, api, run_id)
     print(f"run {run_id}: killed {victim['hostname']} in map index {victim['map_index']} "

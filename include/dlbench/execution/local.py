@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.config import Job
@@ -30,6 +31,7 @@ from dlbench.execution.base import (
     timed_out,
 )
 from dlbench.execution.gpus import process_env
+from dlbench.execution.machine_lock import workload_hold_fd
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
@@ -73,9 +75,17 @@ class LocalProcessExecutor(Executor):
             # Output to a file, not pipes: a child that outlives the workload (and holds the pipe)
             # cannot keep the executor waiting, and a stop never races a pipe reader.
             with open(Path(tmp) / "output.log", "w+b") as output_file:
-                launched = time.monotonic()
-                proc = subprocess.Popen(argv, stdout=output_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, start_new_session=True)
+                # The workload holds this host busy for its whole life (machine_lock), and dies
+                # with its executor: a SIGKILLed worker leaves no workload measuring next to the
+                # retry of its job.
+                hold = workload_hold_fd()
+                try:
+                    launched = time.monotonic()
+                    proc = subprocess.Popen(argv, stdout=output_file, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                            pass_fds=(hold,), preexec_fn=die_with_parent(os.getpid()))
+                finally:
+                    os.close(hold)
                 error = ""
                 ended: float | None = None
 
@@ -111,6 +121,22 @@ class LocalProcessExecutor(Executor):
             doc, why = read_document(out)
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
                           stopped=watch, ended=ended)
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: in the forked child, before exec, ask for SIGTERM when the thread that
+    started it dies (Linux ``PR_SET_PDEATHSIG``), so the workload writes its document and ends
+    instead of running on, unowned, after its worker was killed; exit at once if ``parent`` (the
+    executor's pid) is already gone."""
+
+    def arm() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:

@@ -50,6 +50,7 @@ from dlbench.execution.base import (
 )
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.gpus import process_env
+from dlbench.execution.machine_lock import REMOTE_HOLD
 from dlbench.execution.shell import command_line
 from dlbench.workloads.result import ResultDocument
 
@@ -487,8 +488,11 @@ class SSHExecutor(Executor):
         pidfile = f"{remote_dir}/pid"
         env = ["TF_CPP_MIN_LOG_LEVEL=2"] + ([f"PYTHONPATH={access.pythonpath}"] if access.pythonpath else [])
         env += [f"{key}={value}" for key, value in process_env(access.gpus).items()]
-        argv = ["sh", "-c", _RECORD_PID, "sh", pidfile,
-                "timeout", f"--kill-after={max(1, round(self.grace))}", str(max(1, int(timeout))), "env", *env,
+        # With a shared lock on the machine's busy file (machine_lock.REMOTE_HOLD): the machine
+        # is busy while the workload lives, even if this SSH session or its worker is gone.
+        argv = ["sh", "-c", "mkdir -p /run/lock 2>/dev/null; " + _RECORD_PID, "sh", pidfile,
+                "timeout", f"--kill-after={max(1, round(self.grace))}", str(max(1, int(timeout))), *REMOTE_HOLD,
+                "env", *env,
                 access.python, "-m", "dlbench.workloads",
                 *job.workload_argv(f"{remote_dir}/result.json", target.data_dir)]
         pid: list[str] = []

@@ -308,16 +308,29 @@ def _publish(run_id: str, staged: list[Path]) -> None:
 def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
                 staged: list[Path]) -> dict[str, Any]:
     from dlbench.execution import executor_for
+    from dlbench.execution.base import failed_document
+    from dlbench.execution.machine_lock import MachineBusy, claim_machines, holder_text
 
     try:
-        if the_job.scenario is not Scenario.SINGLE:
-            return _run_scenario(the_job, all_targets, archive, timeout, staged)
-        if target.skip_reason:
+        if the_job.scenario is Scenario.SINGLE and target.skip_reason:
             raise JobSkipped(target.skip_reason)
-        with network_endpoint(the_job, target, all_targets) as (peer, path):
-            if peer is not None:
-                the_job = the_job.model_copy(update={"args": {**the_job.args, "server": peer}})
-            doc = executor_for(target).execute(the_job, target, archive, timeout)
+        # The cell's machines are claimed before anything starts (docs/scaling.md): another job
+        # on them, from this run or any other, would be measured with this one. Waiting for
+        # them is not part of any measurement; it is bounded by the job's own timeout.
+        try:
+            with claim_machines(cell_targets(the_job, target, all_targets),
+                                holder_text(the_job.run_id, the_job.label), wait_s=timeout) as waited:
+                if the_job.scenario is not Scenario.SINGLE:
+                    return _run_scenario(the_job, all_targets, archive, timeout, staged)
+                with network_endpoint(the_job, target, all_targets) as (peer, path):
+                    if peer is not None:
+                        the_job = the_job.model_copy(update={"args": {**the_job.args, "server": peer}})
+                    doc = executor_for(target).execute(the_job, target, archive, timeout)
+        except MachineBusy as busy:  # raised only while claiming: nothing of the job ran
+            doc = failed_document(the_job, str(busy))
+            doc.write(archive)
+            return _conclude(doc, the_job, archive, target.name)
+        doc.labels["machine_wait_s"] = f"{waited:.0f}"
         if path:
             doc.labels["network_path"] = path
         doc.labels.setdefault("target", target.name)
@@ -326,8 +339,6 @@ def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive
                 doc.labels.setdefault(key, target.labels[key])
         doc.write(archive)
     except JobSkipped as skip:
-        from dlbench.execution.base import failed_document
-
         skipped = failed_document(the_job, str(skip))
         skipped.status = Status.SKIPPED
         skipped.write(archive)  # the skip is a row in the warehouse, with its reason
@@ -363,6 +374,25 @@ def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float
     return _conclude(doc, job, archive, targets[0].name if len(targets) == 1 else doc.labels.get("placement", ""))
 
 
+def network_peer_target(target: Target, targets: list[Target]) -> Target | None:
+    """The machine of the run a provisioned machine's network job measures against: another
+    instance of the same platform (the first by name), or None when the run has no second one."""
+    peers = [t for t in targets if t.platform == target.platform and t.instance_id != target.instance_id
+             and not t.skip_reason]
+    return min(peers, key=lambda t: t.name) if peers else None
+
+
+def cell_targets(job: Job, target: Target, targets: list[Target]) -> list[Target]:
+    """Every target a job's workloads run on, so all their machines are claimed: a scenario
+    cell's group (any instance of its platform), a network job's peer, else the job's target."""
+    if job.scenario is not Scenario.SINGLE:
+        return [t for t in targets if t.platform == job.platform and not t.skip_reason]
+    if job.suite == "network" and target.access.kind in ("ssh", "ssh_docker"):
+        peer = network_peer_target(target, targets)
+        return [target, *([peer] if peer else [])]
+    return [target]
+
+
 @contextmanager
 def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterator[tuple[str | None, str]]:
     """The network suite's peer: (address the client measures against, path label).
@@ -381,12 +411,10 @@ def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterato
         yield from kubernetes.network_endpoint(job, target, targets)
         return
     if target.access.kind in ("ssh", "ssh_docker"):
-        peers = [t for t in targets if t.platform == target.platform and t.instance_id != target.instance_id
-                 and not t.skip_reason]
-        if not peers:
+        peer = network_peer_target(target, targets)
+        if peer is None:
             raise JobSkipped(f"network suite skipped on {target.platform.value}: it needs a second machine of the "
                              f"run as its peer (the run has one; ask for 2 nodes of {target.platform.value})")
-        peer = sorted(peers, key=lambda t: t.name)[0]
         from dlbench.execution.peer import network_peer
 
         with network_peer(peer) as address:

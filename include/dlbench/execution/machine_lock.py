@@ -1,0 +1,279 @@
+"""A benchmark's exclusive claim on the machines it measures, taken on the machines themselves.
+
+Why: two jobs on one machine measure each other, whichever DAG run, Airflow deployment or worker
+they come from. A pool (``dlbench_benchmark``) caps how many jobs run at once, but it cannot say
+*which machine* a mapped job lands on: machines are acquired at run time. So every job claims
+its machines before its workload starts, and holds the claims until it has ended:
+
+- **this host** (the local provider's processes, containers and QEMU guests): ``flock`` on
+  :func:`local_lock_path` (``/run/lock/dlbench-machine.lock``; ``DLBENCH_MACHINE_LOCK`` moves
+  it). The kernel drops the lock when the holding process dies, SIGKILL included.
+- **a machine reached over SSH** (Ironic nodes, Nova and local VMs): ``flock`` on the machine's
+  ``/run/lock/dlbench-machine.lock``, held by a remote ``flock ... cat`` whose stdin is this
+  process's SSH channel: closing the channel, the connection dropping or this worker dying all
+  end ``cat`` and release the claim. Nothing on the controller's disk, no stale lock to sweep.
+- **Kubernetes** pods: no claim; the cluster's scheduler places them (dedicate nodes to
+  benchmarks with the settings' ``node_selector``; docs/scaling.md).
+
+A workload can outlive its job's claim: its worker SIGKILLed, the SSH session lost. So the
+workloads themselves hold a **shared** lock on the machine's ``dlbench-machine.busy`` for their
+whole life (a host process gets it as an inherited descriptor, :func:`workload_hold_fd`; a
+process over SSH inherits a descriptor locked with ``flock -s``, :data:`REMOTE_HOLD`), and a claim, once it has the
+machine, also waits until no workload holds ``busy``: a retry never starts next to the orphan
+of its killed first try. (Containers run under their engine, not under our process: the retry
+removes a leftover container of its job first; docs/scaling.md.)
+
+The claim is taken before the executor starts its clock (waiting is not measured) and waits up
+to ``wait_s``; the holder (run, job, since) is written next to the lock, logged while waiting,
+and named in the error when the wait runs out. A VM's hypervisor cannot be claimed through a
+cloud's API (Nova hides hosts): the ``host_id`` label records which VMs shared one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dlbench.execution.targets import SSHHost, Target
+
+log = logging.getLogger(__name__)
+
+REMOTE_LOCK = "/run/lock/dlbench-machine.lock"
+REMOTE_HOLDER = "/run/lock/dlbench-machine.holder"
+REMOTE_BUSY = "/run/lock/dlbench-machine.busy"
+REMOTE_HOLD = ("sh", "-c", '[ -e "$1" ] || : >> "$1"; exec 9< "$1"; flock -s 9 || exit 125; shift; exec "$@"',
+               "sh", REMOTE_BUSY)
+"""Prefix of a workload's command over SSH: a shared lock on the busy file through descriptor 9,
+which the shell keeps across ``exec``, so the workload itself holds it for its whole life (and
+stays the direct child of the node's ``timeout``, which signals and waits for it)."""
+LOCKED = "DLBENCH-LOCKED"
+CLAIMED = "DLBENCH-CLAIMED"
+ORPHAN = 3
+"""Exit status of the remote claim when a workload (of a job whose claim ended) still runs."""
+LOG_EVERY_S = 60.0
+THIS_HOST = "this host"
+
+
+class MachineBusy(RuntimeError):
+    """A machine stayed claimed by another job for longer than the wait allowed."""
+
+
+def local_lock_path() -> Path:
+    """This host's lock file: ``DLBENCH_MACHINE_LOCK``, else ``/run/lock/dlbench-machine.lock``
+    where writable (every user and deployment on the host agrees on it), else the temp dir."""
+    env = os.environ.get("DLBENCH_MACHINE_LOCK")
+    if env:
+        return Path(env)
+    run_lock = Path("/run/lock")
+    if run_lock.is_dir() and os.access(run_lock, os.W_OK):
+        return run_lock / "dlbench-machine.lock"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "dlbench-machine.lock"
+
+
+def local_busy_path() -> Path:
+    """Held (shared) by every workload process on this host while it lives."""
+    return local_lock_path().with_suffix(".busy")
+
+
+def workload_hold_fd() -> int:
+    """A descriptor holding a shared lock on this host's busy file, to hand to a workload process
+    (``pass_fds``) and close in the executor: the lock lives as long as the workload, whatever
+    happens to the executor."""
+    path = local_busy_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # only a claim's instant exclusive check competes: no wait
+    return fd
+
+
+@dataclass(frozen=True)
+class MachineKey:
+    """One physical (or virtual) machine a job measures on: this host, or an SSH machine."""
+
+    name: str
+    ssh: SSHHost | None = None
+
+
+def machines_of(targets: list[Target]) -> list[MachineKey]:
+    """The machines ``targets`` run on, each once, in a fixed order (claims taken in one order
+    never deadlock). A QEMU guest of this host claims the guest and this host."""
+    keys: dict[str, MachineKey] = {}
+    for target in targets:
+        access = target.access
+        if access.kind in ("process", "docker"):
+            keys[THIS_HOST] = MachineKey(THIS_HOST)
+        elif isinstance(access, SSHHost):
+            name = f"{access.user}@{access.address}:{access.port}"
+            keys[name] = MachineKey(name, access)
+            if target.labels.get("provider") == "local":  # a guest of this host shares its CPUs
+                keys[THIS_HOST] = MachineKey(THIS_HOST)
+    return [keys[k] for k in sorted(keys)]
+
+
+def holder_text(run_id: str, job_label: str) -> str:
+    return f"run {run_id} job {job_label} since {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} (pid {os.getpid()})"
+
+
+@contextlib.contextmanager
+def claim_machines(targets: list[Target], holder: str, wait_s: float) -> Iterator[float]:
+    """Hold every machine of ``targets`` for the block; yields the seconds spent waiting.
+    Raises :class:`MachineBusy` (nothing held) when a machine stays claimed past ``wait_s``."""
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        for key in machines_of(targets):
+            left = max(0.0, wait_s - (time.monotonic() - started))
+            if key.ssh is None:
+                stack.enter_context(_claim_local(holder, left))
+            else:
+                stack.enter_context(_claim_ssh(key, holder, left))
+        waited = time.monotonic() - started
+        if waited >= 1.0:
+            log.info("machines claimed after waiting %.0f s: %s", waited,
+                     ", ".join(k.name for k in machines_of(targets)))
+        yield waited
+
+
+@contextlib.contextmanager
+def _claim_local(holder: str, wait_s: float) -> Iterator[None]:
+    path = local_lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline, next_log = time.monotonic() + wait_s, time.monotonic() + 2.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise MachineBusy(f"{THIS_HOST} is busy: claimed by {_read_holder(path)} ({path}); "
+                                      f"waited {wait_s:.0f} s") from None
+                if now >= next_log:
+                    log.info("waiting for %s: claimed by %s", THIS_HOST, _read_holder(path))
+                    next_log = now + LOG_EVERY_S
+                time.sleep(0.2)
+        _await_no_workload(deadline)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _await_no_workload(deadline: float) -> None:
+    """With the machine held: wait until no workload process holds this host's busy file (one
+    left running by a job whose worker died), up to ``deadline``."""
+    path = local_busy_path()
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        next_log = time.monotonic() + 2.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise MachineBusy(f"{THIS_HOST} is busy: {_ORPHAN_TEXT}") from None
+                if now >= next_log:
+                    log.info("waiting for %s: %s", THIS_HOST, _ORPHAN_TEXT)
+                    next_log = now + LOG_EVERY_S
+                time.sleep(0.2)
+    finally:
+        os.close(fd)
+
+
+_ORPHAN_TEXT = "a workload still runs on it whose job's claim has ended (its worker died?)"
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "another job (no holder recorded)"
+    except OSError as exc:
+        return f"another job (holder unreadable: {exc})"
+
+
+# The remote holder: flock waits up to $2 seconds for the machine (LOCKED), then until no workload
+# holds the busy file $5 (else exit ORPHAN), writes the holder $3 to $4, says CLAIMED, and holds
+# the machine until its stdin (our channel) closes; the holder file is emptied on the way out.
+_REMOTE_SCRIPT = (
+    'mkdir -p /run/lock && exec flock -w "$2" "$1" sh -c '
+    f'\'echo {LOCKED}; flock -w "$2" "$5" true || exit {ORPHAN}; '
+    f'printf "%s\\n" "$3" > "$4"; echo {CLAIMED}; cat > /dev/null; : > "$4"\' sh "$1" "$2" "$3" "$4" "$5"'
+)
+
+
+@contextlib.contextmanager
+def _claim_ssh(key: MachineKey, holder: str, wait_s: float) -> Iterator[None]:
+    from dlbench.execution.shell import command_line
+    from dlbench.execution.ssh import RemoteHost
+
+    assert key.ssh is not None
+    host = RemoteHost.from_access(key.ssh)
+    try:
+        channel = host.client.get_transport().open_session()
+        channel.set_combine_stderr(True)
+        channel.exec_command(command_line(["sh", "-c", _REMOTE_SCRIPT, "sh", REMOTE_LOCK, str(int(wait_s) + 1),
+                                           holder, REMOTE_HOLDER, REMOTE_BUSY]))
+        _await_claim(channel, host, key, wait_s)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, EOFError):
+                channel.shutdown_write()  # cat ends: flock releases
+                channel.status_event.wait(10)
+            channel.close()
+    finally:
+        host.close()
+
+
+def _await_claim(channel: object, host: object, key: MachineKey, wait_s: float) -> None:
+    """Read the remote holder's output until it says CLAIMED; MachineBusy when flock gives up."""
+    output = b""
+    deadline, next_log = time.monotonic() + wait_s + 15, time.monotonic() + 2.0
+    channel.settimeout(0.2)  # type: ignore[attr-defined]
+    while CLAIMED.encode() not in output:
+        try:
+            data = channel.recv(4096)  # type: ignore[attr-defined]
+        except TimeoutError:
+            data = None
+        if data == b"" or time.monotonic() > deadline:
+            status = channel.recv_exit_status() if data == b"" else None  # type: ignore[attr-defined]
+            text = output.decode(errors="replace").replace(LOCKED, "").strip()
+            if status == 1 and not text:  # flock -w ran out
+                raise MachineBusy(f"{key.name} is busy: claimed by {_remote_holder(host)}; waited {wait_s:.0f} s")
+            if status == ORPHAN:
+                raise MachineBusy(f"{key.name} is busy: {_ORPHAN_TEXT}; waited {wait_s:.0f} s")
+            raise MachineBusy(f"{key.name}: could not claim the machine (flock {REMOTE_LOCK}): "
+                              f"{text[-300:] or f'exit status {status}'}")
+        if data:
+            output += data
+        elif time.monotonic() >= next_log:
+            if LOCKED.encode() in output:
+                log.info("waiting for %s: %s", key.name, _ORPHAN_TEXT)
+            else:
+                log.info("waiting for %s: claimed by %s", key.name, _remote_holder(host))
+            next_log = time.monotonic() + LOG_EVERY_S
+
+
+def _remote_holder(host: object) -> str:
+    try:
+        status, out = host.run(["cat", REMOTE_HOLDER], 15)  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - only informative
+        return f"another job (holder unreadable: {type(exc).__name__})"
+    return out.strip() if status == 0 and out.strip() else "another job (no holder recorded)"
