@@ -48,9 +48,11 @@ def test_run_job_gets_the_key_as_a_private_file_for_its_duration_only(store_url,
     private, _ = generate_key()
     key_ref = run_secrets.put_secret(run, run_secrets.SSH_KEY, private)
     hosts_key = storage.run_state_key(run, run_secrets.KNOWN_HOSTS)
-    storage.store().write_text(hosts_key, "[10.0.0.5]:22 ssh-ed25519 AAAAHOST\n")
-    target = Target(name="node-0", platform=Platform.BARE_METAL, instance_id="i-0", address="10.0.0.5",
-                    access=SSHHost(address="10.0.0.5", key_path=key_ref,
+    # Nothing listens on 127.0.0.1:1: the job's machine claim cannot connect and leaves the
+    # connection to the executor (here the recorder, which only looks at the files).
+    storage.store().write_text(hosts_key, "[127.0.0.1]:1 ssh-ed25519 AAAAHOST\n")
+    target = Target(name="node-0", platform=Platform.BARE_METAL, instance_id="i-0", address="127.0.0.1",
+                    access=SSHHost(address="127.0.0.1", port=1, key_path=key_ref,
                                    known_hosts=run_secrets.STORE_REF + hosts_key)).to_xcom()
     request = steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"], "data": ["synthetic"],
                               "repetitions": 1})
@@ -96,3 +98,31 @@ def test_a_clusters_kubeconfig_reference_is_materialised_for_the_task_only(store
         assert "key_path" not in resolved["access"] or resolved["access"].get("key_path") is None
     assert not path.exists() and k8s["access"]["kubeconfig"] == secret  # the XCom value is untouched
     run_secrets.delete_secrets("run-k")
+
+
+def test_a_killed_tasks_key_is_swept_by_the_next_task(store_url):
+    """A task SIGKILLed while it held the key as a file (its ``finally`` never ran): the next
+    task on the worker removes that directory on its way in; a live task's is kept."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys,time; sys.path.insert(0, sys.argv[1]);"
+            "from dlbench.pipeline import run_secrets;"
+            "run_secrets.put_secret('killed-run', 'ssh_key', 'KEY-OF-A-KILLED-TASK');"
+            "c = run_secrets.secret_file('killed-run', 'ssh_key'); p = c.__enter__(); print(p, flush=True);"
+            "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[2] / "include")],
+                            stdout=subprocess.PIPE, text=True)  # the secret lives in that process (memory)
+    try:
+        left = Path(proc.stdout.readline().strip())
+        assert left.read_text() == "KEY-OF-A-KILLED-TASK" and left.parent.name.startswith(run_secrets.PRIVATE_PREFIX)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert left.exists()  # the kill left it behind
+        with run_secrets.private_dir("next-task") as mine:
+            assert not left.parent.exists()  # swept on the way in
+            assert mine.exists() and mine not in run_secrets.sweep_private_dirs()  # ours: alive
+    finally:
+        proc.kill()
+        proc.wait()

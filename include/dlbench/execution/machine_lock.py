@@ -226,7 +226,15 @@ def _claim_ssh(key: MachineKey, holder: str, wait_s: float) -> Iterator[None]:
     assert key.ssh is not None
     host = RemoteHost.from_access(key.ssh)
     try:
-        channel = host.client.get_transport().open_session()
+        try:
+            channel = host.client.get_transport().open_session()
+        except Exception as exc:  # noqa: BLE001 - unreachable, refused, a bad key or host key
+            # The executor needs this same connection and reports why it failed, in the words
+            # the user knows (SSH unreachable, host key mismatch): nothing can run unclaimed.
+            log.warning("%s: cannot connect to claim it (%s: %s); the job's executor will report it", key.name,
+                        type(exc).__name__, exc)
+            yield
+            return
         channel.set_combine_stderr(True)
         channel.exec_command(command_line(["sh", "-c", _REMOTE_SCRIPT, "sh", REMOTE_LOCK, str(int(wait_s) + 1),
                                            holder, REMOTE_HOLDER, REMOTE_BUSY]))

@@ -188,10 +188,39 @@ def _tmp_root() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+PRIVATE_PREFIX = "dlbench-secret-p"
+
+
+def sweep_private_dirs(root: str | None = None) -> list[Path]:
+    """Remove private directories whose process is gone: a task killed with SIGKILL (a worker
+    lost, the OOM killer) never reaches its ``finally``, and its key would stay in /dev/shm. The
+    owner's pid is in the name (``dlbench-secret-p<pid>-...``); every task sweeps on its way in,
+    so a worker carries such a leftover only until its next job. Returns what was removed."""
+    base = Path(root or _tmp_root() or tempfile.gettempdir())
+    removed = []
+    for entry in base.glob(f"{PRIVATE_PREFIX}*"):
+        pid = entry.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its process lives
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's live process
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
 @contextmanager
 def private_dir(run_id: str) -> Iterator[Path]:
-    """A 0700 directory for this task's private files, removed on every exit path."""
-    directory = Path(tempfile.mkdtemp(prefix=f"dlbench-secret-{run_id[:40]}-", dir=_tmp_root()))
+    """A 0700 directory for this task's private files, removed on every exit path (and, if this
+    process is killed first, by the next task's :func:`sweep_private_dirs`)."""
+    for gone in sweep_private_dirs():
+        log.warning("removed %s: private files of a task that was killed", gone)
+    directory = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-{run_id[:40]}-", dir=_tmp_root()))
     try:
         os.chmod(directory, 0o700)
         yield directory
