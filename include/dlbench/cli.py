@@ -2,7 +2,7 @@
 
     dlbench db upgrade [--url URL]             migrate the warehouse to the latest schema
     dlbench load FILE...                       load result documents (idempotent)
-    dlbench reload-archive [DIR]               reload the raw archive (default: $DLBENCH_HOME/results)
+    dlbench reload-archive [DIR]               reload the raw archive (default: the shared store's)
     dlbench report [--run-id ID] [--out DIR]   regenerate a report from the warehouse
 
 A thin layer over the Python functions (dlbench.warehouse, dlbench.reports). Adding a
@@ -80,7 +80,9 @@ def _load(sub: Any) -> None:
 @subcommand
 def _reload_archive(sub: Any) -> None:
     parser = sub.add_parser("reload-archive", help="reload the raw result archive (idempotent)")
-    parser.add_argument("dir", nargs="?", type=Path, help="default: the whole archive, $DLBENCH_HOME/results")
+    parser.add_argument("dir", nargs="?", type=Path,
+                        help="a local copy of archived documents (a file, a run's directory or a tree); default: "
+                             "the whole archive in the shared store (DLBENCH_STORAGE_URL, else $DLBENCH_HOME)")
 
     def run(args: argparse.Namespace) -> int:
         from dlbench.warehouse.load import reload_archive

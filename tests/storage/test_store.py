@@ -83,6 +83,15 @@ def test_archive_load_outcome_report_round_trip(store_url, tmp_path):
     assert result["html"] == store.url_of(f"reports/{safe}/report.html")
     steps.compare_run(run, url)
     assert json.loads(store.read_text(f"reports/{safe}/regressions.json"))["run_id"] == safe
+    # A new warehouse rebuilt from the store's archive alone (`dlbench reload-archive`, no DIR).
+    from dlbench.warehouse.load import reload_archive
+
+    fresh = db.engine_for(f"sqlite:///{tmp_path / 'rebuilt.db'}")
+    db.upgrade(fresh)
+    assert reload_archive(fresh).runs == {safe}
+    with fresh.connect() as conn:
+        assert conn.execute(text("SELECT dag_id FROM runs")).scalar() == "dlbench_benchmark"
+        assert conn.execute(text("SELECT count(*) FROM executions")).scalar() == 1
 
 
 def test_ui_lists_and_serves_reports_from_the_store(store_url):

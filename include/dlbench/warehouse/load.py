@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Engine, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from dlbench.warehouse.archive import archive_files, archive_root
+from dlbench.warehouse.archive import archive_files
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 from dlbench.workloads.result import ResultDocument
 
@@ -55,6 +55,14 @@ class LoadSummary:
     executions_updated: int = 0
     samples: int = 0
     runs: set[str] = field(default_factory=set)
+
+    def add(self, part: LoadSummary) -> None:
+        """Count another load (one run of a reload) into this one."""
+        self.documents += part.documents
+        self.executions_created += part.executions_created
+        self.executions_updated += part.executions_updated
+        self.samples += part.samples
+        self.runs |= part.runs
 
     def __str__(self) -> str:
         return (f"{self.documents} documents ({self.executions_created} new, {self.executions_updated} reloaded), "
@@ -209,19 +217,35 @@ def reload_archive(engine: Engine, path: str | os.PathLike[str] | None = None) -
 
     Each run's ``run.info.json`` restores its row (DAG, provider, profile, request, tags); a run
     archived without one keeps what an earlier load recorded. Used after a migration or to fill a
-    new (PostgreSQL) warehouse.
+    new (PostgreSQL) warehouse. Without ``path`` the archive is the shared store's
+    (``DLBENCH_STORAGE_URL``: an object store in a multi-worker deployment, docs/storage.md); a
+    ``path`` is a local copy (one file, one run's directory or a whole tree).
     """
     from dlbench.warehouse.archive import read_run_info
 
-    files = archive_files(path if path is not None else archive_root())
+    if path is None:
+        return _reload_store(engine)
+    files = archive_files(path)
     summary = LoadSummary()
     for run_dir in sorted({f.parent for f in files}):
         info = read_run_info(run_dir)
         part = load_documents(engine, [f for f in files if f.parent == run_dir],
                               run=RunInfo.from_archive(info) if info else None)
-        summary.documents += part.documents
-        summary.executions_created += part.executions_created
-        summary.executions_updated += part.executions_updated
-        summary.samples += part.samples
-        summary.runs |= part.runs
+        summary.add(part)
+    return summary
+
+
+def _reload_store(engine: Engine) -> LoadSummary:
+    """Every run of the shared store's archive (``results/<run>/``), one transaction per run."""
+    from dlbench import storage
+    from dlbench.warehouse.archive import run_documents, run_info
+
+    runs = storage.store().children("results")
+    if not runs:
+        raise FileNotFoundError(f"no result archive at {storage.store().url_of('results')}")
+    summary = LoadSummary()
+    for run_id in runs:
+        info = run_info(run_id)
+        part = load_documents(engine, run_documents(run_id), run=RunInfo.from_archive(info) if info else None)
+        summary.add(part)
     return summary
