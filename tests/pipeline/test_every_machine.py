@@ -135,3 +135,33 @@ def test_the_flag_is_off_by_default_and_a_dag_param() -> None:
     assert param.value is False and param.schema["type"] == "boolean" and param.description
     # the form's default reaches the request as the field's default
     assert parse_request({"suites": ["cpu"], "every_machine": param.value}).every_machine is False
+
+
+def test_the_report_counts_each_machine_as_a_sample_of_one_case(tmp_path: Any) -> None:
+    """Per-node results are repetition-like samples of the same case (n = machines), never
+    separate cases, and the warehouse keeps which machine each came from."""
+    from dlbench.reports.compare import samples_frame, statistics
+    from dlbench.warehouse import db
+    from dlbench.warehouse.load import load_documents
+    from dlbench.workloads.result import Environment
+
+    request = parse_request({**_ironic({"bare_metal": 4}), "platforms": ["bare_metal"], "suites": ["cpu"],
+                             "repetitions": 1, "every_machine": True})
+    jobs = plan_jobs(request, RUN)
+    docs = []
+    for job, seconds in zip(jobs, (4.9, 5.0, 5.1, 9.0), strict=True):  # machine 3 is the slow node
+        doc = failed_document(job, "")
+        doc.status, doc.error = doc.status.OK, ""
+        doc.environment = Environment(hostname=f"node-{job.machine}", platform=job.platform)
+        doc.add("elapsed_time", seconds, "s")
+        docs.append(doc)
+    engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'w.db'}"))
+    load_documents(engine, docs)
+    frame = samples_frame(engine, RUN)
+    assert sorted(lab["machine"] for lab in frame["execution_labels"]) == ["0", "1", "2", "3"]
+    table = statistics(frame)
+    row = table[(table["metric"] == "elapsed_time") & (table["platform"] == "bare_metal")]
+    assert len(row) == 1 and int(row["n"].iloc[0]) == 4
+    assert float(row["mean"].iloc[0]) == pytest.approx((4.9 + 5.0 + 5.1 + 9.0) / 4)
+    slow = frame[frame["value"] == 9.0]["execution_labels"].iloc[0]
+    assert slow["machine"] == "3"  # the slow node is named by its label
