@@ -105,6 +105,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def secret_variables(run_id: str) -> list[str]:
+    """The run's secret Variables left in the Airflow metadata DB (the janitor DAG deletes a killed
+    run's key: its task has the Airflow secrets backend)."""
+    from airflow.models import Variable
+    from airflow.utils.session import create_session
+
+    from dlbench.pipeline.run_secrets import PREFIX
+
+    prefix = f"{PREFIX}{run_id}__"
+    with create_session() as session:
+        return [k for (k,) in session.query(Variable.key).filter(Variable.key.like(f"{prefix}%")).all()]
+
+
 def _sweep_report(dag, conf: dict) -> dict:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -168,6 +181,7 @@ def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, air
     released = [r for r in second["released"] if r["run_id"] == run_id]
     assert released and all(r["released"] and "lease lapsed" in r["reason"] for r in released), second
     assert run_id in {k["run_id"] for k in second["keys"]} and not (paths.runs_dir() / run_id).exists()
+    assert secret_variables(run_id) == []  # the killed run's key (a Variable) is deleted too
     with create_session() as session:  # Airflow still believes the run is running: the lease decided
         states = {str(r.state) for r in session.query(DagRun).filter(DagRun.dag_id == "dlbench_benchmark").all()
                   if r.run_id.replace(":", "-").replace("+", "-") == run_id}

@@ -84,10 +84,9 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
     """The process driving a run (make run) SIGKILLed once its VMs exist: nothing releases them,
     the janitor keeps them while the lease is fresh, then deletes servers, server group, keypair
     and security group once it lapsed."""
-    from dlbench.pipeline import janitor
     from dlbench.provisioning.base import LEASE_KEY
     from dlbench.provisioning.nova import NovaDriver, support_name
-    from tests.ironic.test_janitor import _children
+    from tests.ironic.test_janitor import _children, _sweep_report, janitor_dag, secret_variables
 
     lease_s = 15
     nova = settings(image="dlbench-node", lease_minutes=lease_s / 60, nodes={"virtual_machine": 3})
@@ -114,10 +113,13 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
     (run_id,) = driver.find()
     groups = [g.name for g in clean_nova.compute.server_groups() if (g.name or "").startswith(support_name(run_id))]
     assert groups, "the distributed scenario's server group"
-    first = janitor.sweep([settings()], lambda tags: True, docker=False)
+    # The janitor DAG, as a deployment runs it (its task deletes the run's key Variable too).
+    clouds = {"clouds": [settings().model_dump(mode="json")], "docker": False}
+    first = _sweep_report(janitor_dag(), clouds)
     assert [k["run_id"] for k in first["kept"]] == [run_id] and not first["released"], first
     time.sleep(lease_s + 2)
-    second = janitor.sweep([settings()], lambda tags: True, docker=False)
+    second = _sweep_report(janitor_dag(), clouds)
     assert {r["run_id"] for r in second["released"]} == {run_id} and not second["errors"], second
     assert all("lease lapsed" in r["reason"] for r in second["released"]), second
     assert wait_clean(clean_nova, 120) == []
+    assert secret_variables(run_id) == []

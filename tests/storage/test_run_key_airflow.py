@@ -99,7 +99,8 @@ def test_the_run_key_is_a_variable_between_tasks_and_a_file_only_during_one(airf
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        keys = session.scalars(select(Variable.key).where(Variable.key.like(f"{run_secrets.PREFIX}%"))).all()
+        keys = session.scalars(select(Variable.key).where(  # this run's: other tests' runs are theirs
+            Variable.key.like(f"{run_secrets.PREFIX}{RUN}__%"))).all()
         xcoms = [str(v) for v in session.scalars(select(XComModel.value).where(
             XComModel.dag_id == "dlbench_test_run_key"))]
     assert keys == []  # deleted at release
