@@ -187,3 +187,26 @@ def test_shared_scenario_pairs_two_vms_on_one_host():
     shared = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "scenarios": ["shared"],
                             "suites": ["tf_cnn"], "nova": {"cloud": "c", "nodes": {"virtual_machine": 2}}})
     assert plan_demands(shared, shared.provider)[0].placement == "pack"
+
+
+def test_one_cap_for_every_per_machine_thread_pool(monkeypatch):
+    """Allocate, deploy, make-ready and release threads all come from ``parallelism``: one setting."""
+    from dlbench.provisioning.base import PARALLELISM_ENV, parallelism
+
+    root = Path(janitor.__file__).resolve().parents[1]
+    pools = []
+    for path in [*sorted((root / "provisioning").glob("*.py")), root / "pipeline" / "machines.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ThreadPoolExecutor":
+                workers = next(k.value for k in node.keywords if k.arg == "max_workers")
+                pools.append((path.name, ast.unparse(workers)))
+    assert len(pools) >= 5 and all(w.startswith("parallelism(") for _, w in pools), pools
+
+    monkeypatch.delenv(PARALLELISM_ENV, raising=False)
+    assert (parallelism(0), parallelism(3), parallelism(100)) == (1, 3, 16)
+    monkeypatch.setenv(PARALLELISM_ENV, "40")
+    assert parallelism(100) == 40
+    monkeypatch.setenv(PARALLELISM_ENV, "lots")
+    with pytest.raises(ValueError, match="DLBENCH_PROVISION_THREADS='lots'"):
+        parallelism(1, strict=True)
+    assert parallelism(100) == 16  # a release never fails on it

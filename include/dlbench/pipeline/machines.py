@@ -42,7 +42,7 @@ from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
 from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.pipeline.leases import LeaseKeeper
 from dlbench.pipeline.providers import ProviderBackend
-from dlbench.provisioning.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags
+from dlbench.provisioning.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags, parallelism
 from dlbench.provisioning.polling import Deadline, WaitTimeout
 from dlbench.provisioning.settings import MachineSettings
 from dlbench.workloads.profiles import DataKind, Scenario
@@ -188,6 +188,7 @@ class MachineBackend(ProviderBackend):
 
     # -- validate -------------------------------------------------------------------------------
     def preflight(self, request: BenchmarkRequest) -> None:
+        parallelism(1, strict=True)  # a bad DLBENCH_PROVISION_THREADS is refused before anything exists
         self.driver.preflight(plan_demands(request, self.settings))
 
     # -- setup ----------------------------------------------------------------------------------
@@ -206,6 +207,7 @@ class MachineBackend(ProviderBackend):
         s = self.settings
         demands = plan_demands(request, s)
         work, reserve = self.budgets(budget_s)
+        parallelism(1, strict=True)
         self.driver.preflight(demands)
         generated = s.ssh_key_path is None
         tags = dataclasses.replace(tags, lease_until=datetime.now(UTC) + timedelta(minutes=s.lease_minutes))
@@ -315,7 +317,7 @@ class MachineBackend(ProviderBackend):
             except BaseException as exc:  # noqa: BLE001 - re-raised below, naming the machine
                 errors.append(_named(exc, machine.instance.name))
 
-        pool = ThreadPoolExecutor(max_workers=min(16, len(machines)) or 1, thread_name_prefix="make-ready")
+        pool = ThreadPoolExecutor(max_workers=parallelism(len(machines)), thread_name_prefix="make-ready")
         futures = [pool.submit(guarded, m) for m in machines]
         limit = min(work.remaining(), self.settings.ssh_timeout + self.settings.prepare_timeout)
         done, pending = wait(futures, timeout=max(limit, 0.1))

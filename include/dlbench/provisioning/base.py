@@ -11,6 +11,8 @@ can find it and never touches anything that is not ours.
 from __future__ import annotations
 
 import abc
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,6 +21,30 @@ from typing import ClassVar, Literal
 from dlbench.provisioning.polling import Deadline
 
 RESOURCE_PREFIX = "dlbench"
+PARALLELISM_ENV = "DLBENCH_PROVISION_THREADS"
+DEFAULT_PARALLELISM = 16
+
+
+def parallelism(count: int, *, strict: bool = False) -> int:
+    """Threads for a per-machine phase (allocate, deploy, make ready, release) of ``count`` machines.
+
+    One per machine up to a cap, so a 100-node fleet does not open 100 API sessions and SSH
+    handshakes at once from one worker: ``DLBENCH_PROVISION_THREADS`` (default 16, 1-256) in the
+    worker's environment. One place for the cap, read at each phase, so every driver and the
+    lifecycle agree. A value that is not a whole number in range raises naming the variable when
+    ``strict`` (the lifecycle's preflight, before anything exists); a release never fails on it:
+    it logs and uses the default.
+    """
+    raw = os.environ.get(PARALLELISM_ENV, "").strip()
+    cap = DEFAULT_PARALLELISM
+    if raw:
+        if raw.isdigit() and 1 <= int(raw) <= 256:
+            cap = int(raw)
+        elif strict:
+            raise ValueError(f"{PARALLELISM_ENV}={raw!r}: must be a whole number from 1 to 256")
+        else:
+            logging.getLogger(__name__).warning("%s=%r is not 1-256: using %d", PARALLELISM_ENV, raw, cap)
+    return max(1, min(cap, count))
 DEFAULT_EXPIRY = timedelta(hours=6)
 """How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
 TAG_KEY = "dlbench"

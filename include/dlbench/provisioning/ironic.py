@@ -26,7 +26,16 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
-from dlbench.provisioning.base import LEASE_KEY, TAG_KEYS, BootConfig, Demand, Instance, Tags, resource_name
+from dlbench.provisioning.base import (
+    LEASE_KEY,
+    TAG_KEYS,
+    BootConfig,
+    Demand,
+    Instance,
+    Tags,
+    parallelism,
+    resource_name,
+)
 from dlbench.provisioning.openstack_driver import OpenStackDriver
 from dlbench.provisioning.polling import Deadline, WaitTimeout, poll, retry_call
 from dlbench.provisioning.settings import OpenStackSettings, Runtime
@@ -153,8 +162,8 @@ class IronicDriver(OpenStackDriver):
                                                 f"(other runs hold them): {exc}") from None
                     log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
                     time.sleep(pause)
-            workers = min(16, len(instances)) or 1
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ironic-deploy") as pool:
+            with ThreadPoolExecutor(max_workers=parallelism(len(instances)),
+                                    thread_name_prefix="ironic-deploy") as pool:
                 list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
         except BaseException as exc:
             log.error("provisioning failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
@@ -175,7 +184,7 @@ class IronicDriver(OpenStackDriver):
             except BaseException as exc:  # noqa: BLE001 - collected, re-raised by the caller's thread
                 results[name] = exc
 
-        with ThreadPoolExecutor(max_workers=min(16, len(names)) or 1, thread_name_prefix="ironic-allocate") as pool:
+        with ThreadPoolExecutor(max_workers=parallelism(len(names)), thread_name_prefix="ironic-allocate") as pool:
             list(pool.map(one, names))
         made = [r for r in results.values() if isinstance(r, Instance)]
         errors = [r for r in results.values() if isinstance(r, BaseException)]
@@ -307,7 +316,7 @@ class IronicDriver(OpenStackDriver):
             except Exception as exc:  # noqa: BLE001 - release the others, then report all
                 errors.append(f"{inst.name}: {exc}")
 
-        with ThreadPoolExecutor(max_workers=min(16, len(instances)), thread_name_prefix="ironic-release") as pool:
+        with ThreadPoolExecutor(max_workers=parallelism(len(instances)), thread_name_prefix="ironic-release") as pool:
             list(pool.map(one, instances))
         if errors:
             raise ProvisioningError("release incomplete: " + "; ".join(errors))

@@ -53,6 +53,7 @@ from dlbench.provisioning.base import (
     Demand,
     Instance,
     Tags,
+    parallelism,
     resource_name,
 )
 from dlbench.provisioning.openstack_driver import OpenStackDriver
@@ -408,7 +409,7 @@ class NovaDriver(OpenStackDriver):
                 errors.append(f"{inst.name}: {_first_line(exc)}")
 
         if servers:
-            with ThreadPoolExecutor(max_workers=min(16, len(servers)), thread_name_prefix="nova-delete") as pool:
+            with ThreadPoolExecutor(max_workers=parallelism(len(servers)), thread_name_prefix="nova-delete") as pool:
                 list(pool.map(one, servers))
         for run_id in sorted({i.tags.run_id for i in instances}):
             try:
