@@ -427,6 +427,12 @@ def up() -> None:
         raise SystemExit(f"devcloud: {NOVA_VENV} is not installed; run `make devcloud-install` "
                          "(or DEVCLOUD_NOVA=0 for Ironic only)")
     started = time.monotonic()
+    if OS_DIR.exists() and not all(dc.pid_alive(name, marker) for name, _, marker in services()):
+        # Left by an unclean stop (host restart, killed session, a failed up): the databases
+        # remember the computes but their local state is gone, and nova-compute refuses to start
+        # ("No local node identity found"). The Nova part starts from nothing, as after `down`.
+        dc.log("nova part: state left by an unclean stop (not every service running): clearing it first")
+        down()
     render()
     bridge_up()
     svc = {name: (name, cmd, marker) for name, cmd, marker in services()}
