@@ -154,6 +154,66 @@ def test_a_workload_left_by_a_killed_executor_keeps_the_machine_busy_until_it_en
         worker.wait()
 
 
+def test_an_orphaned_container_keeps_the_machine_busy_until_its_own_timeout(tmp_path, docker_client,
+                                                                           workload_image):
+    """A container runs under its engine, not under our process: a worker SIGKILLed mid-job leaves
+    it running. It holds the machine's busy file from inside (bind-mounted), so claims wait for
+    it; its own ``timeout`` (the job's + a margin, here shortened) ends it without any retry."""
+    import docker
+
+    run_id = f"orphan{os.getpid()}"
+    code = ("import sys, pathlib; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
+            "import dlbench.execution.container as c; c.ORPHAN_MARGIN_S = 1;"
+            "from dlbench.execution.docker import DockerExecutor;"
+            "from dlbench.execution.targets import LocalDocker, Target;"
+            "from tests.execution.conftest import job;"
+            "t = Target(name='local-docker', platform='container_on_bare_metal',"
+            f" access=LocalDocker(image={workload_image!r}, network='none'));"
+            f"j = job({run_id!r}, platform='container_on_bare_metal', measured_steps=100000);"
+            "DockerExecutor(grace=2).execute(j, t, pathlib.Path(sys.argv[3]), timeout=25)")
+    worker = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "include"), str(ROOT), str(tmp_path / "r.json")],
+                              start_new_session=True)
+    labels = {"label": f"dlbench.run_id={run_id}"}
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # the container runs and its workload holds the busy file
+            assert time.monotonic() < deadline, "the workload container never held the machine"
+            running = docker_client.containers.list(filters=labels)
+            if running:
+                try:
+                    with claim_machines([local("container_on_bare_metal")], "probe", wait_s=0.5):
+                        pass
+                except MachineBusy as exc:
+                    assert "a workload still runs" in str(exc)
+                    break
+            time.sleep(0.5)
+        (container,) = running
+        assert container.attrs["Config"]["Cmd"][:3] == ["timeout", "--kill-after=2", "26"], container.attrs["Config"]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        time.sleep(1)
+        container.reload()
+        assert container.status == "running", "the engine keeps a container whose executor died"
+        with pytest.raises(MachineBusy, match="a workload still runs on it"), \
+                claim_machines([local("container_on_bare_metal")], "run R1 job next", wait_s=1):
+            pass
+        with claim_machines([local("container_on_bare_metal")], "run R2 job next", wait_s=60) as waited:
+            # The workload released the lock on exiting; its container's PID 1 (timeout) follows.
+            deadline = time.monotonic() + 5
+            while container.reload() or container.status == "running":
+                assert time.monotonic() < deadline, "the claim was granted while the orphan container ran"
+                time.sleep(0.1)
+        assert 0 < waited < 40, waited
+        assert container.attrs["State"]["ExitCode"] != 0  # ended by its own timeout, not by finishing
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        for leftover in docker_client.containers.list(all=True, filters=labels):
+            with contextlib.suppress(docker.errors.APIError):
+                leftover.remove(force=True)
+
+
 def _wait_for_child(parent: int, needle: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

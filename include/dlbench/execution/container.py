@@ -16,10 +16,13 @@ and ``dlbench.expires_at``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
 
 if TYPE_CHECKING:
     from dlbench.config import Job
@@ -28,6 +31,9 @@ if TYPE_CHECKING:
 LABEL = "dlbench"
 RESULTS_MOUNT = "/results"
 DATA_MOUNT = "/data"
+ORPHAN_MARGIN_S = 60
+"""A held container's own ``timeout`` is the job's plus this: the executor's timeout (its error
+text) always comes first; the container's only bounds an orphan whose executor is gone."""
 WORKLOAD_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp"}
 """HOME=/tmp: the container runs as an arbitrary uid:gid that has no home directory in the image."""
 
@@ -119,6 +125,20 @@ class ContainerLaunch:
     name, which is also what the other containers there resolve (so a role's own name and the
     name its peers use agree, e.g. in a TensorFlow cluster spec)."""
     detach: bool = True
+
+    def holding(self, busy: str, timeout: float, grace: float) -> ContainerLaunch:
+        """The same launch, holding its machine busy for the workload's whole life.
+
+        A container runs under its engine, not under the executor: if the executor's worker is
+        SIGKILLed the container goes on. So the machine's busy file (``busy``, a path on the
+        engine's machine) is bind-mounted read-only and the workload takes a shared lock on it
+        inside (:func:`~dlbench.execution.machine_lock.hold_prefix`): a machine claim waits until
+        it has exited, so no job measures next to an orphan. ``timeout`` in front bounds the
+        orphan (the job's timeout + :data:`ORPHAN_MARGIN_S`, SIGKILL ``grace`` s after SIGTERM)
+        and relays a ``docker stop``'s SIGTERM to the workload."""
+        bound = ("timeout", f"--kill-after={max(1, round(grace))}", str(max(1, int(timeout)) + ORPHAN_MARGIN_S))
+        return dataclasses.replace(self, mounts=(*self.mounts, Mount(busy, CONTAINER_BUSY, read_only=True)),
+                                   command=(*bound, *hold_prefix(CONTAINER_BUSY), *self.command))
 
     def __post_init__(self) -> None:
         if not self.image or self.image.startswith("-") or not self.name or self.name.startswith("-"):

@@ -39,6 +39,7 @@ from dlbench.execution.container import (
     safe_name,
     workload_launch,
 )
+from dlbench.execution.machine_lock import ensure_local_busy
 from dlbench.execution.targets import Target
 from dlbench.workloads.result import ResultDocument
 
@@ -83,7 +84,8 @@ class DockerExecutor(Executor):
         with tempfile.TemporaryDirectory(prefix="dlbench-docker-") as tmp:
             os.chmod(tmp, 0o777)  # an explicitly chosen user (not ours) must be able to write its document
             data_dir = str(Path(target.data_dir).resolve()) if target.data_dir else None
-            launch = workload_launch(job, target, tmp, data_dir, self.user)
+            launch = workload_launch(job, target, tmp, data_dir, self.user).holding(ensure_local_busy(), timeout,
+                                                                                    self.grace)
             _remove_leftover(client, job)
             launched = time.monotonic()
             container = None

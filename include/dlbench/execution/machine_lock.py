@@ -18,10 +18,11 @@ its machines before its workload starts, and holds the claims until it has ended
 A workload can outlive its job's claim: its worker SIGKILLed, the SSH session lost. So the
 workloads themselves hold a **shared** lock on the machine's ``dlbench-machine.busy`` for their
 whole life (a host process gets it as an inherited descriptor, :func:`workload_hold_fd`; a
-process over SSH inherits a descriptor locked with ``flock -s``, :data:`REMOTE_HOLD`), and a claim, once it has the
-machine, also waits until no workload holds ``busy``: a retry never starts next to the orphan
-of its killed first try. (Containers run under their engine, not under our process: the retry
-removes a leftover container of its job first; docs/scaling.md.)
+process over SSH inherits a descriptor locked with ``flock -s``, :data:`REMOTE_HOLD`; a container,
+which runs under its engine and not under our process, gets the machine's busy file bind-mounted
+and takes the same lock inside, :func:`hold_prefix`, bounded by a ``timeout`` of its own), and a
+claim, once it has the machine, also waits until no workload holds ``busy``: a retry, or another
+job, never starts next to the orphan of a killed first try.
 
 The claim is taken before the executor starts its clock (waiting is not measured) and waits up
 to ``wait_s``; the holder (run, job, since) is written next to the lock, logged while waiting,
@@ -48,11 +49,24 @@ log = logging.getLogger(__name__)
 REMOTE_LOCK = "/run/lock/dlbench-machine.lock"
 REMOTE_HOLDER = "/run/lock/dlbench-machine.holder"
 REMOTE_BUSY = "/run/lock/dlbench-machine.busy"
-REMOTE_HOLD = ("sh", "-c", '[ -e "$1" ] || : >> "$1"; exec 9< "$1"; flock -s 9 || exit 125; shift; exec "$@"',
-               "sh", REMOTE_BUSY)
-"""Prefix of a workload's command over SSH: a shared lock on the busy file through descriptor 9,
-which the shell keeps across ``exec``, so the workload itself holds it for its whole life (and
-stays the direct child of the node's ``timeout``, which signals and waits for it)."""
+CONTAINER_BUSY = "/run/dlbench-machine.busy"
+"""Where a workload container sees its machine's busy file (bind-mounted read-only)."""
+_HOLD = '[ -e "$1" ] || : >> "$1"; exec 9< "$1"; flock -s 9 || exit 125; shift; exec "$@"'
+
+
+def hold_prefix(busy: str) -> tuple[str, ...]:
+    """Prefix of a workload's command: a shared lock on ``busy`` through descriptor 9, which the
+    shell keeps across ``exec``, so the workload itself holds it for its whole life (and stays
+    the direct child of the ``timeout`` in front of it, which signals and waits for it)."""
+    return ("sh", "-c", _HOLD, "sh", busy)
+
+
+REMOTE_HOLD = hold_prefix(REMOTE_BUSY)
+"""The prefix over SSH, on the node's busy file."""
+ENSURE_REMOTE_BUSY = ("sh", "-c", 'mkdir -p /run/lock 2>/dev/null; [ -e "$1" ] || : >> "$1"; shift; exec "$@"',
+                      "sh", REMOTE_BUSY)
+"""Prefix of a ``docker run`` over SSH: the node's busy file exists before it is bind-mounted (an
+engine would create a missing source as a directory)."""
 LOCKED = "DLBENCH-LOCKED"
 CLAIMED = "DLBENCH-CLAIMED"
 ORPHAN = 3
@@ -82,6 +96,14 @@ def local_lock_path() -> Path:
 def local_busy_path() -> Path:
     """Held (shared) by every workload process on this host while it lives."""
     return local_lock_path().with_suffix(".busy")
+
+
+def ensure_local_busy() -> str:
+    """This host's busy file, created if missing (to bind-mount into a local workload container)."""
+    path = local_busy_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644))
+    return str(path)
 
 
 def workload_hold_fd() -> int:

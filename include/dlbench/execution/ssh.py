@@ -50,7 +50,7 @@ from dlbench.execution.base import (
 )
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.gpus import process_env
-from dlbench.execution.machine_lock import REMOTE_HOLD
+from dlbench.execution.machine_lock import ENSURE_REMOTE_BUSY, REMOTE_BUSY, REMOTE_HOLD
 from dlbench.execution.shell import command_line
 from dlbench.workloads.result import ResultDocument
 
@@ -541,12 +541,13 @@ class SSHExecutor(Executor):
         ``docker stop -t <grace>`` (SIGTERM, the grace, SIGKILL: done by the engine)."""
         access: SSHDocker = target.access  # type: ignore[assignment]
         engine = access.engine
-        launch = workload_launch(job, target, remote_dir, target.data_dir, host.ids())
+        launch = workload_launch(job, target, remote_dir, target.data_dir, host.ids()).holding(
+            REMOTE_BUSY, timeout, self.grace)
         _remove_leftover(host, engine, job)
         output, error = "", ""
         started = False
         try:
-            status, out = host.run(launch.cli_argv(engine), 300)
+            status, out = host.run([*ENSURE_REMOTE_BUSY, *launch.cli_argv(engine)], 300)
             if status != 0:
                 # Not started, or a hung client: remove only a container our labels prove is ours
                 # (a name conflict with someone else's container must not delete theirs).
