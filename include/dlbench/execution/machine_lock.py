@@ -51,7 +51,9 @@ REMOTE_HOLDER = "/run/lock/dlbench-machine.holder"
 REMOTE_BUSY = "/run/lock/dlbench-machine.busy"
 CONTAINER_BUSY = "/run/dlbench-machine.busy"
 """Where a workload container sees its machine's busy file (bind-mounted read-only)."""
-_HOLD = '[ -e "$1" ] || : >> "$1"; exec 9< "$1"; flock -s 9 || exit 125; shift; exec "$@"'
+_CREATE = '[ -e "$1" ] || : >> "$1"'
+"""Shell: create the busy file ``$1`` if missing."""
+_HOLD = _CREATE + '; exec 9< "$1"; flock -s 9 || exit 125; shift; exec "$@"'
 
 
 def hold_prefix(busy: str) -> tuple[str, ...]:
@@ -63,7 +65,7 @@ def hold_prefix(busy: str) -> tuple[str, ...]:
 
 REMOTE_HOLD = hold_prefix(REMOTE_BUSY)
 """The prefix over SSH, on the node's busy file."""
-ENSURE_REMOTE_BUSY = ("sh", "-c", 'mkdir -p /run/lock 2>/dev/null; [ -e "$1" ] || : >> "$1"; shift; exec "$@"',
+ENSURE_REMOTE_BUSY = ("sh", "-c", "mkdir -p /run/lock 2>/dev/null; " + _CREATE + '; shift; exec "$@"',
                       "sh", REMOTE_BUSY)
 """Prefix of a ``docker run`` over SSH: the node's busy file exists before it is bind-mounted (an
 engine would create a missing source as a directory)."""
@@ -98,21 +100,24 @@ def local_busy_path() -> Path:
     return local_lock_path().with_suffix(".busy")
 
 
-def ensure_local_busy() -> str:
-    """This host's busy file, created if missing (to bind-mount into a local workload container)."""
+def _open_local_busy() -> int:
+    """A read-only descriptor of this host's busy file, created (0644) if missing."""
     path = local_busy_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644))
-    return str(path)
+    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+
+
+def ensure_local_busy() -> str:
+    """This host's busy file, created if missing (to bind-mount into a local workload container)."""
+    os.close(_open_local_busy())
+    return str(local_busy_path())
 
 
 def workload_hold_fd() -> int:
     """A descriptor holding a shared lock on this host's busy file, to hand to a workload process
     (``pass_fds``) and close in the executor: the lock lives as long as the workload, whatever
     happens to the executor."""
-    path = local_busy_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fd = _open_local_busy()
     fcntl.flock(fd, fcntl.LOCK_SH)  # only a claim's instant exclusive check competes: no wait
     return fd
 
@@ -199,8 +204,7 @@ def _claim_local(holder: str, wait_s: float) -> Iterator[None]:
 def _await_no_workload(deadline: float) -> None:
     """With the machine held: wait until no workload process holds this host's busy file (one
     left running by a job whose worker died), up to ``deadline``."""
-    path = local_busy_path()
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fd = _open_local_busy()
     try:
         next_log = time.monotonic() + 2.0
         while True:

@@ -21,6 +21,13 @@ from typing import ClassVar, Literal
 from dlbench.provisioning.polling import Deadline
 
 RESOURCE_PREFIX = "dlbench"
+DEFAULT_EXPIRY = timedelta(hours=6)
+"""How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
+TAG_KEY = "dlbench"
+LEASE_KEY = "dlbench_lease_until"
+TAG_KEYS = (TAG_KEY, "dlbench_run_id", "dlbench_dag_id", "dlbench_dag_run_id", "dlbench_expires_at", LEASE_KEY)
+"""Every key we may write on a resource (what a release removes again)."""
+
 PARALLELISM_ENV = "DLBENCH_PROVISION_THREADS"
 DEFAULT_PARALLELISM = 16
 
@@ -45,12 +52,6 @@ def parallelism(count: int, *, strict: bool = False) -> int:
         else:
             logging.getLogger(__name__).warning("%s=%r is not 1-256: using %d", PARALLELISM_ENV, raw, cap)
     return max(1, min(cap, count))
-DEFAULT_EXPIRY = timedelta(hours=6)
-"""How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
-TAG_KEY = "dlbench"
-LEASE_KEY = "dlbench_lease_until"
-TAG_KEYS = (TAG_KEY, "dlbench_run_id", "dlbench_dag_id", "dlbench_dag_run_id", "dlbench_expires_at", LEASE_KEY)
-"""Every key we may write on a resource (what a release removes again)."""
 
 
 @dataclass(frozen=True)
