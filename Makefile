@@ -79,6 +79,12 @@ run: venv prereqs run-prereqs airflow-init ## run the embedded benchmark end to 
 report: venv ## regenerate the latest run's report from the warehouse
 	$(VENV)/bin/dlbench report
 
+# The whole suite as two concurrent pytest streams (tests/streams.py): the devcloud's tests in one
+# ordered stream, every other test beside it and then the multi-worker cluster tier. Ends with one
+# line per tier, the missing prerequisites (and what installs them) and the whole run's counts.
+# TEST_ARGS narrows it (pytest arguments, e.g. TEST_ARGS=tests/reports); the cluster tier runs
+# only for the whole suite.
 TEST_ARGS ?=
+TEST_LOGS ?= $(ROOT)/build/test-logs
 test: venv ## run the whole test suite (DLBENCH_REQUIRE_ALL=1 turns prerequisite skips into failures)
-	$(PY) -m pytest -ra --durations=30 $(TEST_ARGS)
+	$(PY) -m tests.streams $(if $(TEST_ARGS),,--cluster) --logs $(TEST_LOGS) -- $(TEST_ARGS)

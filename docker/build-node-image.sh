@@ -15,7 +15,7 @@
 #
 # Rebuilds only when its inputs change: FILE.stamp records a digest of the script, the package
 # list, the suite and mirror, and (dlbench-node) the workload context digest and the wheelhouse.
-# Downloaded .debs are kept in build/debootstrap-cache, so a rebuild does not download again.
+# Downloaded .debs are kept in build/debootstrap-cache/<variant>, so a rebuild does not download again.
 # The debootstrap mirror is the host's (as docker/build-base.sh finds it); DEBIAN_MIRROR overrides.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,7 +69,9 @@ if [ "$force" = 0 ] && [ -f "$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$dige
   echo "$variant image up to date: $out"; exit 0
 fi
 
-mkdir -p "$(dirname "$out")" "$repo/build/debootstrap-cache"
+# One cache per variant: the stock and node images are built side by side in CI (make -j).
+cache=$repo/build/debootstrap-cache/$variant
+mkdir -p "$(dirname "$out")" "$cache"
 work=$(mktemp -d "$(dirname "$out")/.build-$variant.XXXXXX")
 root=$work/rootfs
 cleanup() {
@@ -80,7 +82,7 @@ cleanup() {
 trap cleanup EXIT
 start=$(date +%s)
 echo "building the $variant image with debootstrap ($suite from $mirror); log: $work/debootstrap.log"
-debootstrap --variant=minbase --include="$packages" --cache-dir="$repo/build/debootstrap-cache" \
+debootstrap --variant=minbase --include="$packages" --cache-dir="$cache" \
   "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
 
 # Like a cloud image: no host identity baked in. SSH host keys are generated on each machine's

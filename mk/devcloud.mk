@@ -10,35 +10,40 @@ CI_PREREQS += devcloud-install devcloud-images devcloud-up
 .PHONY: devcloud-install devcloud-images devcloud-up devcloud-down devcloud-status devcloud-api-stop \
 	devcloud-api-start devcloud-test
 
-$(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt
-	@missing=$$(for p in postgresql openssh-server iproute2 genisoimage debootstrap iptables; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
-	  else echo "devcloud: missing system packages: $$missing"; exit 1; fi; \
-	fi
+$(DEVCLOUD_VENV)/.installed: devcloud/requirements.txt devcloud/constraints.txt | devcloud-packages
 	test -x $(DEVCLOUD_VENV)/bin/python || python3 -m venv $(DEVCLOUD_VENV)
 	$(DEVCLOUD_VENV)/bin/pip install -q --upgrade pip
 	$(DEVCLOUD_VENV)/bin/pip install -q -r devcloud/requirements.txt -c devcloud/constraints.txt
 	$(DEVCLOUD_VENV)/bin/pip check
 	touch $@
 
-# Keystone, Placement, Nova, Glance (docs/devcloud-nova.md); RabbitMQ from Debian, started by
-# devcloud-up on 127.0.0.1 only (the package's own service is never started: policy-rc.d in
-# containers; /etc/rabbitmq/rabbitmq-env.conf binds it to loopback should it ever start).
-$(DEVCLOUD_NOVA_VENV)/.installed: devcloud/requirements-nova.txt devcloud/constraints-nova.txt
-	@if ! dpkg -s rabbitmq-server >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    mkdir -p /etc/rabbitmq; \
-	    [ -e /etc/rabbitmq/rabbitmq-env.conf ] || printf 'NODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\n' >/etc/rabbitmq/rabbitmq-env.conf; \
-	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server) >/dev/null; \
-	  else echo "devcloud: missing system package: rabbitmq-server"; exit 1; fi; \
-	fi
+# Keystone, Placement, Nova, Glance (docs/devcloud-nova.md).
+$(DEVCLOUD_NOVA_VENV)/.installed: devcloud/requirements-nova.txt devcloud/constraints-nova.txt | devcloud-packages
 	test -x $(DEVCLOUD_NOVA_VENV)/bin/python || python3 -m venv $(DEVCLOUD_NOVA_VENV)
 	$(DEVCLOUD_NOVA_VENV)/bin/pip install -q --upgrade pip
 	$(DEVCLOUD_NOVA_VENV)/bin/pip install -q -r devcloud/requirements-nova.txt -c devcloud/constraints-nova.txt
 	$(DEVCLOUD_NOVA_VENV)/bin/pip check
 	touch $@
+
+# The devcloud's Debian packages, in one apt transaction before any venv is built (so that the
+# venvs, images and builds after it can run side by side, make -j, without two apt-gets). RabbitMQ
+# (the Nova part) is started by devcloud-up on 127.0.0.1 only: the package's own service is never
+# started (policy-rc.d in containers; /etc/rabbitmq/rabbitmq-env.conf binds it to loopback should
+# it ever start).
+DEVCLOUD_PACKAGES := postgresql openssh-server iproute2 genisoimage debootstrap iptables
+ifneq ($(DEVCLOUD_NOVA),0)
+DEVCLOUD_PACKAGES += rabbitmq-server
+endif
+.PHONY: devcloud-packages
+devcloud-packages: ## the devcloud's Debian packages (as root; otherwise says which are missing)
+	@missing=$$(for p in $(DEVCLOUD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    mkdir -p /etc/rabbitmq; \
+	    [ -e /etc/rabbitmq/rabbitmq-env.conf ] || printf 'NODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\n' >/etc/rabbitmq/rabbitmq-env.conf; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
+	  else echo "devcloud: missing system packages: $$missing"; exit 1; fi; \
+	fi
 
 DEVCLOUD_INSTALLED := $(DEVCLOUD_VENV)/.installed
 ifneq ($(DEVCLOUD_NOVA),0)

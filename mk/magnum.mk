@@ -2,9 +2,14 @@
 # own venv (.devcloud/magnum-venv: Magnum's pins need not agree with Nova's), our cluster driver
 # devcloud/magnum_driver installed there editable (entry point magnum.drivers: devcloud; a change is
 # live at the next conductor start). Needs the Nova part (Keystone, RabbitMQ, Glance, Nova).
-# `make devcloud-up` starts it when installed; magnum-install runs before devcloud-up in CI_PREREQS.
+# `make devcloud-up` starts it when installed, so CI starts the devcloud only once it is installed
+# (ci-devcloud-up: the order holds under make -j too).
 DEVCLOUD_MAGNUM_VENV := $(DEVCLOUD_STATE)/magnum-venv
-CI_PREREQS := $(filter-out devcloud-up,$(CI_PREREQS)) magnum-install devcloud-up
+CI_PREREQS := $(filter-out devcloud-up,$(CI_PREREQS)) magnum-install ci-devcloud-up
+
+.PHONY: ci-devcloud-up
+ci-devcloud-up: devcloud-install magnum-install
+	@$(MAKE) --no-print-directory devcloud-up
 
 .PHONY: magnum-install test-magnum
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.quiet import turn
+
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
 
@@ -53,6 +55,61 @@ def require(condition: bool, reason: str) -> None:
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
+
+
+# -- streams (tests/streams.py: `make test` runs them side by side) ---------------------------------
+DEVCLOUD_TIERS = frozenset({"ironic", "nova", "magnum", "kubernetes", "devcloud_infra"})
+"""Tiers (tests/<tier>) that are about the devcloud's clouds as a whole."""
+DEVCLOUD_FIXTURES = {"execution": frozenset({"conn", "fleet", "module_fleet", "engine_node"})}
+"""Fixtures that deploy devcloud machines, per tier whose conftest defines them: a test elsewhere
+that uses one is a devcloud test too."""
+
+
+def stream_of(item: pytest.Item) -> str:
+    """``devcloud`` or ``local``: the one rule that puts each test in exactly one stream.
+
+    Devcloud tests share the devcloud's three nodes, hypervisors and Magnum API, so they run in
+    one ordered stream: a test of a devcloud tier, one marked ``devcloud``, or one that uses a
+    fixture that deploys devcloud machines."""
+    rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts
+    if rel[0] in DEVCLOUD_TIERS or item.get_closest_marker("devcloud") is not None:
+        return "devcloud"
+    for name, defs in item._fixtureinfo.name2fixturedefs.items():  # noqa: SLF001 (pytest has no public API for it)
+        for fixturedef in defs:
+            tier = (fixturedef.baseid or "").split("/")
+            if len(tier) > 1 and tier[0] == "tests" and name in DEVCLOUD_FIXTURES.get(tier[1], ()):
+                return "devcloud"
+    return "local"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--stream", choices=("all", "devcloud", "local"), default="all",
+                     help="run only this stream's tests (tests/streams.py runs both side by side)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "quiet: checks a timing bound of the product; runs while no other "
+                                       "stream runs a test (tests/quiet.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stream = config.getoption("--stream")
+    if stream == "all":
+        return
+    keep = [item for item in items if stream_of(item) == stream]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if stream_of(item) != stream])
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test."""
+    quiet = item.get_closest_marker("quiet") is not None
+    with turn(quiet) as waited:
+        if waited > 1:
+            item.add_report_section("setup", "quiet", f"waited {waited:.1f} s for its turn (quiet={quiet})")
+        yield
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,6 +1,7 @@
 """A real multi-worker Airflow deployment (dlbench.cluster): PostgreSQL, Redis, api-server,
-scheduler, dag-processor and two Celery workers with nothing local in common. Slow (minutes):
-not part of ``make test``; ``make test-cluster`` runs it."""
+scheduler, dag-processor and two Celery workers with nothing local in common. Slow (minutes): its
+own pytest session, which ``make test`` runs after the local stream (``tests/streams.py``) and
+``make test-cluster`` runs alone."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pytest
 from tests.conftest import require
 from tests.pg import pg_bin
 
-# Opt-in tier: `make test` (pytest over tests/) does not even collect it; `make test-cluster` sets this.
+# Its own session: a plain pytest over tests/ does not even collect it; tests/streams.py (make test)
+# and `make test-cluster` set this.
 if os.environ.get("DLBENCH_CLUSTER_TESTS", "") in ("", "0"):
     collect_ignore_glob = ["test_*.py"]
 

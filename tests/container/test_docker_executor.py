@@ -95,7 +95,7 @@ def test_a_crash_is_a_failed_document_and_leaves_no_container(docker_client, wor
 
 def test_timeout_kills_and_removes_the_container(docker_client, workload_image, tmp_path):
     target = docker_target(workload_image)
-    slow = job("ct3", model="inception3")
+    slow = job("ct3", measured_steps=100000)  # cannot end by itself in 3 s on any machine
     doc = DockerExecutor(workload_image).execute(slow, target, tmp_path / "r.json", timeout=3)
     assert doc.status is Status.FAILED and "timed out after 3 s" in doc.error
     assert our_containers(docker_client, "ct3") == []
@@ -108,7 +108,8 @@ def test_teardown_and_janitor_touch_only_our_containers(docker_client, workload_
     ours_live = docker_client.containers.create(workload_image, ["sleep", "60"], labels=labels_for("ct5", "j2"))
     foreign = docker_client.containers.create(workload_image, ["sleep", "60"], labels={"team": "someone-else"})
     try:
-        assert sweep_containers(dry_run=True) == [ours_expired.name]
+        would = sweep_containers(dry_run=True)  # other streams' expired containers may be listed too
+        assert ours_expired.name in would and ours_live.name not in would and foreign.name not in would
         assert ours_expired.name in sweep_containers()
         assert remove_run_containers("ct5") == [ours_live.name]
         foreign.reload()  # still there: the janitor never touches untagged containers

@@ -85,6 +85,7 @@ def assert_stopped(doc: ResultDocument, job: Job, archive: Path) -> None:
 # -- the shared mechanism -------------------------------------------------------------------------
 
 
+@pytest.mark.quiet  # timing bound of the product: the stop action within 0.3 s
 def test_on_stop_runs_its_action_once_and_only_while_the_body_runs():
     calls: list[float] = []
     stop = threading.Event()

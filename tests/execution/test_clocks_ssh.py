@@ -28,6 +28,7 @@ TEARDOWN_S = 0.7
 TOLERANCE_S = 0.05
 
 
+@pytest.mark.quiet  # timing bound of the product: clocks within 50 ms of the truth
 def test_ssh_process_launch_to_end_stops_at_the_exit(fleet, run_id, tmp_path, monkeypatch):
     (machine,) = fleet.deploy(1, image=engine_image())
     access = workload_access(machine)

@@ -97,6 +97,7 @@ def test_busy_past_the_wait_is_an_error_naming_the_holder():
         thread.join()
 
 
+@pytest.mark.quiet  # timing bound of the product: re-claimed within 1 s of the holder's death
 def test_a_sigkilled_holder_releases_its_claim(private_lock):
     code = ("import sys,time; sys.path.insert(0, sys.argv[1]);"
             "from dlbench.execution.machine_lock import claim_machines;"

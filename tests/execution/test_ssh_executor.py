@@ -106,7 +106,7 @@ def workload_access(machine) -> dict[str, str]:
 def test_host_job_timing_out_kills_its_process_group(fleet, run_id, tmp_path):
     (machine,) = fleet.deploy(1, image=engine_image())
     target = machine.target("bare_metal", machine.access(**workload_access(machine)))
-    slow = job(run_id, model="inception3")
+    slow = job(run_id, measured_steps=100000)  # cannot end by itself in 4 s on any machine
     doc = SSHExecutor().execute(slow, target, tmp_path / "r.json", timeout=4)
     assert doc.status is Status.FAILED and "timed out after 4 s" in doc.error, doc.error
     with machine.host() as host:

@@ -104,8 +104,10 @@ def test_unschedulable_names_the_scheduler_reason(cluster, run_id, tmp_path):
 
 
 def test_deadline_is_enforced_by_the_cluster(cluster, run_id, tmp_path):
+    """The job cannot end by itself (100,000 measured steps), on any machine: only the cluster's
+    deadline ends it (a smoke inception3 job finished inside 6 s on a faster machine)."""
     ns = cluster.namespace(run_id)
-    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
+    slow = job(run_id, platform="container_on_bare_metal", measured_steps=100000)
     doc = KubernetesExecutor(grace=5).execute(slow, cluster.target(ns), tmp_path / "r.json", timeout=6)
     assert doc.status is Status.FAILED and "DeadlineExceeded" in doc.error, doc.error
 
@@ -113,7 +115,7 @@ def test_deadline_is_enforced_by_the_cluster(cluster, run_id, tmp_path):
 def test_a_pod_killed_while_it_runs_fails_the_job(cluster, run_id, tmp_path):
     ns = cluster.namespace(run_id)
     core = client.CoreV1Api(cluster.api)
-    slow = job(run_id, platform="container_on_bare_metal", model="inception3")
+    slow = job(run_id, platform="container_on_bare_metal", measured_steps=100000)  # still running when killed
     result = {}
     worker = threading.Thread(target=lambda: result.update(doc=KubernetesExecutor().execute(
         slow, cluster.target(ns), tmp_path / "r.json", timeout=120)))

@@ -36,6 +36,7 @@ def test_make_run_prints_k_of_n_in_order_with_elapsed_and_time_left():
     assert progress.line("Filling up the DagBag", 201.0) is None
 
 
+@pytest.mark.quiet  # timing bound of the product: a heartbeat within 0.18 s
 def test_run_job_logs_start_heartbeat_and_end(caplog):
     caplog.set_level(logging.INFO, logger=steps.log.name)
     with steps.job_progress("bare_metal/cpu/r0", 3600, "4/12", interval=0.05):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,13 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _containers_with(run_id: str) -> list[str]:
     out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=dlbench.run_id={run_id}"],
                          capture_output=True, text=True, check=True).stdout
@@ -49,7 +57,7 @@ def _long_cell(run_id: str, platform: Platform) -> Job:
 def test_a_killed_worker_ends_the_whole_job(platform, request):
     if platform is Platform.CONTAINER_ON_BARE_METAL:
         request.getfixturevalue("workload_image")
-    run = f"killed-worker-{platform.value}"
+    run = f"killed-worker-{platform.value}-{uuid.uuid4().hex[:8]}"  # its own processes only, among other streams
     req = steps.validate({"platforms": [platform.value], "suites": ["tf_cnn"], "models": ["alexnet"],
                           "data": ["synthetic"], "scenarios": ["distributed"], "repetitions": 1})
     tags = steps.tags_for(run)
@@ -70,8 +78,8 @@ def test_a_killed_worker_ends_the_whole_job(platform, request):
         deadline = time.monotonic() + 180
         while victim is None and time.monotonic() < deadline and thread.is_alive():
             # worker 1 is up and training once its document's window would start: wait for its process
-            pids = [p for p in _processes_with("--role worker") if "--task-index 1" in
-                    Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")]
+            pids = [p for p in _processes_with(cell.run_id) if "--role worker" in (cmd := _cmdline(p))
+                    and "--task-index 1" in cmd]
             if pids:
                 time.sleep(20)  # into training (TF import, graph, barrier)
                 victim = pids[0]

@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -131,8 +132,16 @@ def test_harness_records_the_machine_load(tmp_path):
                                       {"load1": 2.0, "cpus": 4, "busy": 1400, "steal": 30, "total": 5400}, 0.0)
     assert labels["host_steal_share"] == "0.0500" and labels["host_other_cpu_share"] == "1.0000"
     assert labels["host_load1_before"] == "0.50" and labels["host_cpus"] == "4"
+    # A job shorter than one clock tick of the CPU accounting: /proc/stat did not move, so the
+    # shares cannot be measured and are not recorded (no made-up zeros); the load average is.
+    instant = harness.host_load_labels({"load1": 0.5, "cpus": 4, "busy": 1000, "steal": 10, "total": 5000},
+                                       {"load1": 0.6, "cpus": 4, "busy": 1000, "steal": 10, "total": 5000}, 0.0)
+    assert instant == {"host_load1_before": "0.50", "host_load1_after": "0.60", "host_cpus": "4"}
+    # A real job through the harness; it lasts until the accounting moved, on any machine's speed.
     with harness.workload(Benchmark(suite="t", name="t"), out=tmp_path / "d.json") as doc:
-        sum(i * i for i in range(200000))
+        start, deadline = harness.host_snapshot()["total"], time.monotonic() + 10
+        while harness.host_snapshot()["total"] == start and time.monotonic() < deadline:
+            sum(i * i for i in range(20000))
     written = ResultDocument.read(tmp_path / "d.json")
     assert doc.labels == written.labels
     assert {"host_load1_before", "host_load1_after", "host_cpus", "host_steal_share",

@@ -200,6 +200,8 @@ def remove_run_containers(run_id: str, client: Any = None) -> list[str]:
 
 def sweep_containers(now: datetime | None = None, client: Any = None, dry_run: bool = False) -> list[str]:
     """Janitor: remove our containers whose expiry has passed; never touches unlabelled ones."""
+    import docker  # optional dependency (the docker SDK), as everywhere in this module
+
     client = client or _client()
     now = now or datetime.now(UTC)
     swept = []
@@ -210,7 +212,10 @@ def sweep_containers(now: datetime | None = None, client: Any = None, dry_run: b
             expires = datetime.fromtimestamp(0, UTC)  # unreadable expiry: ours, and treated as expired
         if expires <= now:
             if not dry_run:
-                container.remove(force=True)
+                try:
+                    container.remove(force=True)
+                except docker.errors.NotFound:  # removed meanwhile (its own teardown, another janitor): gone
+                    continue
             swept.append(container.name)
     return swept
 

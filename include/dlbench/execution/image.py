@@ -8,6 +8,7 @@ downloaded on the host by pip, so the build itself needs no network.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -91,10 +92,15 @@ def choose_base() -> str:
 
 
 def build_wheelhouse() -> Path:
-    """Download the workload requirements' wheels on the host (pip reaches PyPI; the build may not)."""
+    """Download the workload requirements' wheels on the host (pip reaches PyPI; the build may not).
+
+    One download at a time (a lock beside it): the workload image and the node image both need
+    it and are built side by side (``make -j``); a second pip would read half-written wheels."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(WHEELHOUSE),
-                    "-r", str(ROOT / "requirements-workload.txt")], check=True, timeout=3600)
+    with (WHEELHOUSE.parent / "wheelhouse.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(WHEELHOUSE),
+                        "-r", str(ROOT / "requirements-workload.txt")], check=True, timeout=3600)
     return WHEELHOUSE
 
 

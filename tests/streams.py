@@ -1,0 +1,208 @@
+"""Run the whole suite as concurrent pytest streams and print one summary (``make test``).
+
+Why streams: the suite waits on devcloud boots, SSH, Docker and Airflow start-up far more than
+it computes (the host's 2 cores were 46 % idle over the serial run). The devcloud tests share
+three nodes, the Nova hypervisors and the Magnum API, so they stay one ordered stream; every
+other test needs nothing of the devcloud and runs in a second stream beside it, followed by the
+multi-worker cluster tier (its own pytest session: it starts its own Airflow). Which stream a
+test belongs to is decided by ``tests/conftest.py`` (``--stream``), from the test itself, so the
+two streams are a partition of the collected suite: nothing is run twice or left out.
+
+Isolation (each stream is its own pytest process): its own Airflow home and metadata DB and
+DLBENCH_HOME (``tests/conftest.py`` makes both per process), its own PostgreSQL server
+(``tests/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
+name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). Tests that check
+a timing bound of the product are marked ``quiet``: they run while no test of another stream
+runs (``DLBENCH_TEST_QUIET_LOCK``, see ``tests/quiet.py``).
+
+Output: each stream writes its pytest output to ``<logs>/<stream>.log`` (printed whole at the
+end, stream after stream), results as JUnit XML; the end is one line per tier (tests/<tier>)
+with counts and time, the prerequisites that were missing with the command that installs them,
+and the whole run's ``N passed, N failed, N skipped`` line. Any failure, error or a stream
+that did not finish makes the exit status 1.
+
+    python -m tests.streams [--cluster] [--logs DIR] [-- PYTEST ARGS...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STREAMS = ("devcloud", "local")
+"""The concurrent streams, in the order their logs are printed; ``tests/conftest.py`` owns the
+rule that puts each test in exactly one of them."""
+
+
+@dataclass
+class Step:
+    """One pytest process of a stream (a stream runs its steps one after the other)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    junit: Path
+    log: Path
+    rc: int | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Tier:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    streams: set[str] = field(default_factory=set)
+
+
+def _stream_env(stream: str, logs: Path) -> dict[str, str]:
+    lock_dir = Path("/run/lock") if os.access("/run/lock", os.W_OK) else logs
+    return {
+        **os.environ,
+        "DLBENCH_TEST_STREAM": stream,
+        "DLBENCH_MACHINE_LOCK": str(lock_dir / f"dlbench-test-{stream}.lock"),
+        "DLBENCH_TEST_QUIET_LOCK": str(logs / "quiet.lock"),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[Step]]:
+    py = sys.executable
+    streams: dict[str, list[Step]] = {}
+    for stream in STREAMS:
+        env = _stream_env(stream, logs)
+        junit = logs / f"{stream}.xml"
+        streams[stream] = [Step(stream, [py, "-m", "pytest", "-ra", "--durations=15", f"--stream={stream}",
+                                         f"--junitxml={junit}", *pytest_args], env, junit, logs / f"{stream}.log")]
+    if cluster:
+        env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
+        junit = logs / "cluster.xml"
+        streams["local"].append(Step("cluster", [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
+                                                 "tests/cluster"], env, junit, logs / "cluster.log"))
+    return streams
+
+
+def _say(message: str, t0: float) -> None:
+    elapsed = int(time.monotonic() - t0)
+    print(f"[{elapsed // 60:3d}m{elapsed % 60:02d}s] {message}", flush=True)
+
+
+def _run_stream(steps: list[Step], t0: float) -> None:
+    for step in steps:
+        _say(f"{step.name}: started ({step.log})", t0)
+        start = time.monotonic()
+        with step.log.open("w") as out:
+            step.rc = subprocess.call(step.argv, cwd=ROOT, env=step.env, stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL)
+        step.seconds = time.monotonic() - start
+        _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
+
+
+def _last_line(log: Path) -> str:
+    lines = [line.strip("= \n") for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+PREREQ = re.compile(r"prerequisite missing: (.*)", re.S)
+
+
+def collect(steps: list[Step]) -> tuple[dict[str, Tier], Counter[str], list[str]]:
+    """Per-tier counts from the JUnit files; the missing prerequisites; problems of the run itself."""
+    tiers: dict[str, Tier] = defaultdict(Tier)
+    missing: Counter[str] = Counter()
+    problems = []
+    for step in steps:
+        if step.rc not in (0, 1, 5):  # 1: tests failed (counted below); 5: nothing selected here
+            problems.append(f"{step.name}: pytest exited {step.rc} (interrupted, internal or usage error): "
+                            f"see {step.log}")
+        if not step.junit.exists():
+            if step.rc != 5:
+                problems.append(f"{step.name}: no results ({step.junit} missing)")
+            continue
+        for case in ET.parse(step.junit).getroot().iter("testcase"):
+            parts = (case.get("classname") or "").split(".")
+            tier = tiers[parts[1] if len(parts) > 2 and parts[0] == "tests" else "(top)"]
+            tier.streams.add(step.name)
+            tier.seconds += float(case.get("time") or 0)
+            if case.find("failure") is not None or case.find("error") is not None:
+                tier.failed += 1
+            elif (skip := case.find("skipped")) is not None:
+                tier.skipped += 1
+                if match := PREREQ.search(skip.get("message") or ""):
+                    missing[match.group(1).strip()] += 1
+            else:
+                tier.passed += 1
+    return tiers, missing, problems
+
+
+def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
+    steps = [step for stream in streams.values() for step in stream]
+    for step in steps:
+        print(f"\n{'#' * 30} {step.name} stream: {' '.join(step.argv[1:])}\n", flush=True)
+        sys.stdout.write(step.log.read_text(errors="replace") if step.log.exists() else "(no output)\n")
+    tiers, missing, problems = collect(steps)
+    print(f"\n{'=' * 30} tiers (tests/<tier>: results, summed test time, stream)")
+    for name in sorted(tiers, key=lambda n: -tiers[n].seconds):
+        t = tiers[name]
+        print(f"  {name:<16} {t.passed:4d} passed {t.failed:3d} failed {t.skipped:3d} skipped "
+              f"{t.seconds:7.0f} s  {','.join(sorted(t.streams))}")
+    print(f"{'=' * 30} streams (wall time)")
+    for stream, stream_steps in streams.items():
+        parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc})" for s in stream_steps)
+        print(f"  {stream:<16} {sum(s.seconds for s in stream_steps):7.0f} s  {parts}")
+    print(f"  {'whole run':<16} {wall:7.0f} s")
+    if missing:
+        print(f"{'=' * 30} skipped for a missing prerequisite (install it, then run `make test` again)")
+        for reason, count in missing.most_common():
+            print(f"  {count:4d} test(s): {reason}")
+    for problem in problems:
+        print(f"ERROR: {problem}")
+    passed = sum(t.passed for t in tiers.values())
+    failed = sum(t.failed for t in tiers.values())
+    skipped = sum(t.skipped for t in tiers.values())
+    summary = f"{passed} passed, {failed} failed, {skipped} skipped"
+    print(summary, flush=True)
+    (logs / "summary.txt").write_text(summary + "\n")
+    return 1 if failed or problems or not passed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster", action="store_true", help="run the multi-worker tier after the local stream")
+    parser.add_argument("--logs", type=Path, help="where the streams' logs and JUnit files go (default: a temp dir)")
+    parser.add_argument("pytest_args", nargs="*", help="passed to every stream's pytest (after --)")
+    args = parser.parse_args(argv)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="dlbench-test-logs-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    for stale in [*logs.glob("*.xml"), logs / "summary.txt"]:
+        stale.unlink(missing_ok=True)
+    streams = plan(logs.resolve(), args.pytest_args, args.cluster)
+    t0 = time.monotonic()
+    _say(f"streams {', '.join(streams)} in parallel; logs in {logs}", t0)
+    threads = [threading.Thread(target=_run_stream, args=(steps, t0), name=name) for name, steps in streams.items()]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        _say("interrupted: waiting for the streams' pytest processes to stop", t0)
+        for thread in threads:
+            thread.join()
+    return report(streams, time.monotonic() - t0, logs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
