@@ -56,6 +56,8 @@ class Step:
     log: Path
     rc: int | None = None
     seconds: float = 0.0
+    waited: float = 0.0
+    """Seconds its tests waited for their turn (a quiet test of the other stream, tests/quiet.py)."""
 
 
 @dataclass
@@ -135,6 +137,9 @@ def collect(steps: list[Step]) -> tuple[dict[str, Tier], Counter[str], list[str]
             parts = (case.get("classname") or "").split(".")
             tier = tiers[parts[1] if len(parts) > 2 and parts[0] == "tests" else "(top)"]
             tier.streams.add(step.name)
+            for prop in case.iter("property"):
+                if prop.get("name") == "turn_wait_s":
+                    step.waited += float(prop.get("value") or 0)
             tier.seconds += float(case.get("time") or 0)
             if case.find("failure") is not None or case.find("error") is not None:
                 tier.failed += 1
@@ -160,7 +165,8 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
               f"{t.seconds:7.0f} s  {','.join(sorted(t.streams))}")
     print(f"{'=' * 30} streams (wall time)")
     for stream, stream_steps in streams.items():
-        parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc})" for s in stream_steps)
+        parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for quiet tests)"
+                          for s in stream_steps)
         print(f"  {stream:<16} {sum(s.seconds for s in stream_steps):7.0f} s  {parts}")
     print(f"  {'whole run':<16} {wall:7.0f} s")
     if missing:
