@@ -1,0 +1,143 @@
+"""The test suite's own machinery (tests/streams.py, tests/quiet.py, the stream rule in
+tests/conftest.py): the streams are a partition of the suite, a quiet test runs alone and goes
+before tests that arrive after it, the summary counts what the JUnit files say and fails on any
+failure or abnormal stream."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests import quiet, streams
+from tests.conftest import ROOT
+
+
+def _collected(*args: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=True).stdout
+    return {line for line in out.splitlines() if "::" in line}
+
+
+def test_the_two_streams_are_a_partition_of_the_suite():
+    everything = _collected()
+    devcloud, local = _collected("--stream=devcloud"), _collected("--stream=local")
+    assert devcloud and local and not devcloud & local
+    assert devcloud | local == everything, (everything - devcloud - local, (devcloud | local) - everything)
+    # a devcloud tier, a devcloud fixture outside one, and their neighbours that stay local
+    ironic = {t for t in everything if t.startswith("tests/ironic/")}
+    assert ironic and ironic <= devcloud
+    lock = "tests/execution/test_machine_lock.py::"
+    assert f"{lock}test_a_node_claim_over_ssh_waits_and_a_dropped_connection_releases_it" in devcloud  # fleet
+    assert f"{lock}test_two_jobs_on_this_host_never_overlap" in local
+    assert "tests/suite/test_streams.py::test_the_two_streams_are_a_partition_of_the_suite" in local
+
+
+def _hold(is_quiet: bool, seconds: float, log: list, name: str) -> None:
+    with quiet.turn(is_quiet):
+        log.append(("start", name, time.monotonic()))
+        time.sleep(seconds)
+        log.append(("end", name, time.monotonic()))
+
+
+def _until(check, timeout: float = 10) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _held(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_quiet_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, monkeypatch):
+    lock = tmp_path / "quiet.lock"
+    monkeypatch.setenv(quiet.ENV, str(lock))
+    log: list = []
+    first = threading.Thread(target=_hold, args=(False, 1.0, log, "ordinary-1"))
+    waiting_quiet = threading.Thread(target=_hold, args=(True, 0.5, log, "quiet"))
+    later = threading.Thread(target=_hold, args=(False, 0.2, log, "ordinary-2"))
+    first.start()
+    _until(lambda: log)  # ordinary-1 runs
+    waiting_quiet.start()
+    _until(lambda: _held(lock.with_name(lock.name + ".turnstile")))  # the quiet test is in line
+    later.start()  # arrives after the quiet test: must not overtake it
+    for thread in (first, waiting_quiet, later):
+        thread.join(30)
+    order = [(what, name) for what, name, _ in sorted(log, key=lambda e: e[2])]
+    assert order == [("start", "ordinary-1"), ("end", "ordinary-1"), ("start", "quiet"), ("end", "quiet"),
+                     ("start", "ordinary-2"), ("end", "ordinary-2")], order
+
+
+def test_ordinary_tests_share_their_turn(tmp_path, monkeypatch):
+    """Two ordinary tests hold their turns at once: the first waits, inside its turn, for the
+    second to be inside its own (an exclusive turn would make this wait time out)."""
+    monkeypatch.setenv(quiet.ENV, str(tmp_path / "quiet.lock"))
+    inside = threading.Event()
+    met: list[bool] = []
+
+    def first() -> None:
+        with quiet.turn(False):
+            met.append(inside.wait(20))
+
+    def second() -> None:
+        with quiet.turn(False):
+            inside.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    threads[1].start()
+    for thread in threads:
+        thread.join(30)
+    assert met == [True]
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.reports.test_a" name="test_ok" time="1.5"/>
+<testcase classname="tests.reports.test_a" name="test_bad" time="2.0"><failure message="boom"/></testcase>
+<testcase classname="tests.ironic.test_b" name="test_skip" time="0.1">
+  <skipped type="pytest.skip" message="prerequisite missing: no devcloud (run `make devcloud-up`)"/></testcase>
+<testcase classname="tests.ironic.test_b" name="test_waited" time="3.0">
+  <properties><property name="turn_wait_s" value="2.5"/></properties></testcase>
+</testsuite></testsuites>"""
+
+
+def test_the_summary_counts_the_junit_files_and_fails_on_a_failure(tmp_path, capsys):
+    (tmp_path / "local.xml").write_text(JUNIT)
+    (tmp_path / "local.log").write_text("pytest output\n")
+    step = streams.Step("local", ["python", "-m", "pytest"], {}, tmp_path / "local.xml", tmp_path / "local.log", rc=1)
+    status = streams.report({"local": [step]}, 10.0, tmp_path)
+    out = capsys.readouterr().out
+    assert status == 1
+    assert out.rstrip().splitlines()[-1] == "2 passed, 1 failed, 1 skipped"
+    assert (tmp_path / "summary.txt").read_text() == "2 passed, 1 failed, 1 skipped\n"
+    assert "1 test(s): no devcloud (run `make devcloud-up`)" in out
+    assert step.waited == 2.5
+    tiers = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and "passed" in line}
+    assert tiers["reports"][1:7] == ["1", "passed", "1", "failed", "0", "skipped"]
+    assert tiers["ironic"][1:7] == ["1", "passed", "0", "failed", "1", "skipped"]
+
+
+def test_a_stream_that_ended_abnormally_fails_the_run_even_with_nothing_failed(tmp_path, capsys):
+    ok = JUNIT.replace('<failure message="boom"/>', "")
+    (tmp_path / "local.xml").write_text(ok)
+    (tmp_path / "local.log").write_text("")
+    fine = streams.Step("local", ["pytest"], {}, tmp_path / "local.xml", tmp_path / "local.log", rc=0)
+    assert streams.report({"local": [fine]}, 1.0, tmp_path) == 0
+    crashed = streams.Step("devcloud", ["pytest"], {}, tmp_path / "devcloud.xml", tmp_path / "devcloud.log", rc=2)
+    assert streams.report({"local": [fine], "devcloud": [crashed]}, 1.0, tmp_path) == 1
+    assert "devcloud: pytest exited 2" in capsys.readouterr().out
+    empty = streams.Step("devcloud", ["pytest"], {}, tmp_path / "none.xml", tmp_path / "none.log", rc=5)
+    assert streams.report({"local": [fine], "devcloud": [empty]}, 1.0, tmp_path) == 0  # nothing selected there
