@@ -99,7 +99,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = [item for item in items if stream_of(item) == stream]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if stream_of(item) != stream])
-        items[:] = keep
+    # Quiet tests last, in their order: by then the other stream has usually ended, so a quiet
+    # test does not hold its stream up while the other one finishes a long test.
+    items[:] = sorted(keep, key=lambda item: item.get_closest_marker("quiet") is not None)
 
 
 @pytest.hookimpl(hookwrapper=True)
