@@ -212,3 +212,26 @@ def _report(name: str, doc: Any) -> None:
     print(f"{name}: " + ", ".join(f"{k}={v:.3f}" for k, v in samples.items())
           + f", before the fix (launch to archived)={samples['launch_to_end_time'] + samples['teardown_time']:.3f}",
           file=sys.stderr)
+
+
+def test_wait_for_exit_returns_the_status_and_times_out_like_popen_wait():
+    """The executor's wait: woken by the exit (pidfd), the status as ``Popen.wait`` gives it, the
+    same ``TimeoutExpired`` when the process outlives the timeout, and a process that already
+    exited is reaped at once."""
+    from dlbench.execution.local import wait_for_exit
+
+    done = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert wait_for_exit(done, 60) == 3 and done.returncode == 3
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_for_exit(sleeper, 0.3)
+        assert 0.29 <= time.monotonic() - start and sleeper.poll() is None
+    finally:
+        sleeper.kill()
+    assert wait_for_exit(sleeper, None) == -9
+    exited = subprocess.Popen(["true"])
+    while not Path(f"/proc/{exited.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+        time.sleep(0.01)  # a zombie: exited, not reaped
+    assert wait_for_exit(exited, 0) == 0

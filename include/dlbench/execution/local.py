@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +52,29 @@ OUTPUT_TAIL = 256 * 1024
 def workload_environment(source: dict[str, str] | None = None) -> dict[str, str]:
     source = dict(os.environ if source is None else source)
     return {k: v for k, v in source.items() if k in WORKLOAD_ENV or k.startswith(WORKLOAD_ENV_PREFIXES)}
+
+
+def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> int:
+    """``proc.wait(timeout)``, woken by the kernel at the exit: the caller's clock then reads the
+    exit, not the end of a sleep.
+
+    Why: ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks, so the end of
+    ``launch_to_end_time`` was taken 0-50 ms after the exit (more on a busy host: a 52 ms error was
+    seen in CI). A pidfd (Linux 5.3+) becomes readable when the process exits; without one, the
+    polling wait remains.
+    Raises ``subprocess.TimeoutExpired`` like ``Popen.wait``."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here (old kernel, not Linux): Popen's polling wait
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if not poller.poll(None if timeout is None else max(0.0, timeout) * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout or 0)
+    finally:
+        os.close(pidfd)
+    return proc.wait()  # exited: reaps it at once
 
 
 class LocalProcessExecutor(Executor):
@@ -97,7 +121,7 @@ class LocalProcessExecutor(Executor):
                 try:
                     with on_stop(stop, stop_action, name=f"stop-{job.job_id[:12]}") as watch:
                         try:
-                            status = proc.wait(timeout=timeout)
+                            status = wait_for_exit(proc, timeout)
                             ended = time.monotonic()  # the exit: what follows is teardown
                             if status != 0:
                                 error = f"workload exited with status {status}"
