@@ -96,9 +96,13 @@ def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[St
     return streams
 
 
+_PRINT = threading.Lock()  # the streams' threads print whole lines
+
+
 def _say(message: str, t0: float) -> None:
     elapsed = int(time.monotonic() - t0)
-    print(f"[{elapsed // 60:3d}m{elapsed % 60:02d}s] {message}", flush=True)
+    with _PRINT:
+        print(f"[{elapsed // 60:3d}m{elapsed % 60:02d}s] {message}", flush=True)
 
 
 def _run_stream(steps: list[Step], t0: float) -> None:
