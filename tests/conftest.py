@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,16 +97,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     stream = config.getoption("--stream")
     if stream == "all":
         return
-    keep = [item for item in items if stream_of(item) == stream]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if stream_of(item) != stream])
+    keep, other = [], []
+    for item in items:
+        (keep if stream_of(item) == stream else other).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
     # Quiet tests last, in their order: by then the other stream has usually ended, so a quiet
     # test does not hold its stream up while the other one finishes a long test.
     items[:] = sorted(keep, key=lambda item: item.get_closest_marker("quiet") is not None)
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test."""
     quiet = item.get_closest_marker("quiet") is not None
     with turn(quiet) as waited:

@@ -1,8 +1,8 @@
 """A quiet moment for the tests that check a timing bound of the product.
 
 ``make test`` runs the suite as concurrent pytest streams (``tests/streams.py``). A bound that is
-about the product (a clock within 50 ms, a shaped link's throughput, a stop latency) must keep
-its value, so the test that checks it runs while no test of another stream runs: it is marked
+about the product's precision (a clock within 50 ms, a heartbeat within 0.18 s) must keep its
+value, so the test that checks it runs while no test of another stream runs: it is marked
 ``@pytest.mark.quiet``. Every test holds ``DLBENCH_TEST_QUIET_LOCK`` while it runs (setup, call
 and teardown): shared for an ordinary test, exclusive for a quiet one. A turnstile lock in front
 gives the quiet test priority: once it waits, the other streams start no new test, so it waits at
