@@ -60,10 +60,10 @@ def main() -> int:
 
 def compare(args: argparse.Namespace, image: str, work: Path) -> int:
     """The interleaved rounds and the side-by-side table."""
-    from dlbench.config import Job
     from dlbench.execution.docker import DockerExecutor
     from dlbench.execution.local import LocalProcessExecutor
     from dlbench.execution.targets import LocalDocker, LocalProcess, Target
+    from dlbench.jobs import Job
     from dlbench.workloads.result import Platform, Status
 
     data_dir = None

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "include"))
 
 
 def cell(run_id: str, platform: str, args: argparse.Namespace):  # noqa: ANN201 - a Job
-    from dlbench.config import Job, job_id_for
+    from dlbench.jobs import Job, job_id_for
     from dlbench.workloads.profiles import Scenario
     from dlbench.workloads.result import Platform
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "include"))
 
 
 def lifecycle(count: int, args: argparse.Namespace) -> dict[str, float]:
-    from dlbench.config import parse_request
-    from dlbench.pipeline.providers import backend_for
-    from dlbench.provisioning.base import Tags
+    from dlbench.providers.base import Tags
+    from dlbench.providers.registry import backend_for
+    from dlbench.request import parse_request
 
     request = parse_request({
         "provider": "nova", "platforms": ["virtual_machine"], "suites": ["cpu"], "data": ["synthetic"],

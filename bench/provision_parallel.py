@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "include"))
 
 
 def lifecycle(count: int, image: str, args: argparse.Namespace) -> dict[str, float]:
-    from dlbench.config import parse_request
-    from dlbench.pipeline.providers import backend_for
-    from dlbench.provisioning.base import Tags
+    from dlbench.providers.base import Tags
+    from dlbench.providers.registry import backend_for
+    from dlbench.request import parse_request
 
     request = parse_request({
         "provider": "ironic", "platforms": ["bare_metal"], "suites": ["cpu"], "data": ["synthetic"],

@@ -341,7 +341,7 @@ def run_cluster(sizes: list[int], args: argparse.Namespace) -> tuple[list[dict[s
     """Start the deployment (docs/airflow-cluster.md), raise the job pool to ``--slots`` through its
     REST API (this deployment only; airflow_settings.yaml keeps 1), then 1, N, 1, N' ... runs."""
     sys.path.insert(0, str(ROOT / "include"))
-    from dlbench.cluster import Cluster
+    from tools.cluster import Cluster
 
     extra = {"AIRFLOW__CORE__PARALLELISM": str(max(64, args.slots)),
              "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(max(64, args.slots)),

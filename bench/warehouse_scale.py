@@ -46,9 +46,9 @@ def bench(url: str, samples: int, repeat: int, out: Path) -> list[tuple[str, flo
     from dlbench.reports import build_report
     from dlbench.reports.regression import detect
     from dlbench.ui.app import create_app
-    from dlbench.ui.generate import generate_history
     from dlbench.warehouse import db
     from dlbench.warehouse.models import Sample
+    from tools.ui_history import generate_history
 
     engine = db.upgrade(db.engine_for(url))
     executions = RUNS * PLATFORMS * BENCHMARKS * REPS

@@ -15,9 +15,9 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
-from dlbench.config import DEFAULT_SUITES, Suite
+from dlbench.jobs import DEFAULT_SUITES, Suite
 from dlbench.pipeline.routing import JOB_TASK, load_routing
-from dlbench.provisioning.registry import PROVIDERS, provider_names
+from dlbench.providers.registry import PROVIDERS, provider_names
 from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 
@@ -134,8 +134,8 @@ PARAMS = {
     **{name: Param(None, type=["null", "object"], title=f"{name} settings (provider {name})",
                    description=f"Used when {name} is the provider or one of the providers: "
                    + " ".join((model.__doc__ or "").split())
-                   + f" Fields: dlbench.provisioning.{name}.{model.__name__}.")
-       for name, (model, _) in PROVIDERS.items()},
+                   + f" Fields: dlbench.providers.{name}.{model.__name__}.")
+       for name, model in ((name, p.settings) for name, p in PROVIDERS.items())},
 }
 
 
@@ -226,7 +226,7 @@ def dlbench_benchmark() -> None:
     def run_job(job: dict, targets: list[dict], request: dict, tags: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from dlbench.config import Job
+        from dlbench.jobs import Job
         from dlbench.pipeline import steps
 
         ctx = get_current_context()

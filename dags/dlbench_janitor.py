@@ -45,7 +45,7 @@ def dlbench_janitor() -> None:
     def sweep() -> dict:
         from airflow.sdk import Variable
 
-        from dlbench.pipeline import janitor
+        from dlbench.providers import janitor
 
         ctx = get_current_context()
         params = ctx["params"]

@@ -3,7 +3,7 @@
 Layers, each its own package:
 
 - ``dlbench.workloads``: runs on the benchmarked machine; never imports Airflow.
-- ``dlbench.provisioning``: one driver per platform behind one small interface.
+- ``dlbench.providers``: one driver per platform behind one small interface.
 - ``dlbench.execution``: how a workload is started on a target and how its result returns.
 - ``dlbench.warehouse``: SQLAlchemy schema, Alembic migrations, idempotent loads.
 - ``dlbench.reports``: comparisons and plots built from the warehouse.

@@ -3,7 +3,7 @@
 ``DLBENCH_HOME`` (default: ``<repo>/data`` for a checkout, ``~/.dlbench`` otherwise) holds the
 SQLite warehouse, generated datasets, and the staging copies of documents and reports. What
 tasks hand to each other goes through the shared store (:mod:`dlbench.storage`, default
-``file://`` this same directory) and run secrets (:mod:`dlbench.pipeline.run_secrets`).
+``file://`` this same directory) and run secrets (:mod:`dlbench.providers.run_secrets`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A real multi-worker Airflow deployment (dlbench.cluster): PostgreSQL, Redis, api-server,
+"""A real multi-worker Airflow deployment (tools.cluster): PostgreSQL, Redis, api-server,
 scheduler, dag-processor and two Celery workers with nothing local in common. Slow (minutes): its
 own pytest session, which ``make test`` runs after the local stream (``tests/streams.py``) and
 ``make test-cluster`` runs alone."""
@@ -102,7 +102,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     require(pg_bin() is not None, "PostgreSQL server binaries (Debian: apt-get install postgresql)")
     require(shutil.which("redis-server") is not None, "redis-server (Debian: apt-get install redis-server)")
     pytest.importorskip("airflow.providers.celery", reason="apache-airflow-providers-celery (make venv)")
-    from dlbench.cluster import Cluster
+    from tools.cluster import Cluster
 
     with Cluster(tmp_path_factory.mktemp("cluster"), workers=3, concurrency=2, queues=WORKER_QUEUES,
                  extra_env={**FAST_DETECTION, "AIRFLOW__DLBENCH__ROUTING": json.dumps(ROUTING)}) as c:

@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from dlbench.config import Job
 from dlbench.execution import docker as docker_executor
 from dlbench.execution import local as local_executor
 from dlbench.execution.container import Mount
 from dlbench.execution.targets import LocalDocker, LocalProcess, Target
+from dlbench.jobs import Job
 from dlbench.workloads.result import Platform, Status
 
 ROOT = Path(__file__).resolve().parents[2]

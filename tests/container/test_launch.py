@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dlbench.config import Job, job_id_for
 from dlbench.execution.container import (
     ContainerLaunch,
     Mount,
@@ -19,6 +18,7 @@ from dlbench.execution.container import (
 )
 from dlbench.execution.shell import command_line
 from dlbench.execution.targets import LocalDocker, SSHDocker, Target
+from dlbench.jobs import Job, job_id_for
 
 EXPIRES = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
 

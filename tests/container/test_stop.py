@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import Job, job_id_for
 from dlbench.execution.base import STOPPED, StopWatch, on_stop
 from dlbench.execution.container import container_name, workload_launch
 from dlbench.execution.docker import NETWORK_RANGE, DockerExecutor, job_network, network_name, sweep_networks
 from dlbench.execution.local import LocalProcessExecutor
 from dlbench.execution.targets import LocalDocker, LocalProcess, Target
-from dlbench.pipeline import janitor
+from dlbench.jobs import Job, job_id_for
+from dlbench.providers import janitor
 from dlbench.workloads.result import ResultDocument, Status
 from tests.container.test_launch import create_via_cli_and_sdk
 

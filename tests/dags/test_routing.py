@@ -43,8 +43,8 @@ def test_routing_comes_from_airflow_config_env(monkeypatch):
 
 
 def test_each_job_belongs_to_exactly_one_job_task():
-    from dlbench.config import parse_request
     from dlbench.pipeline.steps import plan
+    from dlbench.request import parse_request
 
     request = parse_request({
         "providers": [{"name": "ironic", "cloud": "devcloud"}, {"name": "nova", "cloud": "devcloud"}],

@@ -92,7 +92,7 @@ class Machine:
                          **fields)
 
     def host(self) -> Any:
-        from dlbench.execution.ssh import RemoteHost
+        from dlbench.execution.transport import RemoteHost
 
         return RemoteHost(self.address, key_path=self.key_path, known_hosts=self.known_hosts)
 
@@ -144,7 +144,7 @@ class Fleet:
             with self.lock:
                 self.machines.append(machine)
             machines.append(machine)
-        from dlbench.execution.ssh import wait_reachable
+        from dlbench.execution.transport import wait_reachable
 
         probe = Path(tempfile.mkdtemp(prefix="dlbench-fs-probe-"))
         try:
@@ -256,7 +256,7 @@ def controller_python_access(machine: Machine) -> dict[str, str]:
 
 def job(run_id: str, suite: str = "tf_cnn", command: str = "tf-cnn", platform: str = "bare_metal",
         **args: Any) -> Any:
-    from dlbench.config import Job, job_id_for
+    from dlbench.jobs import Job, job_id_for
 
     if suite == "tf_cnn":
         args = {"model": "alexnet", "data": "synthetic", **args}

@@ -13,11 +13,12 @@ import subprocess
 
 import pytest
 
-from dlbench.config import ConfigError, parse_request
+from dlbench.errors import ConfigError
 from dlbench.execution.container import Resources, resources_of
 from dlbench.execution.gpus import Allotment, GpuFacts, allot, local_facts, parse_probe, probe_argv, process_env
 from dlbench.execution.targets import LocalDocker, LocalProcess, Target
-from dlbench.provisioning.base import Tags
+from dlbench.providers.base import Tags
+from dlbench.request import parse_request
 from dlbench.workloads.result import Platform
 
 ENGINE = GpuFacts(count=4, engine_passes_gpus=True)
@@ -93,7 +94,7 @@ def test_the_probe_reads_this_hosts_real_facts():
 
 def test_the_local_backend_applies_the_rule_to_this_host():
     """Here (no GPU) gpus=all gives both platforms a visible skip; on a GPU host both get them."""
-    from dlbench.pipeline.local_backend import LocalBackend
+    from dlbench.providers.local import LocalBackend
 
     facts = local_facts()
     request = parse_request({"provider": "local", "platforms": ["bare_metal", "container_on_bare_metal"],

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.execution.machine_lock import THIS_HOST, MachineBusy, claim_machines, machines_of
+from dlbench.errors import MachineBusy
+from dlbench.execution.machine_lock import THIS_HOST, claim_machines, machines_of
 from dlbench.execution.targets import KubernetesAccess, LocalDocker, LocalProcess, SSHHost, Target
 from tests.conftest import ROOT
 

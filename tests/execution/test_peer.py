@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from dlbench.errors import PeerError
 from dlbench.execution.image import DEFAULT_TAG
-from dlbench.execution.peer import PeerError, network_peer
+from dlbench.execution.peer import network_peer
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import Status
 from tests.conftest import require

@@ -15,7 +15,8 @@ import pytest
 from dlbench.execution import prepare as prep_module
 from dlbench.execution.image import context_digest
 from dlbench.execution.prepare import SUITE_TOOLS, Preparation, prepare, prepare_many
-from dlbench.execution.ssh import RemoteHost, SSHExecutor
+from dlbench.execution.ssh import SSHExecutor
+from dlbench.execution.transport import RemoteHost
 from dlbench.workloads.result import Status
 from tests.conftest import require
 from tests.execution.conftest import NODE_IMAGE, job

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from dlbench.execution.base import ExecutionError
-from dlbench.execution.ssh import RemoteHost, wait_reachable
+from dlbench.errors import ExecutionError
+from dlbench.execution.transport import RemoteHost, wait_reachable
 
 HOSTILE = [
     "$(touch {canary})", "`touch {canary}`", "; touch {canary}", "&& touch {canary}", "| touch {canary}",

@@ -9,14 +9,8 @@ import uuid
 
 import pytest
 
-from dlbench.execution.staging import (
-    MANIFEST,
-    StagingError,
-    check_remote_data,
-    local_listing,
-    stage_data,
-    verify_stage,
-)
+from dlbench.errors import StagingError
+from dlbench.execution.staging import MANIFEST, check_remote_data, local_listing, stage_data, verify_stage
 
 
 @pytest.fixture(scope="module")

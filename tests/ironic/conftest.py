@@ -35,7 +35,7 @@ deploy's image_source; any other file boots the devcloud's stock Debian image (d
 
 def settings(**overrides: Any) -> Any:
     """IronicSettings for the test cloud with fast polling (stock image unless overridden)."""
-    from dlbench.provisioning.ironic import IronicSettings
+    from dlbench.providers.ironic import IronicSettings
 
     if not IMAGE.exists():
         IMAGE.write_bytes(b"\0" * 4096)
@@ -56,7 +56,8 @@ def node_image() -> str:
 @pytest.fixture(scope="session")
 def cloud_conn() -> Any:
     """An openstacksdk connection to the devcloud; skips (fails under CI) when it is not up."""
-    from dlbench.hooks.openstack import CloudConfigError, connect
+    from dlbench.errors import CloudConfigError
+    from dlbench.hooks.openstack import connect
 
     require(Path(CLOUDS_FILE).exists(), f"no devcloud: {CLOUDS_FILE} missing (run `make devcloud-up`)")
     try:

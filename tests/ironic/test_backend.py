@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 
 from dlbench import paths
-from dlbench.config import Job, parse_request, plan_jobs
+from dlbench.errors import ExecutionError
 from dlbench.execution import executor_for
-from dlbench.execution.base import ExecutionError
 from dlbench.execution.targets import Target
-from dlbench.pipeline import run_secrets
-from dlbench.pipeline.machines import generate_keypair, key_dir
-from dlbench.pipeline.providers import backend_for
-from dlbench.provisioning.base import Tags
+from dlbench.jobs import Job
+from dlbench.providers import run_secrets
+from dlbench.providers.base import Tags
+from dlbench.providers.machines import generate_keypair, key_dir
+from dlbench.providers.registry import backend_for
+from dlbench.request import parse_request, plan_jobs
 from dlbench.workloads.result import ResultDocument, Status
 from tests.conftest import ROOT
 from tests.ironic.conftest import SSH_KEY, assert_no_leaks, node_image, settings
@@ -54,7 +55,7 @@ def run_smoke(req: Any, run_id: str, target: Target, suffix: str = "") -> Result
 
 
 def test_two_nodes_from_the_node_image_run_workloads_with_the_run_key(clean_cloud, run_id, tmp_path):
-    from dlbench.execution.ssh import wait_reachable
+    from dlbench.execution.transport import wait_reachable
 
     req = request(image_source=node_image())
     backend, tags = backend_for(req.provider), tags_for(run_id)
@@ -210,7 +211,7 @@ def test_setup_budget_runs_out_mid_deploy_and_the_rollback_fits_in_it(clean_clou
     otherwise kill it mid-rollback)."""
     import time
 
-    from dlbench.provisioning.polling import WaitTimeout
+    from dlbench.errors import WaitTimeout
     from tests.ironic.conftest import fault
 
     fault("slow-deploy", 2)  # a slower Ironic: every fake deploy step takes 2-3 s (restored by reset)

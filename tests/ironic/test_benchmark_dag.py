@@ -82,7 +82,7 @@ def secret_findings(run_id: str, secret: str, captured: str) -> list[str]:
 
 
 def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud, monkeypatch, capfd):
-    from dlbench.pipeline import machines
+    from dlbench.providers import machines
 
     keys: list[str] = []
     original = machines.generate_key

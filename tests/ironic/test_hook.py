@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from dlbench.hooks.openstack import CloudConfigError, resolve, spec_from_airflow_fields
+from dlbench.errors import CloudConfigError
+from dlbench.hooks.openstack import resolve, spec_from_airflow_fields
 
 SECRET = "s3cr3t-Passw0rd-do-not-print"
 

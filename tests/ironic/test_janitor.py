@@ -13,17 +13,17 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dlbench.provisioning.base import Tags
+from dlbench.providers.base import Tags
 from tests.conftest import ROOT
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
 from tests.ironic.test_provisioner import Prov
 
 KILLED_RUN = """
 import json, sys
-from dlbench.provisioning.registry import driver_for
-from dlbench.provisioning.ironic import IronicSettings
-from dlbench.provisioning.base import BootConfig, Demand, Tags
-from dlbench.provisioning.polling import Deadline
+from dlbench.providers.registry import driver_for
+from dlbench.providers.ironic import IronicSettings
+from dlbench.providers.base import BootConfig, Demand, Tags
+from dlbench.polling import Deadline
 from datetime import datetime
 s = IronicSettings.model_validate_json(sys.argv[1])
 tags = Tags(run_id=sys.argv[2], dag_id="dlbench_benchmark", dag_run_id="manual__never-existed",
@@ -111,7 +111,7 @@ def secret_variables(run_id: str) -> list[str]:
     from airflow.models import Variable
     from airflow.utils.session import create_session
 
-    from dlbench.pipeline.run_secrets import PREFIX
+    from dlbench.providers.run_secrets import PREFIX
 
     prefix = f"{PREFIX}{run_id}__"
     with create_session() as session:

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from dlbench.hooks.openstack import resolve
-from dlbench.provisioning.base import Tags
-from dlbench.provisioning.ironic import IronicDriver
+from dlbench.providers.base import Tags
+from dlbench.providers.ironic import IronicDriver
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, assert_no_leaks, fault, settings
 from tests.ironic.test_provisioner import Prov
 
@@ -28,7 +28,7 @@ def prov_on(conn: object) -> Prov:
 def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up):
     """``api-stop``: the ironic process is killed (connection refused) and restarted on the same
     DB; ``api-freeze``: it stops answering (requests time out). Either way the wait rides it out."""
-    caplog.set_level(logging.WARNING, logger="dlbench.provisioning.polling")
+    caplog.set_level(logging.WARNING, logger="dlbench.polling")
     fault("reset")
     spec = dataclasses.replace(resolve(CLOUD, config_file=CLOUDS_FILE), api_timeout=2)
     prov = prov_on(spec.connect())
@@ -60,7 +60,7 @@ def test_api_down_during_deploy_then_back(clean_cloud, run_id, caplog, down, up)
 def test_ironic_crash_mid_deploy_fails_clearly_and_leaks_nothing(clean_cloud, run_id):
     """``api-kill``: the deployments in flight are lost; after the restart Ironic marks the
     nodes ``deploy failed``: wait_ready() reports Ironic's last_error; release by tag frees both."""
-    from dlbench.provisioning.ironic import ProvisioningError
+    from dlbench.errors import ProvisioningError
 
     prov = prov_on(resolve(CLOUD, config_file=CLOUDS_FILE).connect())
     instances = prov.create(2, Tags(run_id))

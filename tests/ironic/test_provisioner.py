@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from dlbench.provisioning.base import BootConfig, Demand, Instance, Tags
-from dlbench.provisioning.ironic import IronicDriver, ProvisioningError
-from dlbench.provisioning.polling import Deadline
+from dlbench.errors import ProvisioningError
+from dlbench.polling import Deadline
+from dlbench.providers.base import BootConfig, Demand, Instance, Tags
+from dlbench.providers.ironic import IronicDriver
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
 
 
@@ -192,7 +193,7 @@ def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run
         expired = prov.wait(prov.create(1, tags_for(f"{run_id}x", hours=-1)), timeout=120)
         live = prov.wait(prov.create(1, tags_for(f"{run_id}l", hours=1)), timeout=120)
 
-        from dlbench.pipeline.janitor import sweep_provider
+        from dlbench.providers.janitor import sweep_provider
 
         ironic = settings()
         dry, kept = sweep_provider(ironic, lambda tags: True, dry_run=True)
@@ -213,8 +214,9 @@ def test_sweep_releases_expired_and_orphaned_but_never_untagged(clean_cloud, run
 
 
 def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id, monkeypatch):
-    from dlbench.config import ConfigError, parse_request
+    from dlbench.errors import ConfigError
     from dlbench.pipeline import steps
+    from dlbench.request import parse_request
 
     conn = clean_cloud
     with pytest.raises(ConfigError, match=r"ironic.ready_timeout: Input should be greater than 0"):

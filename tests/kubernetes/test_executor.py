@@ -162,11 +162,10 @@ def test_stop_ends_the_job_through_the_cluster_and_keeps_its_document(cluster, r
 
 
 def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster, run_id):
-    from dlbench.config import BenchmarkRequest
-    from dlbench.pipeline.kubernetes_backend import KubernetesBackend, find_namespaces, sweep
-    from dlbench.pipeline.providers import backend_for
-    from dlbench.provisioning.base import Tags
-    from dlbench.provisioning.kubernetes import KubernetesSettings
+    from dlbench.providers.base import Tags
+    from dlbench.providers.kubernetes import KubernetesBackend, KubernetesSettings, find_namespaces, sweep
+    from dlbench.providers.registry import backend_for
+    from dlbench.request import BenchmarkRequest
 
     settings = KubernetesSettings(kubeconfig=cluster.kubeconfig, node_selector={"dlbench.io/pool": "bench"},
                                   gpus="none")
@@ -192,7 +191,7 @@ def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster
     # The janitor: a namespace whose lease lapsed is deleted; one without our label never is.
     from datetime import UTC, datetime, timedelta
 
-    from dlbench.pipeline.kubernetes_backend import _annotations
+    from dlbench.providers.kubernetes import _annotations
 
     core = client.CoreV1Api(cluster.api)
     dead = Tags(run_id=f"{run_id}d", lease_until=datetime.now(UTC) - timedelta(minutes=1))

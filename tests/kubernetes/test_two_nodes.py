@@ -1,5 +1,5 @@
 """Two stand-in nodes (two devcloud machines): the network suite pod to pod across nodes, its peer a
-pod of the run on the other node (``pipeline.steps.network_endpoint``'s Kubernetes branch),
+pod of the run on the other node (``execution.placement.network_endpoint``'s Kubernetes branch),
 deleted afterwards whatever happens; and a distributed cell whose roles are Jobs on different nodes
 (TF_CONFIG, the headless Service, required anti-affinity), measured end to end by the scenario
 code, its network figures included."""
@@ -12,9 +12,10 @@ import time
 import pytest
 from kubernetes import client
 
+from dlbench.errors import JobSkipped
 from dlbench.execution import executor_for
 from dlbench.execution.kubernetes import KubernetesExecutor, role_group, service_name
-from dlbench.pipeline.steps import JobSkipped, network_endpoint
+from dlbench.execution.placement import network_endpoint
 from dlbench.workloads.result import ResultDocument, Status
 from tests.execution.conftest import job
 
@@ -69,7 +70,7 @@ def test_network_suite_with_one_node_is_skipped_like_ssh_machines(two_nodes, run
 
 
 def test_distributed_roles_as_jobs_on_two_nodes(two_nodes, run_id, tmp_path, monkeypatch):
-    from dlbench.config import Job, job_id_for
+    from dlbench.jobs import Job, job_id_for
     from dlbench.pipeline.scenarios import run_scenario
     from dlbench.workloads.profiles import Scenario
 

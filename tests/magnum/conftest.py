@@ -30,7 +30,7 @@ IRONIC = "http://127.0.0.1:6385"
 
 def settings(**overrides: Any) -> Any:
     """MagnumSettings for the devcloud: a bare-metal template made on first use, fast polling."""
-    from dlbench.provisioning.magnum import MagnumSettings
+    from dlbench.providers.magnum import MagnumSettings
 
     base: dict[str, Any] = dict(
         cloud=CLOUD, clouds_file=CLOUDS_FILE, cluster_template=TEMPLATE, poll_interval=POLL, ready_timeout=180,

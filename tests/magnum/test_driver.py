@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dlbench.provisioning.base import BootConfig, Demand, Tags
-from dlbench.provisioning.magnum import MagnumDriver, MagnumError
-from dlbench.provisioning.polling import Deadline
+from dlbench.errors import MagnumError
+from dlbench.polling import Deadline
+from dlbench.providers.base import BootConfig, Demand, Tags
+from dlbench.providers.magnum import MagnumDriver
 from tests.magnum.conftest import TEMPLATE, fault, settings
 
 DEMAND = Demand(role="k8s", platform="container_on_bare_metal", count=1)
@@ -88,7 +89,7 @@ def test_api_down_fails_with_the_cause(clean_magnum):
 
 
 def test_janitor_releases_an_expired_cluster(clean_magnum, run_id):
-    from dlbench.pipeline.janitor import sweep_driver
+    from dlbench.providers.sweep import sweep_driver
 
     driver = MagnumDriver(settings())
     tags = Tags(run_id=run_id, expires_at=datetime.now(UTC) - timedelta(minutes=1))

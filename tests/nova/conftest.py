@@ -30,7 +30,7 @@ FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
 
 def settings(**overrides: Any) -> Any:
     """NovaSettings for the test cloud (stock image unless overridden), fast polling."""
-    from dlbench.provisioning.nova import NovaSettings
+    from dlbench.providers.nova import NovaSettings
 
     base: dict[str, Any] = dict(cloud=CLOUD, clouds_file=CLOUDS_FILE, flavor=FLAVOR, image="stock", network=NETWORK,
                                 poll_interval=POLL, ready_timeout=180, ssh_timeout=90, release_timeout=180,

@@ -84,8 +84,8 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
     """The process driving a run (make run) SIGKILLed once its VMs exist: nothing releases them,
     the janitor keeps them while the lease is fresh, then deletes servers, server group, keypair
     and security group once it lapsed."""
-    from dlbench.provisioning.base import LEASE_KEY
-    from dlbench.provisioning.nova import NovaDriver, support_name
+    from dlbench.providers.base import LEASE_KEY
+    from dlbench.providers.nova import NovaDriver, support_name
     from tests.ironic.test_janitor import _children, _sweep_report, janitor_dag, secret_variables
 
     lease_s = 15

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.pipeline.machines import generate_keypair
-from dlbench.provisioning.base import LEASE_KEY, BootConfig, Demand, Tags
-from dlbench.provisioning.nova import KIND, NovaDriver, NovaError, benchmark_ports, support_name
-from dlbench.provisioning.polling import Deadline
+from dlbench.errors import NovaError
+from dlbench.polling import Deadline
+from dlbench.providers.base import LEASE_KEY, BootConfig, Demand, Tags
+from dlbench.providers.machines import generate_keypair
+from dlbench.providers.nova import KIND, NovaDriver, benchmark_ports, support_name
 from tests.nova.conftest import fault, settings
 
 
@@ -22,7 +23,7 @@ def boot_config(tmp_path: Path) -> tuple[Path, BootConfig]:
 
 
 def ssh(address: str, key: Path, *argv: str) -> str:
-    from dlbench.execution.ssh import RemoteHost, wait_reachable
+    from dlbench.execution.transport import RemoteHost, wait_reachable
 
     wait_reachable(address, "root", str(key), 60, 0.5, None)
     with RemoteHost(address, user="root", key_path=str(key)) as host:
@@ -141,8 +142,8 @@ def test_a_restarting_api_is_waited_for(clean_nova, run_id, tmp_path):
 def test_vms_that_never_answer_ssh_are_rolled_back(clean_nova, run_id):
     """The whole lifecycle (MachineBackend) on Nova: servers ACTIVE but sshd never starts: setup
     fails naming SSH, and everything of the run is released before the error reaches Airflow."""
-    from dlbench.config import parse_request
-    from dlbench.pipeline.providers import backend_for_request
+    from dlbench.providers.registry import backend_for_request
+    from dlbench.request import parse_request
 
     request = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "suites": ["cpu"],
                              "nova": settings(ssh_timeout=8, nodes={"virtual_machine": 2}).model_dump(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlbench.config import Job
+from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.workloads.profiles import Scenario

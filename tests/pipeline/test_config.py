@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.config import ConfigError, parse_request, plan_jobs
+from dlbench.errors import ConfigError
+from dlbench.request import parse_request, plan_jobs
 
 
 def test_defaults_are_the_embedded_matrix():

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from dlbench.config import ConfigError, Job, parse_request, plan_jobs
+from dlbench.errors import ConfigError
+from dlbench.execution import placement
 from dlbench.execution.base import MACHINE_LABEL, failed_document
 from dlbench.execution.targets import SSHHost, Target
-from dlbench.pipeline import steps
+from dlbench.jobs import Job
+from dlbench.request import parse_request, plan_jobs
 from dlbench.workloads.result import Platform
 
 RUN = "fleet"
@@ -72,13 +74,13 @@ def test_pick_target_runs_job_i_on_machine_i_in_a_stable_order() -> None:
     names = [f"dlbench-run-bare_metal-{i}" for i in range(12)]
     listed = list(reversed(names[:6])) + names[6:]  # whatever order the provisioning step listed them in
     targets = [_target(n) for n in listed] + [_target("docker-x", Platform.CONTAINER_ON_BARE_METAL)]
-    picked = [steps.pick_target(j, targets).name for j in jobs]
+    picked = [placement.pick_target(j, targets).name for j in jobs]
     assert picked == names  # ...-2 before ...-10: numbers compared as numbers
     # the same index picks the same machine whatever order the targets arrive in (any worker)
-    assert [steps.pick_target(j, list(reversed(targets))).name for j in jobs] == picked
+    assert [placement.pick_target(j, list(reversed(targets))).name for j in jobs] == picked
     # without a machine index the hash of the job id still spreads the jobs
     plain = Job.model_validate({**jobs[0].model_dump(), "machine": None})
-    assert steps.pick_target(plain, targets) in targets[:12]
+    assert placement.pick_target(plain, targets) in targets[:12]
 
 
 def test_a_machine_index_beyond_the_provisioned_machines_fails_naming_the_field() -> None:
@@ -86,9 +88,9 @@ def test_a_machine_index_beyond_the_provisioned_machines_fails_naming_the_field(
                              "repetitions": 1, "every_machine": True})
     last = plan_jobs(request, RUN)[-1]
     with pytest.raises(ValueError, match=r"every_machine: .*machine 2 of bare_metal.*provisioned 2"):
-        steps.pick_target(last, [_target("a-1"), _target("a-2")])
+        placement.pick_target(last, [_target("a-1"), _target("a-2")])
     # a platform that could not be provisioned (one skipped stand-in): the job is skipped with the reason
-    skipped = steps.pick_target(last, [_target("kubernetes", skip="no cluster")])
+    skipped = placement.pick_target(last, [_target("kubernetes", skip="no cluster")])
     assert skipped.skip_reason == "no cluster"
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from dlbench.config import ConfigError, parse_request
+from dlbench.errors import ConfigError
 from dlbench.execution.shell import command_line, pipeline
+from dlbench.request import parse_request
 
 PAYLOADS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "x\ntouch {marker}", "x | touch {marker}",
             "x && touch {marker}", "x > {marker}", "'; touch {marker}; '"]
@@ -40,7 +41,7 @@ def string_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, s
 
 
 def provider_settings() -> dict[str, type[BaseModel]]:
-    from dlbench.provisioning.ironic import IronicSettings
+    from dlbench.providers.ironic import IronicSettings
 
     return {"ironic": IronicSettings}
 

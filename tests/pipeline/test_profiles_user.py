@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import ConfigError, Job, parse_request
+from dlbench.errors import ConfigError
+from dlbench.jobs import Job
 from dlbench.pipeline import steps
+from dlbench.request import parse_request
 from dlbench.workloads import cli
 from dlbench.workloads.profiles import (
     MIN_JOB_TIMEOUT_S,

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from dlbench.pipeline import progress as progress_log
 from dlbench.pipeline import steps
-from dlbench.pipeline.embedded import Progress, clock
+from dlbench.pipeline.progress import Progress, clock
 
 
 def test_clock():
@@ -38,12 +39,12 @@ def test_make_run_prints_k_of_n_in_order_with_elapsed_and_time_left():
 
 @pytest.mark.quiet  # timing bound of the product: a heartbeat within 0.18 s
 def test_run_job_logs_start_heartbeat_and_end(caplog):
-    caplog.set_level(logging.INFO, logger=steps.log.name)
-    with steps.job_progress("bare_metal/cpu/r0", 3600, "4/12", interval=0.05):
+    caplog.set_level(logging.INFO, logger=progress_log.log.name)
+    with progress_log.job_progress("bare_metal/cpu/r0", 3600, "4/12", interval=0.05):
         time.sleep(0.18)
-    with pytest.raises(steps.JobSkipped), steps.job_progress("container_on_bare_metal/cpu/r0", 60):
+    with pytest.raises(steps.JobSkipped), progress_log.job_progress("container_on_bare_metal/cpu/r0", 60):
         raise steps.JobSkipped("no Docker engine")
-    with pytest.raises(RuntimeError), steps.job_progress("bare_metal/disk/r0", 60):
+    with pytest.raises(RuntimeError), progress_log.job_progress("bare_metal/disk/r0", 60):
         raise RuntimeError("boom")
     messages = [r.getMessage() for r in caplog.records]
     assert messages[0] == "job 4/12 started: bare_metal/cpu/r0"

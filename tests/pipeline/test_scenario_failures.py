@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import Job, job_id_for
+from dlbench.jobs import Job, job_id_for
 from dlbench.pipeline import steps
 from dlbench.workloads.profiles import Scenario
 from dlbench.workloads.result import Platform, ResultDocument, Status

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import ConfigError, parse_request
-from dlbench.pipeline import janitor
-from dlbench.provisioning.base import Driver
-from dlbench.provisioning.registry import PROVIDERS
+from dlbench.errors import ConfigError
+from dlbench.providers import janitor
+from dlbench.providers.base import Driver
+from dlbench.providers.registry import PROVIDERS
+from dlbench.request import parse_request
 
 PACKAGE = Path(__file__).resolve().parents[2] / "include" / "dlbench"
-GENERIC = ["pipeline/steps.py", "pipeline/machines.py", "pipeline/providers.py", "pipeline/janitor.py",
-           "pipeline/datasets.py", "config.py", "execution/targets.py"]
+GENERIC = ["pipeline/steps.py", "providers/machines.py", "providers/backend.py", "providers/composite.py",
+           "providers/janitor.py", "providers/datasets.py", "jobs.py", "execution/targets.py"]
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -31,13 +32,14 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", GENERIC)
 def test_generic_modules_import_no_specific_provider(module):
-    providers = {f"dlbench.provisioning.{name}" for name in PROVIDERS} | {"dlbench.hooks.openstack", "openstack"}
+    providers = {f"dlbench.providers.{name}" for name in PROVIDERS} | {"dlbench.hooks.openstack", "openstack"}
     assert not imported_modules(PACKAGE / module) & providers
 
 
 def test_the_lifecycle_calls_only_methods_the_driver_interface_declares():
     declared = {name for name, _ in inspect.getmembers(Driver) if not name.startswith("_")}
-    source = (PACKAGE / "pipeline" / "machines.py").read_text() + (PACKAGE / "pipeline" / "janitor.py").read_text()
+    source = ((PACKAGE / "providers" / "machines.py").read_text() + (PACKAGE / "providers" / "sweep.py").read_text()
+              + (PACKAGE / "providers" / "janitor.py").read_text())
     called = {node.attr for node in ast.walk(ast.parse(source))
               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
               and node.value.attr == "driver"}
@@ -47,8 +49,8 @@ def test_the_lifecycle_calls_only_methods_the_driver_interface_declares():
 
 
 def test_every_driver_implements_the_whole_interface():
-    for name, (_settings, driver) in PROVIDERS.items():
-        if driver is not None:
+    for name, provider in PROVIDERS.items():
+        if (driver := provider.driver) is not None:
             assert issubclass(driver, Driver) and not inspect.isabstract(driver), name
 
 
@@ -95,8 +97,8 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
     from datetime import UTC, datetime, timedelta
 
     from dlbench import paths
-    from dlbench.pipeline.machines import RUN_STATE_TAGS, generate_keypair, key_dir
-    from dlbench.provisioning.base import Tags
+    from dlbench.providers.base import Tags
+    from dlbench.providers.machines import RUN_STATE_TAGS, generate_keypair, key_dir
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     soon = datetime.now(UTC) + timedelta(hours=1)
@@ -123,8 +125,9 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
 def test_several_providers_in_one_run_split_the_platforms():
     """Ironic bare metal + Nova VMs in one run: each platform from the provider that offers it;
     each backend sees only its own platforms; the request round-trips through XCom."""
-    from dlbench.config import Platform
-    from dlbench.pipeline.providers import CompositeBackend, backend_for_request
+    from dlbench.providers.composite import CompositeBackend
+    from dlbench.providers.registry import backend_for_request
+    from dlbench.request import Platform
 
     four = [p.value for p in Platform]
     request = parse_request({"providers": ["ironic", "nova"], "platforms": four, "ironic": {"cloud": "c"},
@@ -157,7 +160,7 @@ def test_several_providers_in_one_run_split_the_platforms():
 
 
 def test_distributed_runs_ask_the_cloud_to_spread_the_machines():
-    from dlbench.pipeline.machines import plan_demands
+    from dlbench.providers.machines import plan_demands
 
     request = parse_request({"provider": "nova", "platforms": ["virtual_machine", "container_on_vm"],
                              "scenarios": ["single", "distributed"], "suites": ["tf_cnn"],
@@ -172,8 +175,8 @@ def test_shared_scenario_pairs_two_vms_on_one_host():
     """Two instances with the same host id (two VMs packed on one hypervisor) carry the shared
     scenario's two jobs; instances on different hosts, or one instance twice, do not."""
     from dlbench.execution.targets import HOST_LABEL, SSHHost, Target
-    from dlbench.pipeline.machines import plan_demands
     from dlbench.pipeline.scenarios import co_located_pair
+    from dlbench.providers.machines import plan_demands
 
     def vm(name: str, host: str, instance: str | None = None) -> Target:
         return Target(name=name, platform="virtual_machine", instance_id=instance or name,
@@ -191,11 +194,11 @@ def test_shared_scenario_pairs_two_vms_on_one_host():
 
 def test_one_cap_for_every_per_machine_thread_pool(monkeypatch):
     """Allocate, deploy, make-ready and release threads all come from ``parallelism``: one setting."""
-    from dlbench.provisioning.base import PARALLELISM_ENV, parallelism
+    from dlbench.providers.base import PARALLELISM_ENV, parallelism
 
     root = Path(janitor.__file__).resolve().parents[1]
     pools = []
-    for path in [*sorted((root / "provisioning").glob("*.py")), root / "pipeline" / "machines.py"]:
+    for path in sorted((root / "providers").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ThreadPoolExecutor":
                 workers = next(k.value for k in node.keywords if k.arg == "max_workers")

@@ -70,7 +70,7 @@ def test_scheduled_runs_take_their_request_from_the_variable():
               '"ironic": {"cloud": "prod", "nodes": {"bare_metal": 4}}}')
     params = steps.request_params(form, scheduled=True, scheduled_request=stored)
     assert params["provider"] == "ironic" and params["ironic"]["nodes"] == {"bare_metal": 4}
-    from dlbench.config import parse_request
+    from dlbench.request import parse_request
 
     assert parse_request(params).provider.node_count("bare_metal") == 4  # validated like the form
 
@@ -78,7 +78,7 @@ def test_scheduled_runs_take_their_request_from_the_variable():
 def test_run_tags_carry_the_expiry_of_the_request():
     from datetime import UTC, datetime, timedelta
 
-    from dlbench.provisioning.base import Tags
+    from dlbench.providers.base import Tags
 
     local = steps.validate({"platforms": ["bare_metal"], "suites": ["cpu"]})
     assert steps.expiry_for(local, 6) == timedelta(hours=6)
@@ -91,9 +91,9 @@ def test_run_tags_carry_the_expiry_of_the_request():
 
 def test_workloads_do_not_inherit_the_workers_secrets(monkeypatch, tmp_path):
     """A local workload sees locale/paths/TF knobs, never AIRFLOW_CONN_*, OS_* or the warehouse URL."""
-    from dlbench.config import Job
     from dlbench.execution.local import LocalProcessExecutor
     from dlbench.execution.targets import LocalProcess, Target
+    from dlbench.jobs import Job
 
     monkeypatch.setenv("AIRFLOW_CONN_SECRET_DB", "postgres://u:hunter2@db/x")
     monkeypatch.setenv("OS_PASSWORD", "hunter2")

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from dlbench.reports import capacity
-from dlbench.ui.generate import generate_history
+from tools.ui_history import generate_history
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "capacity.md"
 

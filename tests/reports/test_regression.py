@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from dlbench.reports import regression
-from dlbench.ui.generate import Step, generate_history
+from tools.ui_history import Step, generate_history
 
 SERIES = 1000
 WINDOW = 8
@@ -187,7 +187,7 @@ def test_the_dag_has_a_regressions_task_after_the_report(airflow_db):
     assert dag.params["on_regression"] == "fail" and dag.params["regression_baseline"] is None
     assert dag.params.get_param("on_regression").schema["enum"] == ["fail", "warn"]
     # The regression Params are not part of the benchmark request (it forbids unknown fields).
-    from dlbench.config import parse_request
+    from dlbench.request import parse_request
 
     form = {k: v for k, v in dag.params.dump().items() if k not in ("on_regression", "regression_baseline")}
     parse_request({**form, "profile": "smoke"})

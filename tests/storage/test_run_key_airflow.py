@@ -8,8 +8,8 @@ import io
 import logging
 from pathlib import Path
 
-from dlbench.pipeline import run_secrets
-from dlbench.pipeline.machines import generate_key
+from dlbench.providers import run_secrets
+from dlbench.providers.machines import generate_key
 
 RUN = "airflow-key-run"
 
@@ -19,7 +19,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, task
 
-from dlbench.pipeline import run_secrets
+from dlbench.providers import run_secrets
 
 RUN = {RUN!r}
 

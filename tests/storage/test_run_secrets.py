@@ -11,8 +11,9 @@ import pytest
 
 from dlbench import storage
 from dlbench.execution.targets import SSHHost, Target
-from dlbench.pipeline import run_secrets, steps
-from dlbench.pipeline.machines import generate_key, remove_run_state, run_key
+from dlbench.pipeline import steps
+from dlbench.providers import run_secrets
+from dlbench.providers.machines import generate_key, remove_run_state, run_key
 from dlbench.workloads.result import Platform
 
 
@@ -108,7 +109,7 @@ def test_a_killed_tasks_key_is_swept_by_the_next_task(store_url):
     import sys
 
     code = ("import sys,time; sys.path.insert(0, sys.argv[1]);"
-            "from dlbench.pipeline import run_secrets;"
+            "from dlbench.providers import run_secrets;"
             "run_secrets.put_secret('killed-run', 'ssh_key', 'KEY-OF-A-KILLED-TASK');"
             "c = run_secrets.secret_file('killed-run', 'ssh_key'); p = c.__enter__(); print(p, flush=True);"
             "time.sleep(600)")

@@ -44,8 +44,8 @@ def test_default_store_is_the_data_dir_layout(monkeypatch, tmp_path):
 
 
 def _document(run_id: str, job_id: str, payload: int = 0) -> ResultDocument:
-    from dlbench.config import plan_jobs
     from dlbench.execution.base import failed_document
+    from dlbench.request import plan_jobs
 
     request = steps.request_from(steps.validate({"platforms": ["bare_metal"], "models": ["alexnet"],
                                                  "data": ["synthetic"], "repetitions": 1}))

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from dlbench.ui.app import create_app
-from dlbench.ui.generate import Step, generate_history
+from tools.ui_history import Step, generate_history
 
 PREFIX = "/plugins/dlbench"
 

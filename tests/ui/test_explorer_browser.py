@@ -13,9 +13,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from dlbench.ui.app import create_app
-from dlbench.ui.generate import Step, generate_history
 from tests.conftest import require
 from tests.ui.cdp import Browser, chromium_binary
+from tools.ui_history import Step, generate_history
 
 PREFIX = "/plugins/dlbench"
 

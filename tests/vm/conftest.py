@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.provisioning.qemu import QEMU, VMImage
-from dlbench.provisioning.settings import DEFAULT_VM_IMAGE_DIR
+from dlbench.providers.qemu import DEFAULT_VM_IMAGE_DIR, QEMU, VMImage
 from tests.conftest import require
 
 

@@ -17,15 +17,13 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from dlbench.execution.ssh import RemoteHost
 from dlbench.execution.targets import Target
+from dlbench.execution.transport import RemoteHost
 from dlbench.pipeline import steps
-from dlbench.pipeline.janitor import sweep_local_vms
-from dlbench.pipeline.machines import generate_keypair
-from dlbench.provisioning.base import BootConfig, Demand, Tags
-from dlbench.provisioning.polling import Deadline
-from dlbench.provisioning.qemu import QemuDriver, guest_hostname, kvm_usable, vms_dir
-from dlbench.provisioning.settings import LocalVMSettings
+from dlbench.polling import Deadline
+from dlbench.providers.base import BootConfig, Demand, Tags
+from dlbench.providers.machines import generate_keypair
+from dlbench.providers.qemu import LocalVMSettings, QemuDriver, guest_hostname, kvm_usable, sweep_local_vms, vms_dir
 from dlbench.workloads.result import ResultDocument, Status
 from tests.vm.conftest import alive, qemu_pids
 
@@ -70,7 +68,7 @@ def test_provisioned_one_emulated_guest_for_both_platforms(guest, vm_image):
 
 
 def test_the_guest_is_its_own_machine_reached_only_with_the_run_key(guest, vm_image, tmp_path):
-    from dlbench.pipeline.run_secrets import materialized
+    from dlbench.providers.run_secrets import materialized
 
     vm = by_platform(guest, "virtual_machine")
     assert vm.access.key_path.startswith("dlbench-secret:")  # a reference, never a file kept on disk

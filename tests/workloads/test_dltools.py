@@ -154,7 +154,7 @@ def test_a_bad_profile_spec_on_the_command_line_exits_2_naming_the_field(tmp_pat
 
 
 def test_planner_runs_every_batch_size_with_a_timeout_from_the_planned_work():
-    from dlbench.config import parse_request, plan_jobs
+    from dlbench.request import parse_request, plan_jobs
 
     paper = parse_request(
         {

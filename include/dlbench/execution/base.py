@@ -1,6 +1,6 @@
 """How a workload is started on a target and how its result document comes back.
 
-An executor takes a :class:`~dlbench.config.Job` and a :class:`Target` and returns the job's
+An executor takes a :class:`~dlbench.request.Job` and a :class:`Target` and returns the job's
 result document, already archived on the controller's disk (``archive_path``) before anyone
 loads it. A workload that crashes without writing its document still yields one: status
 ``failed`` with the tail of its output, so a failure is a row, not a hole.
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.config import Job
 from dlbench.execution.targets import Target
+from dlbench.jobs import Job
 from dlbench.workloads import environment
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
@@ -47,9 +47,6 @@ def timed_out(timeout: float, detail: str = "") -> str:
     """The error of a job its executor ended at ``timeout``: one wording for every executor."""
     return f"{TIMED_OUT} {timeout:.0f} s" + (f" ({detail})" if detail else "")
 
-
-class ExecutionError(RuntimeError):
-    """The workload could not be started or its result could not be fetched."""
 
 
 class Executor(abc.ABC):

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dlbench.config import Job
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
     Executor,
@@ -41,6 +40,7 @@ from dlbench.execution.container import (
 )
 from dlbench.execution.machine_lock import ensure_local_busy
 from dlbench.execution.targets import Target
+from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
 __all__ = ["DATA_MOUNT", "LABEL", "RESULTS_MOUNT", "DockerExecutor", "bridge_gateway", "container_name", "job_network",

@@ -51,9 +51,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dlbench.config import Job
 from dlbench.execution.base import DEFAULT_GRACE_S, Executor, StopWatch, finish, on_stop, timed_out
 from dlbench.execution.container import WORKLOAD_ENV, labels_for
+from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ WAITING_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "Cre
                     "CreateContainerError", "ErrImageNeverPull")
 POLL_S = 1.0
 NETWORK_NO_PEER = ("the network suite on Kubernetes measures against a peer pod on another node, and this job "
-                   "has none (no --server: dlbench.pipeline.steps.network_endpoint starts it); refusing to "
+                   "has none (no --server: dlbench.execution.placement.network_endpoint starts it); refusing to "
                    "measure the pod's own loopback instead")
 PEER_PORT = 5201
 """The network peer's iperf3 port (the latency echo is on the next one), as on SSH machines."""
@@ -223,11 +223,11 @@ def _node_of(target: Target) -> str:
 
 
 def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterator[tuple[str | None, str]]:
-    """``pipeline.steps.network_endpoint`` for a Kubernetes target (a generator it delegates to):
+    """``execution.placement.network_endpoint`` for a Kubernetes target (a generator it delegates to):
     the peer is a pod of the run on **another node** of the same cluster and platform (another
     target), its address the pod IP the cluster reports, so the number goes pod to pod through the
     cluster's CNI, which the path label names. One node: the job is skipped, as on SSH machines."""
-    from dlbench.pipeline.steps import JobSkipped
+    from dlbench.errors import JobSkipped
 
     peers = [t for t in targets if t.platform == target.platform and t.access.kind == "kubernetes"
              and _same_cluster(t.access, target.access) and _node_of(t) != _node_of(target) and not t.skip_reason]
@@ -252,7 +252,8 @@ def network_peer_pod(peer: Target, run_id: str, port: int = PEER_PORT, *, api: A
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from dlbench.execution.peer import READY, PeerError
+    from dlbench.errors import PeerError
+    from dlbench.execution.peer import READY
 
     access: KubernetesAccess = peer.access  # type: ignore[assignment]
     api = api or client_for(access)
@@ -314,7 +315,7 @@ def _delete_pod(core: Any, ns: str, name: str, timeout: float = 60.0) -> None:
     """Delete a pod and wait until the API no longer has it (PeerError if it stays)."""
     from kubernetes.client.exceptions import ApiException
 
-    from dlbench.execution.peer import PeerError
+    from dlbench.errors import PeerError
 
     try:
         core.delete_namespaced_pod(name, ns, grace_period_seconds=5)

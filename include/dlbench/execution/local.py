@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dlbench.config import Job
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
     TIMED_OUT,
@@ -34,6 +33,7 @@ from dlbench.execution.base import (
 from dlbench.execution.gpus import process_env
 from dlbench.execution.machine_lock import workload_hold_fd
 from dlbench.execution.targets import Target
+from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
 WORKLOAD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH",

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dlbench.errors import MachineBusy
 from dlbench.execution.targets import SSHHost, Target
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,6 @@ ORPHAN = 3
 LOG_EVERY_S = 60.0
 THIS_HOST = "this host"
 
-
-class MachineBusy(RuntimeError):
-    """A machine stayed claimed by another job for longer than the wait allowed."""
 
 
 def local_lock_path() -> Path:
@@ -247,7 +245,7 @@ _REMOTE_SCRIPT = (
 @contextlib.contextmanager
 def _claim_ssh(key: MachineKey, holder: str, wait_s: float) -> Iterator[None]:
     from dlbench.execution.shell import command_line
-    from dlbench.execution.ssh import RemoteHost
+    from dlbench.execution.transport import RemoteHost
 
     assert key.ssh is not None
     host = RemoteHost.from_access(key.ssh)

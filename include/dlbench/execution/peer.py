@@ -24,9 +24,9 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dlbench.execution.base import ExecutionError
+from dlbench.errors import PeerError
 from dlbench.execution.container import server_launch
-from dlbench.execution.ssh import RemoteHost
+from dlbench.execution.transport import RemoteHost
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import SSHDocker, SSHHost, Target
@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 READY = "serving iperf3"
 """What ``net-serve`` prints once iperf3 listens (dlbench.workloads.micro.network.serve)."""
 
-
-class PeerError(ExecutionError):
-    """The network peer could not be started, or could not be stopped."""
 
 
 @contextlib.contextmanager

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from dlbench import paths
-from dlbench.execution.base import ExecutionError
+from dlbench.errors import ExecutionError
 from dlbench.execution.gpus import GpuFacts, parse_probe, probe_argv
 from dlbench.execution.image import CONTEXT_LABEL, ROOT, WHEELHOUSE, context_digest
 
 if TYPE_CHECKING:
-    from dlbench.execution.ssh import RemoteHost
+    from dlbench.execution.transport import RemoteHost
 
 log = logging.getLogger(__name__)
 

@@ -19,17 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dlbench.execution.base import ExecutionError
+from dlbench.errors import StagingError
 
 if TYPE_CHECKING:
-    from dlbench.execution.ssh import RemoteHost
+    from dlbench.execution.transport import RemoteHost
 
 MANIFEST = ".dlbench-stage.json"
 """In the staged directory: {"files": {relative path: size}} as copied and verified."""
 
-
-class StagingError(ExecutionError):
-    """The data on the node is missing, empty, or not what the controller sent."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ so no code reads string keys to guess how to reach a machine:
 - :class:`KubernetesAccess`: the workload image as a Job on a Kubernetes cluster, through its API.
 
 The run's private key is referenced by path (``key_path``), never carried: it stays on the
-worker that made it (see :mod:`dlbench.pipeline.machines`).
+worker that made it (see :mod:`dlbench.providers.machines`).
 """
 
 from __future__ import annotations

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlbench.errors import CloudConfigError
+
 SECRET_KEYS = frozenset({"password", "application_credential_secret", "token", "secret"})
 """Auth fields that must never be printed."""
 
-
-class CloudConfigError(ValueError):
-    """The cloud cannot be reached as configured (unknown cloud, missing credentials...)."""
 
 
 @dataclass(frozen=True)

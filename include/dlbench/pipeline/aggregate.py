@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dlbench.config import Job
+from dlbench.jobs import Job
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
 ROLE_LABEL = "role"

@@ -17,75 +17,11 @@ import time
 from pathlib import Path
 
 from dlbench import paths
+from dlbench.pipeline.progress import Progress
 
 _END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
 _PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
 _TRAILER = re.compile(r" \[[a-z_.]+\] loc=.*$")
-_INTERESTING = re.compile(r"planned \d+ jobs|container platform skipped|failed:|report: ")
-_PLANNED = re.compile(r"planned (\d+) jobs")
-_STARTED = re.compile(r"^job (?:\d+/\d+ )?started: (.+)$")
-_RUNNING = re.compile(r"^job running: (.+)$")
-_FINISHED = re.compile(r"^job (?:\d+/\d+ )?finished: (\w+) in ([\d.]+) s: (.+)$")
-_HEADLINE = re.compile(r"^(\S+) on .*?: ((?:throughput|elapsed_time)=.*)$")
-
-
-def clock(seconds: float) -> str:
-    """``1h02m``, ``4m05s``, ``12s``."""
-    seconds = max(0, int(round(seconds)))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
-class Progress:
-    """Turns the run_job tasks' log lines (:func:`dlbench.pipeline.steps.job_progress`) into
-    ``[k/N] platform/suite/case ... ok 12.3 s (elapsed 1m20s, ~4m left)``, in the order jobs end.
-
-    N comes from the plan task's ``planned N jobs``; the time left is the average time per finished
-    job since the first job started (Airflow's own overhead between tasks included) times the jobs
-    left. A retried job keeps its number."""
-
-    def __init__(self, started: float) -> None:
-        self.started = started
-        self.total: int | None = None
-        self.first_job: float | None = None
-        self.finished: list[str] = []
-        self.headlines: dict[str, str] = {}
-
-    def line(self, text: str, now: float) -> str | None:
-        """What to print for one (cleaned) log line; None: nothing."""
-        if (match := _PLANNED.search(text)) is not None:
-            self.total = int(match.group(1))
-            return f"  planned {self.total} jobs"
-        if _STARTED.match(text):
-            self.first_job = self.first_job if self.first_job is not None else now
-            return None
-        if (match := _RUNNING.match(text)) is not None:
-            return f"        ... running {match.group(1)}"
-        if (match := _HEADLINE.match(text)) is not None:
-            self.headlines[match.group(1)] = match.group(2)
-            return None
-        if (match := _FINISHED.match(text)) is not None:
-            status, seconds, label = match.group(1), float(match.group(2)), match.group(3)
-            retry = label in self.finished
-            if not retry:
-                self.finished.append(label)
-            k, total = self.finished.index(label) + 1, self.total
-            elapsed = now - self.started
-            if total is None:
-                left = ""
-            elif len(self.finished) >= total:
-                left = ", done"
-            else:
-                since = now - (self.first_job if self.first_job is not None else self.started)
-                left = f", ~{clock(since / len(self.finished) * (total - len(self.finished)))} left"
-            headline = self.headlines.pop(label, "")
-            return (f"[{k}/{total if total is not None else '?'}] {label} ... {'retry: ' if retry else ''}{status} "
-                    f"{seconds:.1f} s{f' ({headline})' if headline and status == 'ok' else ''} "
-                    f"(elapsed {clock(elapsed)}{left})")
-        if _INTERESTING.search(text):
-            return f"  {text[:200]}"
-        return None
 
 
 def _follow(log_path: Path, out, stop: threading.Event, started: float | None = None) -> None:  # noqa: ANN001

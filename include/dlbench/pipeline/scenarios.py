@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.config import Job
+from dlbench.errors import ScenarioSkipped
 from dlbench.execution.targets import HOST_LABEL, Target
+from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.workloads.profiles import DistributedMode, Scenario, get_profile
@@ -50,9 +51,6 @@ STOP_GRACE_S = 15.0
 """How long the runner waits for its role threads after stopping them (the executor's own grace
 between SIGTERM and SIGKILL is shorter)."""
 
-
-class ScenarioSkipped(RuntimeError):
-    """The scenario cannot run on these targets (the reason is the cell's skipped document)."""
 
 
 @dataclass
@@ -268,7 +266,7 @@ def _network_server(job: Job, client: Target, server: Target, targets: Sequence[
             yield address, (f"{client.runtime} worker instance -> parameter-server instance "
                             f"({client.name} -> {server.name})")
         return
-    from dlbench.pipeline.steps import network_endpoint
+    from dlbench.execution.placement import network_endpoint
 
     with network_endpoint(job, client, list(targets)) as endpoint:
         yield endpoint
@@ -279,7 +277,7 @@ def _network_server(job: Job, client: Target, server: Target, targets: Sequence[
 
 def _cpu_count(target: Target) -> int:
     if target.access.kind == "ssh_docker":
-        from dlbench.execution.ssh import RemoteHost
+        from dlbench.execution.transport import RemoteHost
 
         with RemoteHost.from_access(target.access) as host:  # type: ignore[arg-type]
             status, out = host.run(["nproc"], 30)
@@ -310,7 +308,7 @@ def co_located_pair(targets: Sequence[Target]) -> tuple[Target, Target] | None:
 
 
 def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
-    from dlbench.pipeline.steps import pick_target
+    from dlbench.execution.placement import pick_target
 
     spec = get_profile(cell.profile).scenarios.shared
     ready = usable(cell, targets)

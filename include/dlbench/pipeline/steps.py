@@ -6,23 +6,24 @@ without Airflow, and XCom only ever carries small JSON (no secrets, no documents
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from dlbench import paths
-from dlbench.config import BenchmarkRequest, ConfigError, Job, parse_request, plan_jobs
+from dlbench.errors import ConfigError, JobFailed, JobSkipped
+from dlbench.execution.placement import cell_targets, network_endpoint, pick_target
 from dlbench.execution.targets import HOST_LABEL, Target
+from dlbench.jobs import Job
 from dlbench.pipeline.aggregate import is_role_document
-from dlbench.pipeline.datasets import ensure_dataset
-from dlbench.pipeline.providers import backend_for, backend_for_request
-from dlbench.provisioning.base import DEFAULT_EXPIRY, Tags
+from dlbench.pipeline.progress import job_progress
+from dlbench.providers.base import DEFAULT_EXPIRY, Tags
+from dlbench.providers.datasets import ensure_dataset
+from dlbench.providers.registry import backend_for, backend_for_request
+from dlbench.request import BenchmarkRequest, parse_request, plan_jobs
 from dlbench.workloads.profiles import ProfileError, Scenario, get_profile, job_timeout, register_user_profiles
 from dlbench.workloads.result import ResultDocument, Status
 
@@ -30,12 +31,6 @@ log = logging.getLogger(__name__)
 
 
 
-class JobFailed(RuntimeError):
-    """The workload ran and failed; its document (status failed) is archived and will be loaded."""
-
-
-class JobSkipped(RuntimeError):
-    """The job's platform is unavailable here; a skipped document records why."""
 
 
 SCHEDULED_REQUEST_VARIABLE = "dlbench_scheduled_request"
@@ -156,39 +151,6 @@ def release(request: dict[str, Any], tags: dict[str, Any], targets: list[dict[st
     backend_for_request(req).release(req, tags_from(tags), [Target.from_xcom(t) for t in targets or []])
 
 
-def _natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
-    """``node-2`` before ``node-10``: machine names compared with their numbers as numbers."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
-
-
-def machine_order(job: Job, targets: list[Target]) -> list[Target]:
-    """The targets of ``job``'s platform in the order a fleet survey's machine index refers to:
-    by name (numbers compared as numbers), then instance id. Independent of the order the
-    provisioning step listed them in, so every worker maps index i to the same machine."""
-    candidates = [t for t in targets if t.platform == job.platform]
-    return sorted(candidates, key=lambda t: (_natural_key(t.name), t.instance_id))
-
-
-def pick_target(job: Job, targets: list[Target]) -> Target:
-    """The machine a job runs on: with ``job.machine`` (a fleet survey, ``every_machine``) the
-    machine of that index in :func:`machine_order`; else one picked by a hash of the job id (the
-    jobs of a run spread over the platform's machines, the same pick on every worker)."""
-    candidates = [t for t in targets if t.platform == job.platform]
-    if not candidates:
-        raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
-    if job.machine is None:
-        return candidates[int(job.job_id, 16) % len(candidates)]
-    ordered = machine_order(job, targets)
-    if job.machine < len(ordered):
-        return ordered[job.machine]
-    skipped = [t for t in ordered if t.skip_reason]
-    if len(skipped) == len(ordered):
-        return skipped[0]  # the platform is unavailable (one skipped stand-in): the job is skipped with its reason
-    raise ValueError(f"every_machine: job {job.label} is planned for machine {job.machine} of "
-                     f"{job.platform.value}, but the run provisioned {len(ordered)} "
-                     f"({', '.join(t.name for t in ordered)})")
-
-
 def job_timeout_for(job: Job, timeout: float | None = None, max_timeout: float | None = None) -> float:
     """The job's timeout: ``timeout`` when given, else the one planned from its profile (sum of its
     planned work at conservative rates, with a margin; ``Job.timeout_s``), capped at ``max_timeout``
@@ -221,7 +183,7 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
     req = request_from(request) if request is not None else None
     the_job = Job.model_validate(job)
     seconds = job_timeout_for(the_job, timeout, max_timeout)
-    from dlbench.pipeline.run_secrets import materialized
+    from dlbench.providers.run_secrets import materialized
 
     with job_progress(the_job.label, seconds, _position(req, the_job)):
         # The run's key (a run secret) and pinned host keys as private files for this task only.
@@ -230,9 +192,6 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
                 with backend_for_request(req).keep_alive(tags_from(tags)):
                     return _run_job(job, local_targets, seconds)
             return _run_job(job, local_targets, seconds)
-
-
-PROGRESS_INTERVAL_S = 60.0
 
 
 def _position(request: BenchmarkRequest | None, job: Job) -> str:
@@ -248,40 +207,6 @@ def _position(request: BenchmarkRequest | None, job: Job) -> str:
     # The job's place in the whole plan, not its map index: with routes (several job tasks) each
     # task's indexes start at 0.
     return f"{planned.index(job.job_id) + 1}/{len(planned)}" if job.job_id in planned else ""
-
-
-@contextmanager
-def job_progress(label: str, timeout: float, position: str = "", interval: float = PROGRESS_INTERVAL_S
-                 ) -> Iterator[None]:
-    """Progress in the task log: ``job 3/12 started: LABEL``, ``job running: LABEL: 2m00s of at
-    most 60m00s`` every ``interval`` seconds, ``job 3/12 finished: ok in 12.3 s: LABEL`` (or
-    skipped/failed; ``3/12`` = ``position``, the job's place in the plan, when known). ``make run``
-    turns these into its ``[k/N]`` lines in the order jobs end (:mod:`dlbench.pipeline.embedded`)."""
-    import threading
-    import time
-
-    from dlbench.pipeline.embedded import clock
-
-    started = time.monotonic()
-    done = threading.Event()
-
-    def beat() -> None:
-        while not done.wait(interval):
-            log.info("job running: %s: %s of at most %s", label, clock(time.monotonic() - started), clock(timeout))
-
-    job = f"job {position}" if position else "job"
-    log.info("%s started: %s", job, label)
-    threading.Thread(target=beat, name="dlbench-progress", daemon=True).start()
-    status = "failed"
-    try:
-        yield
-        status = "ok"
-    except JobSkipped:
-        status = "skipped"
-        raise
-    finally:
-        done.set()
-        log.info("%s finished: %s in %.1f s: %s", job, status, time.monotonic() - started, label)
 
 
 def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
@@ -307,9 +232,10 @@ def _publish(run_id: str, staged: list[Path]) -> None:
 
 def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
                 staged: list[Path]) -> dict[str, Any]:
+    from dlbench.errors import MachineBusy
     from dlbench.execution import executor_for
     from dlbench.execution.base import failed_document
-    from dlbench.execution.machine_lock import MachineBusy, claim_machines, holder_text
+    from dlbench.execution.machine_lock import claim_machines, holder_text
 
     try:
         if the_job.scenario is Scenario.SINGLE and target.skip_reason:
@@ -359,7 +285,8 @@ def _conclude(doc: ResultDocument, the_job: Job, archive: Path, where: str) -> d
 def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float,
                   staged: list[Path] | None = None) -> dict[str, Any]:
     """A distributed or shared cell: its roles run together; the cell's document aggregates them."""
-    from dlbench.pipeline.scenarios import ScenarioSkipped, run_scenario
+    from dlbench.errors import ScenarioSkipped
+    from dlbench.pipeline.scenarios import run_scenario
 
     def role_path(j: Job) -> Path:
         path = archive_path(j.run_id, j.job_id)
@@ -372,67 +299,6 @@ def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float
     except ScenarioSkipped as exc:
         raise JobSkipped(str(exc)) from None
     return _conclude(doc, job, archive, targets[0].name if len(targets) == 1 else doc.labels.get("placement", ""))
-
-
-def network_peer_target(target: Target, targets: list[Target]) -> Target | None:
-    """The machine of the run a provisioned machine's network job measures against: another
-    instance of the same platform (the first by name), or None when the run has no second one."""
-    peers = [t for t in targets if t.platform == target.platform and t.instance_id != target.instance_id
-             and not t.skip_reason]
-    return min(peers, key=lambda t: t.name) if peers else None
-
-
-def cell_targets(job: Job, target: Target, targets: list[Target]) -> list[Target]:
-    """Every target a job's workloads run on, so all their machines are claimed: a scenario
-    cell's group (any instance of its platform), a network job's peer, else the job's target."""
-    if job.scenario is not Scenario.SINGLE:
-        return [t for t in targets if t.platform == job.platform and not t.skip_reason]
-    if job.suite == "network" and target.access.kind in ("ssh", "ssh_docker"):
-        peer = network_peer_target(target, targets)
-        return [target, *([peer] if peer else [])]
-    return [target]
-
-
-@contextmanager
-def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterator[tuple[str | None, str]]:
-    """The network suite's peer: (address the client measures against, path label).
-
-    On provisioned machines the peer is **another instance of the run** of the same platform
-    (bare metal <-> bare metal, container <-> container across machines), never loopback and never
-    the machine itself. Locally, a container measures host <-> container over the Docker bridge and
-    bare metal measures loopback: the two paths differ, and the label says so (the report shows it).
-    Only addresses in the benchmarking range 198.18.0.0/15 are used for the local bridge."""
-    if job.suite != "network":
-        yield None, ""
-        return
-    if target.access.kind == "kubernetes":  # a pod of the run on another node, through the CNI
-        from dlbench.execution import kubernetes
-
-        yield from kubernetes.network_endpoint(job, target, targets)
-        return
-    if target.access.kind in ("ssh", "ssh_docker"):
-        peer = network_peer_target(target, targets)
-        if peer is None:
-            raise JobSkipped(f"network suite skipped on {target.platform.value}: it needs a second machine of the "
-                             f"run as its peer (the run has one; ask for 2 nodes of {target.platform.value})")
-        from dlbench.execution.peer import network_peer
-
-        with network_peer(peer) as address:
-            yield address, f"{target.runtime}-to-{peer.runtime} across machines ({target.name} -> {peer.name})"
-        return
-    if target.access.kind == "process":
-        yield None, "loopback (this host)"
-        return
-    from dlbench.execution.docker import bridge_gateway
-    from dlbench.workloads.micro.network import servers
-
-    gateway = bridge_gateway()
-    if ipaddress.ip_address(gateway) not in ipaddress.ip_network("198.18.0.0/15"):
-        raise JobSkipped(f"network suite in a container skipped: the Docker bridge is {gateway}, outside the "
-                         "benchmarking range 198.18.0.0/15 (start dockerd with --bip=198.18.200.1/24, "
-                         "as `make docker-up` does)")
-    with servers(gateway) as (host, _port):
-        yield host, "container-to-host over the Docker bridge"
 
 
 def summarize(doc: ResultDocument, job: Job, archive: Path) -> dict[str, Any]:

@@ -159,7 +159,7 @@ def best(rows: Sequence[CapacityRow]) -> CapacityRow | None:
 
 def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300) -> str:
     """'density vs degradation': degradation (%) against instances per host, one line per platform."""
-    from dlbench.ui.charts import line_chart
+    from dlbench.reports.charts import line_chart
 
     series: dict[str, list[tuple[float, float]]] = {}
     for r in rows:

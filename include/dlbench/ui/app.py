@@ -30,8 +30,8 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from dlbench.reports.charts import bar_chart, line_chart
 from dlbench.ui import explorer
-from dlbench.ui.charts import bar_chart, line_chart
 from dlbench.ui.page import PAGE
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,120}$")

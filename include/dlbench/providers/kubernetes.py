@@ -1,4 +1,15 @@
-"""The ``kubernetes`` provider's backend: an existing cluster, one namespace per run.
+"""The ``kubernetes`` provider's settings: an existing cluster the user already has.
+
+Nothing is provisioned: the user names the cluster (a kubeconfig path on the workers, or an
+Airflow connection of type ``kubernetes``), says which platform its nodes are
+(``container_on_bare_metal`` for a cluster on bare metal, ``container_on_vm`` on VMs), and which
+nodes to use (a node selector). Each run gets its own namespace, labelled with the run and its
+expiry, deleted by label at the end; jobs run there through
+:class:`dlbench.execution.kubernetes.KubernetesExecutor`. The backend is
+:class:`dlbench.providers.kubernetes.KubernetesBackend`. No secrets here: a path or a
+connection id. Imports nothing heavy (the registry is imported by the DAG file).
+
+The ``kubernetes`` provider's backend: an existing cluster, one namespace per run.
 
 acquire: the run's namespace ``<prefix>-<run>`` labelled ``dlbench=1`` + ``dlbench.run_id`` and
 annotated with the run's tags (expiry, lease, DAG run: :meth:`Tags.as_dict`), then one target per
@@ -18,15 +29,66 @@ import logging
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from dlbench.config import BenchmarkRequest
+from pydantic import Field, model_validator
+
 from dlbench.execution.gpus import GpuFacts, allot
 from dlbench.execution.kubernetes import api_client, k8s_labels, label_value, run_selector
 from dlbench.execution.targets import KubernetesAccess, Target
-from dlbench.pipeline.providers import ProviderBackend
-from dlbench.provisioning.base import LEASE_KEY, SweepAction, Tags
-from dlbench.provisioning.kubernetes import KubernetesSettings
+from dlbench.grammar import AbsolutePath, ImageReference, Name
+from dlbench.providers.backend import ProviderBackend, RunRequest
+from dlbench.providers.base import LEASE_KEY, SweepAction, Tags
+from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
+from dlbench.workloads.result import Platform
+
+ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
+"""What a Kubernetes cluster's nodes are, declared by the user (or the Magnum template)."""
+CLUSTER_PLATFORMS: dict[Platform, Runtime] = {
+    Platform.CONTAINER_ON_BARE_METAL: "docker", Platform.CONTAINER_ON_VM: "docker"}
+"""The platforms a Kubernetes cluster hosts (existing or made by Magnum)."""
+
+
+class KubernetesSettings(ProviderSettings):
+    """An existing Kubernetes cluster (docs/kubernetes.md)."""
+
+    name: Literal["kubernetes"] = "kubernetes"
+    platforms: ClassVar[dict[Platform, Runtime]] = CLUSTER_PLATFORMS
+    platform: ClusterPlatform = Field(
+        default="container_on_bare_metal",
+        description="what the cluster's nodes are: bare-metal machines or virtual machines (declared by you)")
+    kubeconfig: AbsolutePath | None = Field(default=None, description="kubeconfig path on the Airflow workers")
+    conn_id: Name | None = Field(default=None, description="Airflow connection (type kubernetes); wins over kubeconfig")
+    context: Name | None = Field(default=None, description="kubeconfig context (default: its current context)")
+    namespace_prefix: str = Field(default="dlbench", pattern=r"^[a-z][a-z0-9-]{0,30}$",
+                                  description="each run gets the namespace <prefix>-<run>")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="labels of the nodes to benchmark on (default: every schedulable node)")
+    nodes: int | None = Field(default=None, ge=1, le=1000,
+                              description="use at most this many of the selected nodes (default: all)")
+    docker_image: ImageReference = Field(default=DEFAULT_WORKLOAD_IMAGE,
+                                         description="the workload image, as the cluster's nodes can pull it")
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request per job")
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$",
+                               description="memory limit = request per job (a Kubernetes quantity, 8Gi)")
+    lease_minutes: float = Field(
+        default=15, ge=0.05, le=24 * 60,
+        description="a dead run's namespace is deleted by the janitor this long after its last live task")
+    release_timeout: float = Field(default=300, gt=0, le=3600, description="s per release of the run")
+
+    def location(self) -> str:
+        return self.conn_id or self.kubeconfig or ""
+
+    @model_validator(mode="after")
+    def _cluster_named(self) -> KubernetesSettings:
+        if not self.kubeconfig and not self.conn_id:
+            raise ValueError("set kubeconfig (a path) or conn_id (an Airflow connection of type kubernetes)")
+        return self
+
+    def instances_for(self, platform: Platform) -> int | None:
+        return self.nodes
+
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +125,7 @@ class KubernetesBackend(ProviderBackend):
             self._api = _client(self.settings)
         return self._api
 
-    def preflight(self, request: BenchmarkRequest) -> None:
+    def preflight(self, request: RunRequest) -> None:
         declared = self.settings.platform
         other = [p.value for p in request.platforms if p in self.settings.platforms and p.value != declared]
         if other:
@@ -80,7 +142,7 @@ class KubernetesBackend(ProviderBackend):
         ready.sort(key=lambda n: n.metadata.name)
         return ready[:self.settings.nodes] if self.settings.nodes else ready
 
-    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
+    def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         from kubernetes import client
 
         self.preflight(request)
@@ -96,7 +158,7 @@ class KubernetesBackend(ProviderBackend):
             self.release(request, tags, [])
             raise
 
-    def _targets(self, request: BenchmarkRequest, tags: Tags, ns: str) -> list[Target]:
+    def _targets(self, request: RunRequest, tags: Tags, ns: str) -> list[Target]:
         s = self.settings
         nodes = self.nodes()
         targets = []
@@ -139,7 +201,7 @@ class KubernetesBackend(ProviderBackend):
             core.patch_namespace(ns.metadata.name, {"metadata": {"annotations": {
                 ANNOTATION_PREFIX + LEASE_KEY: lease.isoformat()}}})
 
-    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+    def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
         delete_run(self.api, tags.run_id)
 
 
@@ -196,9 +258,9 @@ def find_namespaces(api: Any) -> dict[str, list[tuple[str, Tags]]]:
 def sweep(settings: KubernetesSettings, is_active: Any, *, now: datetime | None = None, dry_run: bool = False,
           api: Any = None) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """Janitor: (released actions, kept runs) for one cluster, with the same lease/expiry rule as
-    the machine providers (:func:`dlbench.pipeline.janitor.decide`)."""
-    from dlbench.pipeline.janitor import decide
-    from dlbench.provisioning.base import Instance
+    the machine providers (:func:`dlbench.providers.janitor.decide`)."""
+    from dlbench.providers.base import Instance
+    from dlbench.providers.sweep import decide
 
     api = api or _client(settings)
     now = now or datetime.now(UTC)

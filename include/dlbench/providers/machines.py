@@ -1,12 +1,12 @@
 """The one machine lifecycle every cloud provider goes through (PerfKit's BaseResource shape).
 
-A driver (:class:`~dlbench.provisioning.base.Driver`) fills in preflight / create / wait_ready /
+A driver (:class:`~dlbench.providers.base.Driver`) fills in preflight / create / wait_ready /
 delete / find; this backend owns everything providers share:
 
 1. **plan**: machines per platform (``nodes``), container platforms on the host platform's
    machines when ``share_nodes``;
 2. **run key**: a fresh ed25519 key per run, its public half in every machine's boot config; the
-   private key is a run secret (:mod:`dlbench.pipeline.run_secrets`: an Airflow Variable inside
+   private key is a run secret (:mod:`dlbench.providers.run_secrets`: an Airflow Variable inside
    Airflow, deleted at release), never in XCom: targets carry a reference to it, and each task
    that needs it as a file gets a 0600 temporary copy for its own duration; the pinned host keys
    (``known_hosts``) and the run's tags are per-run state in the shared store (docs/storage.md);
@@ -35,16 +35,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dlbench import paths
-from dlbench.config import BenchmarkRequest, Suite
-from dlbench.execution.base import ExecutionError
+from dlbench.errors import ExecutionError, WaitTimeout
 from dlbench.execution.gpus import GpuFacts, allot
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
-from dlbench.pipeline.datasets import ensure_dataset, remote_dataset_dir
-from dlbench.pipeline.leases import LeaseKeeper
-from dlbench.pipeline.providers import ProviderBackend
-from dlbench.provisioning.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags, parallelism
-from dlbench.provisioning.polling import Deadline, WaitTimeout
-from dlbench.provisioning.settings import MachineSettings
+from dlbench.jobs import Suite
+from dlbench.polling import Deadline
+from dlbench.providers.backend import ProviderBackend, RunRequest
+from dlbench.providers.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags, parallelism
+from dlbench.providers.datasets import ensure_dataset, remote_dataset_dir
+from dlbench.providers.leases import LeaseKeeper
+from dlbench.providers.settings import MachineSettings
 from dlbench.workloads.profiles import DataKind, Scenario
 from dlbench.workloads.result import Platform
 
@@ -58,7 +58,7 @@ ROLES = {Platform.BARE_METAL: "bm", Platform.CONTAINER_ON_BARE_METAL: "cbm", Pla
 # --- the run's SSH key -------------------------------------------------------------------------
 
 RUN_STATE_TAGS = "tags.json"
-"""Beside the run's key: its tags, read by the janitor (:func:`dlbench.pipeline.janitor.sweep_run_state`)."""
+"""Beside the run's key: its tags, read by the janitor (:func:`dlbench.providers.janitor.sweep_run_state`)."""
 
 
 def key_dir(run_id: str) -> Path:
@@ -89,7 +89,7 @@ def public_line(private_pem: str) -> str:
 def generate_keypair(directory: Path) -> tuple[Path, str]:
     """A fresh ed25519 keypair as files: (private key path, OpenSSH public key line). 0700 dir,
     0600 key. For tools and tests that want a key on disk; a run's key is a run secret instead."""
-    from dlbench.pipeline.run_secrets import write_private
+    from dlbench.providers.run_secrets import write_private
 
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
@@ -102,7 +102,7 @@ def generate_keypair(directory: Path) -> tuple[Path, str]:
 def run_key(run_id: str) -> tuple[str, str]:
     """The run's key (private PEM, public line): the one made by another provider of the same run
     (CompositeBackend: one key per run), else a new one kept as the run's secret."""
-    from dlbench.pipeline import run_secrets
+    from dlbench.providers import run_secrets
 
     existing = run_secrets.get_secret(run_id, run_secrets.SSH_KEY)
     if existing:
@@ -116,7 +116,7 @@ def remove_run_state(run_id: str) -> None:
     """The run's secrets and its state in the store (tags, known_hosts), and any legacy local
     state on this worker: gone on every exit path."""
     from dlbench import storage
-    from dlbench.pipeline import run_secrets
+    from dlbench.providers import run_secrets
 
     try:
         run_secrets.delete_secrets(run_id)
@@ -147,7 +147,7 @@ class Machine:
         return int(self.instance.details.get("ssh_port") or 22)  # type: ignore[call-overload]
 
 
-def plan_demands(request: BenchmarkRequest, settings: MachineSettings) -> list[Demand]:
+def plan_demands(request: RunRequest, settings: MachineSettings) -> list[Demand]:
     """Machines per platform; a container platform shares its host platform's machines when
     ``share_nodes`` is set and that platform is requested too."""
     demands = []
@@ -187,7 +187,7 @@ class MachineBackend(ProviderBackend):
         self.driver = driver
 
     # -- validate -------------------------------------------------------------------------------
-    def preflight(self, request: BenchmarkRequest) -> None:
+    def preflight(self, request: RunRequest) -> None:
         parallelism(1, strict=True)  # a bad DLBENCH_PROVISION_THREADS is refused before anything exists
         self.driver.preflight(plan_demands(request, self.settings))
 
@@ -203,7 +203,7 @@ class MachineBackend(ProviderBackend):
         reserve = min(s.release_timeout, max(30.0, 0.25 * total))
         return Deadline(max(total - reserve, 1.0), f"provisioning within the setup budget ({total:.0f} s)"), reserve
 
-    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
+    def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         s = self.settings
         demands = plan_demands(request, s)
         work, reserve = self.budgets(budget_s)
@@ -228,10 +228,10 @@ class MachineBackend(ProviderBackend):
     def keep_alive(self, tags: Tags) -> LeaseKeeper:
         return LeaseKeeper(self.driver, tags.run_id, timedelta(minutes=self.settings.lease_minutes))
 
-    def _acquire(self, request: BenchmarkRequest, tags: Tags, demands: list[Demand], work: Deadline,
+    def _acquire(self, request: RunRequest, tags: Tags, demands: list[Demand], work: Deadline,
                  generated: bool) -> list[Target]:
         from dlbench import storage
-        from dlbench.pipeline import run_secrets
+        from dlbench.providers import run_secrets
 
         s = self.settings
         store = storage.store()
@@ -263,7 +263,7 @@ class MachineBackend(ProviderBackend):
         # Targets name the key by reference and known_hosts by the store's key; run_job materialises both.
         return self._targets(request, tags, by_platform, machines, key_ref, run_secrets.STORE_REF + hosts_key)
 
-    def _machines(self, request: BenchmarkRequest, by_platform: dict[Platform, list[Instance]]) -> list[Machine]:
+    def _machines(self, request: RunRequest, by_platform: dict[Platform, list[Instance]]) -> list[Machine]:
         machines: dict[str, Machine] = {}
         for platform in request.platforms:
             for inst in self._instances_for(platform, by_platform):
@@ -279,7 +279,7 @@ class MachineBackend(ProviderBackend):
             return by_platform[platform]
         return by_platform[self.settings.host_platform_of(platform)]  # type: ignore[index]
 
-    def _make_ready(self, request: BenchmarkRequest, machines: list[Machine], key_path: str,
+    def _make_ready(self, request: RunRequest, machines: list[Machine], key_path: str,
                     known_hosts: str, work: Deadline) -> None:
         """Reachable over SSH, prepared, data staged: every machine in parallel, each timed."""
         s = self.settings
@@ -287,7 +287,7 @@ class MachineBackend(ProviderBackend):
         needs_data = DataKind.REAL in request.data or Suite.DISK in request.suites
 
         def ready(machine: Machine) -> None:
-            from dlbench.execution.ssh import RemoteHost, wait_reachable
+            from dlbench.execution.transport import RemoteHost, wait_reachable
 
             inst = machine.instance
             inst.timings["reachable_over_ssh"] = wait_reachable(
@@ -366,7 +366,7 @@ class MachineBackend(ProviderBackend):
         machine.instance.timings["stage_data"] = staged.seconds
         machine.labels.update({"data_files": str(staged.files), "data_bytes": str(staged.bytes)})
 
-    def _targets(self, request: BenchmarkRequest, tags: Tags, by_platform: dict[Platform, list[Instance]],
+    def _targets(self, request: RunRequest, tags: Tags, by_platform: dict[Platform, list[Instance]],
                  machines: list[Machine], key_path: str, known_hosts: str) -> list[Target]:
         s = self.settings
         by_id = {m.instance.id: m for m in machines}
@@ -403,7 +403,7 @@ class MachineBackend(ProviderBackend):
                  time.monotonic() - started, ", ".join(i.name for i in found) or "(none)")
         return timings
 
-    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+    def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
         try:
             deleted = self._release_by_tag(tags)
         finally:
@@ -415,7 +415,7 @@ def archive_timings(targets: list[Target], run_id: str, provider: str, deleted: 
                     phases: tuple[str, ...]) -> list[Path]:
     """One ``provisioning`` document per machine into the run's result archive (loaded with it).
     The delete phase is the driver's last phase (e.g. ``undeploy``)."""
-    from dlbench.provisioning.timings import timings_document
+    from dlbench.providers.timings import timings_document
     from dlbench.warehouse import archive
 
     written, seen = [], set()

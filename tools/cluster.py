@@ -18,7 +18,7 @@ Each worker reports its own host name (``[core] hostname_callable`` = :func:`hos
 task instances show which worker ran them although all workers share this host.
 
 :class:`Cluster` is a context manager (the ``tests/cluster`` tier uses it); ``python -m
-dlbench.cluster`` runs one in the foreground until Ctrl-C. Everything started is stopped on exit,
+tools.cluster`` runs one in the foreground until Ctrl-C. Everything started is stopped on exit,
 whatever happened (process groups: TERM, then KILL).
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from dlbench import paths
 
 HOSTNAME_ENV = "DLBENCH_CLUSTER_HOSTNAME"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def hostname() -> str:
@@ -189,13 +189,13 @@ class Cluster:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "DLBENCH_"))},
             "PATH": f"{airflow_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "include"), os.environ.get("PYTHONPATH")) if p),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")) if p),
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "dlbench.cluster.hostname",
+            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tools.cluster.hostname",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.user}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
@@ -307,7 +307,7 @@ class Cluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.cluster", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=paths.home() / "cluster",
                         help="where the cluster keeps everything (default: $DLBENCH_HOME/cluster; emptied first)")
     parser.add_argument("--workers", type=int, default=2)

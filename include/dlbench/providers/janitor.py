@@ -2,7 +2,7 @@
 
 Why a janitor at all: a worker killed mid-provisioning, a teardown that failed three times, or a
 DAG run marked failed by hand can each leave a GPU node deployed. Every resource carries
-:class:`~dlbench.provisioning.base.Tags`; the janitor lists tagged resources only (each driver's
+:class:`~dlbench.providers.base.Tags`; the janitor lists tagged resources only (each driver's
 ``find``), so anything without our tag is never touched.
 
 Which clouds: configuration, not code. The Airflow Variable :data:`CLOUDS_VARIABLE` holds a JSON
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dlbench.provisioning.base import Driver, Instance, RunIsActive, SweepAction, Tags
-from dlbench.provisioning.polling import Deadline
-from dlbench.provisioning.registry import driver_for, parse_settings
-from dlbench.provisioning.settings import MachineSettings, ProviderSettings
+from dlbench.providers.base import RunIsActive, SweepAction, Tags
+from dlbench.providers.qemu import sweep_local_vms
+from dlbench.providers.registry import PROVIDERS, parse_settings
+from dlbench.providers.settings import MachineSettings, ProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -67,68 +67,10 @@ def airflow_run_is_active(count_runs: Callable[..., int]) -> RunIsActive:
     return is_active
 
 
-def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
-    """(reason, keep?) for one run's resources.
-
-    The lease decides when there is one: valid = a live task renews it (kept, even past the
-    expiry: a long paper run is alive); lapsed = nothing of the run is alive (released, whatever
-    Airflow's metadata says: a killed ``dag.test()`` never gets marked failed). Resources without
-    a lease fall back to the expiry and the DAG run's state."""
-    tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
-    leases = [i.tags.lease_until for i in instances if i.tags.lease_until is not None]
-    if leases:
-        lease = max(leases)
-        if lease > now:
-            past = " (its expiry has passed: a long run)" if tags.expired(now) else ""
-            return f"lease held until {lease.isoformat()} by a live task of the run{past}", True
-        return f"lease lapsed at {lease.isoformat()}: no live task of the run renewed it", False
-    if tags.expired(now):
-        return f"expired at {tags.expires_at.isoformat()}", False
-    if not is_active(tags):
-        return f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running", False
-    return f"run still active, expires at {tags.expires_at.isoformat()}", True
-
-
-def sweep_provider(settings: MachineSettings, is_active: RunIsActive, *, now: datetime | None = None,
+def sweep_provider(settings: ProviderSettings, is_active: RunIsActive, *, now: datetime | None = None,
                    dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """(released or would-release actions, kept runs with the reason) for one cloud."""
-    return sweep_driver(driver_for(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)
-
-
-def sweep_local_vms(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False
-                    ) -> tuple[list[SweepAction], list[dict[str, str]]]:
-    """The local provider's QEMU guests on this host (found by the tags in their state
-    directories): a SIGKILLed ``make run`` leaves them running until their lease lapses."""
-    from dlbench.provisioning.qemu import QemuDriver, vms_dir
-    from dlbench.provisioning.settings import LocalVMSettings
-
-    if not vms_dir().is_dir():
-        return [], []
-    settings = LocalVMSettings()
-    return sweep_driver(QemuDriver(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)
-
-
-def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive, *, now: datetime | None = None,
-                 dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
-    """(released or would-release actions, kept runs with the reason) for one driver's resources."""
-    now = now or datetime.now(UTC)
-    actions, kept = [], []
-    for run_id, instances in driver.find().items():
-        reason, keep = decide(instances, is_active, now)
-        if keep:
-            kept.append({"run_id": run_id, "resources": str(len(instances)), "reason": reason})
-            continue
-        error = ""
-        if not dry_run:
-            try:
-                driver.delete(instances, Deadline(release_timeout, f"janitor release of run {run_id}"))
-            except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
-                error = str(exc)
-        for inst in instances:
-            actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
-                                       name=inst.name, reason=reason, released=not dry_run and not error, error=error,
-                                       run_id=run_id))
-    return actions, kept
+    return PROVIDERS[settings.name].sweep(settings, is_active, now=now, dry_run=dry_run)
 
 
 STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
@@ -138,7 +80,7 @@ STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
 def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False,
                     released_runs: set[str] | None = None) -> list[dict[str, str]]:
     """Remove the private state of runs that are over: their secrets (the SSH key: an Airflow
-    Variable, :mod:`dlbench.pipeline.run_secrets`) and their state in the shared store
+    Variable, :mod:`dlbench.providers.run_secrets`) and their state in the shared store
     (``runs/<run>``: tags, known_hosts), when expired, DAG run no longer running, or released in
     this sweep. A setup that failed removes its own; this catches a process that was killed before
     it could (its tags are written before its key, so a killed setup's key is always found)."""
@@ -146,7 +88,7 @@ def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_
     import time
 
     from dlbench import storage
-    from dlbench.pipeline.machines import RUN_STATE_TAGS, remove_run_state
+    from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
 
     now = now or datetime.now(UTC)
     store = storage.store()
@@ -186,15 +128,9 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
         log.info("janitor: no clouds configured (Airflow Variable %s); sweeping local containers only",
                  CLOUDS_VARIABLE)
     for settings in clouds:
-        where = f"{settings.name}:{getattr(settings, 'conn_id', None) or getattr(settings, 'cloud', '')}"
+        where = f"{settings.name}:{settings.location()}"
         try:
-            if settings.name == "kubernetes":  # an existing cluster: the run namespaces we made there
-                from dlbench.pipeline.kubernetes_backend import sweep as sweep_cluster
-
-                where = f"kubernetes:{getattr(settings, 'conn_id', None) or getattr(settings, 'kubeconfig', '')}"
-                actions, kept = sweep_cluster(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
-            else:
-                actions, kept = sweep_provider(settings, is_active, now=now, dry_run=dry_run)  # type: ignore[arg-type]
+            actions, kept = sweep_provider(settings, is_active, now=now, dry_run=dry_run)
         except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
             report["errors"].append(f"{where}: {type(exc).__name__}: {exc}")
             continue

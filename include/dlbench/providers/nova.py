@@ -5,7 +5,7 @@ Per run, created in this order and deleted in the reverse one:
 1. a **security group** ``dlbench-<run>``: SSH from ``ssh_cidr`` and the benchmark ports (the
    network suite's iperf3 pair, the distributed scenario's role port, ICMP) *from the group
    itself only*, so a run's instances reach each other and nothing else does. It is created first
-   and deleted last and carries the run's :class:`~dlbench.provisioning.base.Tags` (Neutron tags
+   and deleted last and carries the run's :class:`~dlbench.providers.base.Tags` (Neutron tags
    + its description) and the lease: whatever else of a run is left, the janitor finds its tags
    there;
 2. a **keypair** ``dlbench-<run>`` with the run's public key (Nova keypairs have no tags: found
@@ -19,7 +19,7 @@ Per run, created in this order and deleted in the reverse one:
 Own polling with deadlines (openstacksdk's ``wait_for_server`` waits 120 s and knows only
 ERROR): a server in ERROR raises with its ``fault`` message; NoValidHost and quota refusals are
 explained (which quota, how many the run needs); 5xx and connection errors are retried with
-backoff, 4xx are not (:mod:`dlbench.provisioning.polling`). Timings (the PKB convention, a
+backoff, 4xx are not (:mod:`dlbench.polling`). Timings (the PKB convention, a
 planner's figure in its own right): ``create_to_active`` here, ``reachable_over_ssh`` /
 ``prepare`` by the generic lifecycle, ``delete`` (request -> gone) here.
 
@@ -44,8 +44,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from dlbench.errors import NovaError, WaitTimeout
 from dlbench.grammar import AbsolutePath, Name
-from dlbench.provisioning.base import (
+from dlbench.polling import Deadline, retry_call
+from dlbench.providers.base import (
     HOST_ID,
     LEASE_KEY,
     RESOURCE_PREFIX,
@@ -56,9 +58,8 @@ from dlbench.provisioning.base import (
     parallelism,
     resource_name,
 )
-from dlbench.provisioning.openstack_driver import OpenStackDriver
-from dlbench.provisioning.polling import Deadline, WaitTimeout, retry_call
-from dlbench.provisioning.settings import OpenStackSettings, Runtime
+from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
+from dlbench.providers.settings import Runtime
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,6 @@ SUPPORT_KINDS = ("server_group", "keypair", "security_group")
 """Deleted in this order, after the servers."""
 Placement = Literal["auto", "none", "anti-affinity", "affinity", "soft-anti-affinity", "soft-affinity"]
 
-
-class NovaError(RuntimeError):
-    """Nova refused or failed; the message carries Nova's own words (fault, quota, NoValidHost)."""
 
 
 class NovaSettings(OpenStackSettings):

@@ -7,15 +7,16 @@ that the DAG maps over.
 
 from __future__ import annotations
 
-import hashlib
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dlbench.errors import ConfigError
 from dlbench.grammar import AbsolutePath
-from dlbench.provisioning.registry import ProviderSettingsUnion, provider_names
-from dlbench.provisioning.settings import LocalSettings, ProviderSettings
+from dlbench.jobs import DEFAULT_SUITES, SUITE_COMMANDS, Job, Suite, job_id_for
+from dlbench.providers.local import LocalSettings
+from dlbench.providers.registry import ProviderSettingsUnion, provider_names
+from dlbench.providers.settings import ProviderSettings
 from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
@@ -24,45 +25,12 @@ from dlbench.workloads.profiles import (
     Profile,
     Scenario,
     get_profile,
-    is_builtin,
     job_timeout,
     profile_digest,
     profile_names,
-    profile_to_argument,
     register_profile,
 )
 from dlbench.workloads.result import Platform
-
-
-class Suite(StrEnum):
-    """Benchmark suites: ``tf_cnn`` is the core study's training benchmark; ``dltools`` study 001's
-    DL-tool training set (FCN5, AlexNet, ResNet-50 on MNIST/CIFAR-10, LSTM on PTB); the others are the
-    micro-benchmarks that explain them (study 001's CPU/GPU/disk, study 003's DeepBench kernels)."""
-
-    TF_CNN = "tf_cnn"
-    CPU = "cpu"
-    GPU = "gpu"
-    DEEPBENCH = "deepbench"
-    DISK = "disk"
-    NETWORK = "network"
-    DLTOOLS = "dltools"
-
-
-DEFAULT_SUITES = tuple(s for s in Suite if s is not Suite.DLTOOLS)
-"""What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it.
-Study 001's DL-tool set (16 jobs per platform even in smoke) is asked for by name."""
-
-
-SUITE_COMMANDS: dict[str, str] = {
-    Suite.TF_CNN.value: "tf-cnn", Suite.CPU.value: "cpu", Suite.GPU.value: "gpu",
-    Suite.DEEPBENCH.value: "deepbench", Suite.DISK.value: "disk", Suite.NETWORK.value: "network",
-    Suite.DLTOOLS.value: "dltools",
-}
-"""Suite -> the workload CLI subcommand that runs it."""
-
-
-class ConfigError(ValueError):
-    """A request that cannot run, with a message naming the field and the allowed values."""
 
 
 class BenchmarkRequest(BaseModel):
@@ -338,77 +306,6 @@ def explain(exc: ValidationError) -> str:
         message = str(error["msg"]).removeprefix("Value error, ")
         lines.append(f"{message}{hint}" if where == "request" and ": " in message else f"{where}: {message}{hint}")
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
-
-
-class Job(BaseModel):
-    """One cell of the matrix: one workload execution on one platform."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    job_id: str
-    run_id: str
-    platform: Platform
-    suite: str
-    command: str
-    args: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    profile: str
-    profile_digest: str | None = None
-    """Digest of the profile the job was planned with (:func:`profile_digest`): the workload's
-    argv refuses a different definition under the same name, and the document records it."""
-    timeout_s: int | None = None
-    """Derived from the profile's planned work (:func:`job_timeout`); None: derived when run."""
-    repetition: int = 0
-    scenario: Scenario = Scenario.SINGLE
-    """single: the workload runs once on one target; distributed/shared: the cell of a group of
-    cooperating workloads that :mod:`dlbench.pipeline.scenarios` starts, stops and aggregates."""
-    machine: int | None = Field(default=None, ge=0)
-    """The index of the machine this job runs on among its platform's targets (in the stable order
-    of :func:`dlbench.pipeline.steps.pick_target`), set by a fleet survey (``every_machine``); None:
-    the job goes to a machine picked by a hash of its id."""
-
-    @property
-    def label(self) -> str:
-        scenario = [] if self.scenario is Scenario.SINGLE else [self.scenario.value]
-        machine = [] if self.machine is None else [f"m{self.machine}"]
-        parts = [self.platform.value, self.suite, *scenario, *(str(v) for v in self.args.values()), *machine,
-                 f"r{self.repetition}"]
-        return "/".join(parts)
-
-    def workload_argv(self, out: str, data_dir: str | None = None) -> list[str]:
-        """Arguments after ``python -m dlbench.workloads`` for this job."""
-        argv = [
-            self.command, "--out", out, "--run-id", self.run_id, "--job-id", self.job_id,
-            "--repetition", str(self.repetition), "--platform", self.platform.value, "--profile", self.profile,
-        ]
-        profile = get_profile(self.profile)
-        if self.profile_digest is not None and profile_digest(profile) != self.profile_digest:
-            raise ValueError(f"profile {self.profile!r} here has digest {profile_digest(profile)}, but the job was "
-                             f"planned with {self.profile_digest}: pass the run's request to run_job (it carries "
-                             "the pinned profile)")
-        if not is_builtin(profile):  # a user profile: the machine running the job may not know it
-            argv += ["--profile-spec", profile_to_argument(profile)]
-        for key, value in self.args.items():
-            if isinstance(value, bool):  # a switch: present or absent
-                argv += [f"--{key.replace('_', '-')}"] if value else []
-            else:
-                argv += [f"--{key.replace('_', '-')}", str(value)]
-        reads_data = self.args.get("data") == DataKind.REAL.value or (
-            self.suite == Suite.DLTOOLS.value and self.args.get("data") != DataKind.SYNTHETIC.value)
-        if data_dir and (reads_data or self.suite == Suite.DISK.value):
-            argv += ["--data-dir", data_dir]  # the disk suite tests the directory real data is read from
-        return argv
-
-
-def job_id_for(run_id: str, platform: str, suite: str, args: dict[str, Any], repetition: int,
-               scenario: Scenario = Scenario.SINGLE, machine: int | None = None) -> str:
-    """Deterministic id: re-running a task for the same cell overwrites, never duplicates. A fleet
-    survey's machine index is part of it (one document per machine); without one the id is as before."""
-    parts = [run_id, platform, suite, repr(sorted(args.items())), str(repetition)]
-    if scenario is not Scenario.SINGLE:
-        parts.append(scenario.value)
-    if machine is not None:
-        parts.append(f"machine={machine}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:

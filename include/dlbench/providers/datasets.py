@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from dlbench import paths
-from dlbench.config import BenchmarkRequest
+from dlbench.providers.backend import RunRequest
 from dlbench.workloads.profiles import DataKind, get_profile
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ REMOTE_DATA_ROOT = "/var/tmp/dlbench/data"
 """Where staged data sets live on a machine: disk-backed, writable without root, survives a reboot."""
 
 
-def ensure_dataset(request: BenchmarkRequest) -> str | None:
+def ensure_dataset(request: RunRequest) -> str | None:
     """The real-data directory on this worker: the user's (``data_dir``) or a generated demo set."""
     if DataKind.REAL not in request.data:
         return None

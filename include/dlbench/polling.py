@@ -15,15 +15,14 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from dlbench.errors import WaitTimeout
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 MAX_INTERNAL_ERROR_RETRIES = 2
 
-
-class WaitTimeout(TimeoutError):
-    """A wait ran past its deadline; the message says what was awaited and the last state seen."""
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -16,7 +16,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
-from dlbench.provisioning.base import Driver
+from dlbench.providers.base import Driver
 
 log = logging.getLogger(__name__)
 

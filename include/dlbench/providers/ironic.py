@@ -6,10 +6,10 @@ makes it ours (so two runs can never take the same node); we write our tags in t
 SSH public key; poll until ``active`` (``deploy failed``/``error`` surface Ironic's
 ``last_error``). Release: undeploy (``deleted`` -> ``available``), drop our tags, delete the
 allocation. Every wait has a deadline and its own polling interval; transient API errors are
-retried (see :mod:`dlbench.provisioning.polling`).
+retried (see :mod:`dlbench.polling`).
 
 This module is one provider of the machine lifecycle: :class:`IronicSettings` (what the request
-says) and :class:`IronicDriver` (the :class:`~dlbench.provisioning.base.Driver` hooks). Failure
+says) and :class:`IronicDriver` (the :class:`~dlbench.providers.base.Driver` hooks). Failure
 rule: :meth:`IronicDriver.create` releases what it allocated before it raises; everything after
 (a failed deploy, SSH, prepare) is released by the generic lifecycle, by tag.
 """
@@ -25,8 +25,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from dlbench.errors import IronicError, NoCapacity, WaitTimeout
 from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
-from dlbench.provisioning.base import (
+from dlbench.polling import Deadline, poll, retry_call
+from dlbench.providers.base import (
     LEASE_KEY,
     TAG_KEYS,
     BootConfig,
@@ -36,9 +38,8 @@ from dlbench.provisioning.base import (
     parallelism,
     resource_name,
 )
-from dlbench.provisioning.openstack_driver import OpenStackDriver
-from dlbench.provisioning.polling import Deadline, WaitTimeout, poll, retry_call
-from dlbench.provisioning.settings import OpenStackSettings, Runtime
+from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
+from dlbench.providers.settings import Runtime
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,6 @@ NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "filtered out 
 """Ironic's words for "no free node right now" (the last: concurrent allocations raced for the same nodes)."""
 
 
-class ProvisioningError(RuntimeError):
-    """Ironic refused or failed; the message carries Ironic's own ``last_error``."""
-
-
-class NoCapacity(ProvisioningError):
-    """No free node matches right now (others hold them); worth retrying until the deadline."""
 
 
 class _PartialAllocation(Exception):  # noqa: N818 - internal control flow, never leaves the driver
@@ -121,13 +116,13 @@ class IronicDriver(OpenStackDriver):
         try:
             nodes = self.matching_nodes()
         except Exception as exc:  # noqa: BLE001 - any failure here means: cannot reach the cloud
-            raise ProvisioningError(f"cannot list bare-metal nodes: {type(exc).__name__}: {exc}") from None
+            raise IronicError(f"cannot list bare-metal nodes: {type(exc).__name__}: {exc}") from None
         traits = f" with traits {', '.join(self.spec.traits)}" if self.spec.traits else ""
         if not nodes:
-            raise ProvisioningError(f"ironic.resource_class: no nodes in resource class "
+            raise IronicError(f"ironic.resource_class: no nodes in resource class "
                                     f"{self.spec.resource_class!r}{traits}")
         if len(nodes) < count:
-            raise ProvisioningError(f"ironic.nodes: the run needs {count} nodes but resource class "
+            raise IronicError(f"ironic.nodes: the run needs {count} nodes but resource class "
                                     f"{self.spec.resource_class!r}{traits} has only {len(nodes)}")
 
     # -- create / wait -------------------------------------------------------------------------
@@ -157,7 +152,7 @@ class IronicDriver(OpenStackDriver):
                     instances = []
                     pause = min(self.spec.poll_interval * 2 ** min(attempt, 5), 10.0) * random.uniform(0.5, 1.5)
                     if allocate.remaining() <= pause:
-                        raise ProvisioningError(f"{allocate.what}: not enough free nodes in resource class "
+                        raise IronicError(f"{allocate.what}: not enough free nodes in resource class "
                                                 f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s "
                                                 f"(other runs hold them): {exc}") from None
                     log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
@@ -214,7 +209,7 @@ class IronicDriver(OpenStackDriver):
         self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
         if any(word in error.lower() for word in NO_CAPACITY):
             raise NoCapacity(error)
-        raise ProvisioningError(f"allocation {name} failed: {error}")
+        raise IronicError(f"allocation {name} failed: {error}")
 
     def _deploy(self, instance: Instance, tags: Tags, boot: BootConfig) -> None:
         node_id = instance.id
@@ -249,7 +244,7 @@ class IronicDriver(OpenStackDriver):
                     del pending[node_id]
                 elif node.provision_state in FAILED_STATES:
                     error = node.last_error or self._late_last_error(node_id)
-                    raise ProvisioningError(f"node {node.name or node_id} ({inst.name}): "
+                    raise IronicError(f"node {node.name or node_id} ({inst.name}): "
                                             f"{node.provision_state}: {error or 'no last_error'}")
             if pending:
                 if deadline.expired():
@@ -274,12 +269,12 @@ class IronicDriver(OpenStackDriver):
             for key in (node.name, node.id):
                 if key and key in self.spec.inventory:
                     return self.spec.inventory[key]
-            raise ProvisioningError(f"ironic.inventory has no address for node {node.name or node.id}")
+            raise IronicError(f"ironic.inventory has no address for node {node.name or node.id}")
         if source == "port":
             return self._port_address(node)
         value = (node.extra or {}).get(self.spec.address_extra_key)
         if not value:
-            raise ProvisioningError(f"node {node.name or node.id} has no extra.{self.spec.address_extra_key} "
+            raise IronicError(f"node {node.name or node.id} has no extra.{self.spec.address_extra_key} "
                                     "(ironic.address_extra_key); set it or use address_source port/inventory")
         return str(value)
 
@@ -295,7 +290,7 @@ class IronicDriver(OpenStackDriver):
                 fixed = self._call("get VIF port", self.conn.network.get_port, vif).fixed_ips or []
                 if fixed:
                     return str(fixed[0]["ip_address"])
-        raise ProvisioningError(f"node {node.name or node.id}: no port carries an address (extra.ip_address or a VIF)")
+        raise IronicError(f"node {node.name or node.id}: no port carries an address (extra.ip_address or a VIF)")
 
     # -- delete / find -------------------------------------------------------------------------
     def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
@@ -319,7 +314,7 @@ class IronicDriver(OpenStackDriver):
         with ThreadPoolExecutor(max_workers=parallelism(len(instances)), thread_name_prefix="ironic-release") as pool:
             list(pool.map(one, instances))
         if errors:
-            raise ProvisioningError("release incomplete: " + "; ".join(errors))
+            raise IronicError("release incomplete: " + "; ".join(errors))
         return timings
 
     def _release_one(self, node_id: str, allocation_id: str, run_id: str, deadline: Deadline) -> float | None:
@@ -338,7 +333,7 @@ class IronicDriver(OpenStackDriver):
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
                 seconds = time.monotonic() - started
                 if node.provision_state not in ("available", "manageable"):
-                    raise ProvisioningError(f"node {node.name or node_id} undeploy ended in {node.provision_state}: "
+                    raise IronicError(f"node {node.name or node_id} undeploy ended in {node.provision_state}: "
                                             f"{node.last_error or 'no last_error'}")
             self._untag(node, deadline)
             allocation_id = allocation_id or (node.allocation_id or "")

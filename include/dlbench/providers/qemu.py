@@ -1,7 +1,7 @@
 """The local provider's virtual machines: QEMU guests on this host behind the one Driver interface.
 
 Why a driver and not a special case: the embedded ``local`` provider offers ``virtual_machine``
-and ``container_on_vm`` through the same :class:`~dlbench.pipeline.machines.MachineBackend`
+and ``container_on_vm`` through the same :class:`~dlbench.providers.machines.MachineBackend`
 lifecycle as a cloud (run key, create, wait ready, SSH, prepare, stage data, release by tag), so
 a laptop gets all four platforms with no cloud and exercises the code a cloud run uses.
 
@@ -36,17 +36,55 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+from pydantic import Field
 
 from dlbench import paths
-from dlbench.provisioning.base import BootConfig, Demand, Driver, Instance, Tags, resource_name
-from dlbench.provisioning.polling import Deadline, WaitTimeout
-from dlbench.provisioning.settings import LocalVMSettings
+from dlbench.errors import WaitTimeout
+from dlbench.grammar import AbsolutePath
+from dlbench.polling import Deadline
+from dlbench.providers.base import BootConfig, Demand, Driver, Instance, RunIsActive, SweepAction, Tags, resource_name
+from dlbench.providers.settings import MachineSettings, Runtime
+from dlbench.providers.sweep import sweep_driver
+from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
 
 QEMU = "qemu-system-x86_64"
 STATE_FILE = "state.json"
+
+
+Accel = Literal["auto", "kvm", "tcg"]
+DEFAULT_VM_IMAGE_DIR = Path(__file__).resolve().parents[3] / "build" / "vm-image"
+"""Where ``make vm-image`` writes the VM image in a checkout (docs/vm-image.md)."""
+
+
+class LocalVMSettings(MachineSettings):
+    """The local provider's guests: one QEMU VM per machine, on this host.
+
+    VM rows are opt-in: ``make run``'s default platforms do not include them (emulated guests are
+    10-70x slower than this host). ``container_on_vm`` shares the ``virtual_machine`` guest when
+    both are requested (one boot)."""
+
+    name: Literal["local-vm"] = "local-vm"
+    platforms: ClassVar[dict[Platform, Runtime]] = {
+        Platform.VIRTUAL_MACHINE: "host", Platform.CONTAINER_ON_VM: "docker"}
+    enabled: bool = Field(default=True, description="false: the VM platforms are reported skipped, nothing boots")
+    share_nodes: bool = Field(default=True, description="container_on_vm on the virtual_machine guest")
+    image_dir: AbsolutePath | None = Field(
+        default=None, description="the VM image's directory (manifest.json, qcow2, kernel, initrd); "
+                                  "default: build/vm-image of this checkout")
+    vcpus: int = Field(default=2, ge=1, le=256)
+    memory_mb: int = Field(default=4096, ge=512, le=1024 * 1024)
+    accel: Accel = Field(default="auto", description="auto: KVM where it really works, else TCG (emulated)")
+    ready_timeout: float = Field(default=600, gt=0, le=6 * 3600, description="s until every guest answers SSH")
+    ssh_timeout: float = Field(default=300, gt=0, le=3600)
+    lease_minutes: float = Field(default=15, ge=0.05, le=24 * 60)
+
+    def image_path(self) -> Path:
+        return Path(self.image_dir) if self.image_dir else DEFAULT_VM_IMAGE_DIR
+
 
 
 def vms_dir() -> Path:
@@ -400,3 +438,13 @@ class QemuDriver(Driver):
                      "labels": {"accel": str(state.get("accel")), "emulated": "true" if emulated else "false",
                                 "vm_vcpus": str(state.get("vcpus")), "vm_memory_mb": str(state.get("memory_mb")),
                                 "vm_kernel": str(state.get("kernel"))}})
+
+
+def sweep_local_vms(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False
+                    ) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """The local provider's QEMU guests on this host (found by the tags in their state
+    directories): a SIGKILLed ``make run`` leaves them running until their lease lapses."""
+    if not vms_dir().is_dir():
+        return [], []
+    settings = LocalVMSettings()
+    return sweep_driver(QemuDriver(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)

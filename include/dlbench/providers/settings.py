@@ -9,12 +9,11 @@ cloud; the cloud itself is checked by the driver's ``preflight`` before anything
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dlbench.grammar import AbsolutePath, GpuRequest, ImageReference, Name, UserName
+from dlbench.grammar import AbsolutePath, GpuRequest, ImageReference, UserName
 from dlbench.workloads.result import Platform
 
 Runtime = Literal["host", "docker"]
@@ -37,26 +36,14 @@ class ProviderSettings(BaseModel):
     platforms: ClassVar[dict[Platform, Runtime]] = {}
     """The platforms this provider hosts and the runtime each uses by default."""
 
+    def location(self) -> str:
+        """Which cloud or cluster these settings name, for logs and the janitor's report."""
+        return ""
+
     def instances_for(self, platform: Platform) -> int | None:
         """Separate instances a platform gets, or None when every job shares one machine by design
         (the embedded provider: this host). A distributed job needs one instance per role."""
         return None
-
-
-class LocalSettings(ProviderSettings):
-    """The embedded provider: this host as bare metal, its Docker engine for containers, and QEMU
-    guests on this host for the VM platforms (opt-in: the default request has none)."""
-
-    name: Literal["local"] = "local"
-    platforms: ClassVar[dict[Platform, Runtime]] = {
-        Platform.BARE_METAL: "host", Platform.CONTAINER_ON_BARE_METAL: "docker",
-        Platform.VIRTUAL_MACHINE: "host", Platform.CONTAINER_ON_VM: "docker"}
-    vm: LocalVMSettings = Field(default_factory=lambda: LocalVMSettings(),
-                                description="the local VMs (virtual_machine, container_on_vm): QEMU guests")
-
-    def instances_for(self, platform: Platform) -> int | None:
-        """This host is shared by design; the VM platforms get their guests (``vm.nodes``)."""
-        return self.vm.instances_for(platform) if platform in LocalVMSettings.platforms else None
 
 
 class MachineSettings(ProviderSettings):
@@ -108,61 +95,3 @@ class MachineSettings(ProviderSettings):
         """The platform whose machines a container platform can share (``share_nodes``)."""
         return {Platform.CONTAINER_ON_BARE_METAL: Platform.BARE_METAL,
                 Platform.CONTAINER_ON_VM: Platform.VIRTUAL_MACHINE}.get(platform)
-
-
-Accel = Literal["auto", "kvm", "tcg"]
-DEFAULT_VM_IMAGE_DIR = Path(__file__).resolve().parents[3] / "build" / "vm-image"
-"""Where ``make vm-image`` writes the VM image in a checkout (docs/vm-image.md)."""
-
-
-class LocalVMSettings(MachineSettings):
-    """The local provider's guests: one QEMU VM per machine, on this host.
-
-    VM rows are opt-in: ``make run``'s default platforms do not include them (emulated guests are
-    10-70x slower than this host). ``container_on_vm`` shares the ``virtual_machine`` guest when
-    both are requested (one boot)."""
-
-    name: Literal["local-vm"] = "local-vm"
-    platforms: ClassVar[dict[Platform, Runtime]] = {
-        Platform.VIRTUAL_MACHINE: "host", Platform.CONTAINER_ON_VM: "docker"}
-    enabled: bool = Field(default=True, description="false: the VM platforms are reported skipped, nothing boots")
-    share_nodes: bool = Field(default=True, description="container_on_vm on the virtual_machine guest")
-    image_dir: AbsolutePath | None = Field(
-        default=None, description="the VM image's directory (manifest.json, qcow2, kernel, initrd); "
-                                  "default: build/vm-image of this checkout")
-    vcpus: int = Field(default=2, ge=1, le=256)
-    memory_mb: int = Field(default=4096, ge=512, le=1024 * 1024)
-    accel: Accel = Field(default="auto", description="auto: KVM where it really works, else TCG (emulated)")
-    ready_timeout: float = Field(default=600, gt=0, le=6 * 3600, description="s until every guest answers SSH")
-    ssh_timeout: float = Field(default=300, gt=0, le=3600)
-    lease_minutes: float = Field(default=15, ge=0.05, le=24 * 60)
-
-    def image_path(self) -> Path:
-        return Path(self.image_dir) if self.image_dir else DEFAULT_VM_IMAGE_DIR
-
-
-class OpenStackSettings(MachineSettings):
-    """Machines from an OpenStack cloud: a clouds.yaml cloud or an Airflow connection."""
-
-    cloud: Name | None = Field(default=None, description="clouds.yaml cloud name")
-    conn_id: Name | None = Field(default=None, description="Airflow connection (conn_type openstack); wins over cloud")
-    clouds_file: AbsolutePath | None = Field(default=None, description="clouds.yaml path (default: standard places)")
-    api_retry_seconds: float = Field(default=120, gt=0, le=3600,
-                                     description="s to retry an API call that fails transiently (5xx, refused)")
-
-    @model_validator(mode="after")
-    def _cloud_named(self) -> OpenStackSettings:
-        if not self.cloud and not self.conn_id:
-            raise ValueError("set cloud (a clouds.yaml cloud name) or conn_id (an Airflow connection id)")
-        return self
-
-    def connect(self) -> object:
-        """An openstacksdk Connection (raises CloudConfigError for an unknown cloud or missing
-        credentials, before any API call)."""
-        from dlbench.hooks.openstack import resolve
-
-        spec = resolve(None if self.conn_id else self.cloud, conn_id=self.conn_id, config_file=self.clouds_file)
-        return spec.connect()
-
-
-LocalSettings.model_rebuild()  # its vm field names LocalVMSettings, defined after it

@@ -4,8 +4,8 @@ QEMU guests on this host for the VM platforms.
 No cloud is needed. ``bare_metal`` jobs run as processes on this host;
 ``container_on_bare_metal`` jobs run in the workload image on the local Docker engine. The VM
 platforms (opt-in: the default request has none) go through the same
-:class:`~dlbench.pipeline.machines.MachineBackend` lifecycle as a cloud, with the
-:class:`~dlbench.provisioning.qemu.QemuDriver`: a guest booted from the VM image, reached over
+:class:`~dlbench.providers.machines.MachineBackend` lifecycle as a cloud, with the
+:class:`~dlbench.providers.qemu.QemuDriver`: a guest booted from the VM image, reached over
 SSH with the run's key, prepared, data staged, released by tag. ``virtual_machine`` runs the
 workload in the guest, ``container_on_vm`` on the guest's Docker engine (the same guest when
 both are requested).
@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager, nullcontext
+from typing import ClassVar, Literal
 
-from dlbench.config import BenchmarkRequest
+from pydantic import Field
+
 from dlbench.execution.gpus import Allotment, allot, local_facts
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
 from dlbench.execution.targets import LocalDocker, LocalProcess, SSHDocker, SSHHost, Target
-from dlbench.pipeline.datasets import ensure_dataset
-from dlbench.pipeline.providers import ProviderBackend
-from dlbench.provisioning.base import Tags
-from dlbench.provisioning.settings import LocalSettings, LocalVMSettings
+from dlbench.providers.backend import ProviderBackend, RunRequest
+from dlbench.providers.base import Tags
+from dlbench.providers.datasets import ensure_dataset
+from dlbench.providers.qemu import LocalVMSettings
+from dlbench.providers.settings import ProviderSettings, Runtime
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -35,28 +38,45 @@ log = logging.getLogger(__name__)
 VM_PLATFORMS = tuple(LocalVMSettings.platforms)
 
 
+class LocalSettings(ProviderSettings):
+    """The embedded provider: this host as bare metal, its Docker engine for containers, and QEMU
+    guests on this host for the VM platforms (opt-in: the default request has none)."""
+
+    name: Literal["local"] = "local"
+    platforms: ClassVar[dict[Platform, Runtime]] = {
+        Platform.BARE_METAL: "host", Platform.CONTAINER_ON_BARE_METAL: "docker",
+        Platform.VIRTUAL_MACHINE: "host", Platform.CONTAINER_ON_VM: "docker"}
+    vm: LocalVMSettings = Field(default_factory=lambda: LocalVMSettings(),
+                                description="the local VMs (virtual_machine, container_on_vm): QEMU guests")
+
+    def instances_for(self, platform: Platform) -> int | None:
+        """This host is shared by design; the VM platforms get their guests (``vm.nodes``)."""
+        return self.vm.instances_for(platform) if platform in LocalVMSettings.platforms else None
+
+
+
 class LocalBackend(ProviderBackend):
     def __init__(self, settings: LocalSettings | None = None) -> None:
         self.settings = settings or LocalSettings()
 
     def _vm_backend(self):  # noqa: ANN202 - MachineBackend, imported lazily (paramiko, cryptography)
-        from dlbench.pipeline.machines import MachineBackend
-        from dlbench.provisioning.qemu import QemuDriver
+        from dlbench.providers.machines import MachineBackend
+        from dlbench.providers.qemu import QemuDriver
 
         return MachineBackend(self.settings.vm, QemuDriver(self.settings.vm))
 
     @staticmethod
-    def _vm_request(request: BenchmarkRequest) -> BenchmarkRequest | None:
+    def _vm_request(request: RunRequest) -> RunRequest | None:
         """The request restricted to the VM platforms (what the machine lifecycle provisions)."""
         wanted = [p for p in request.platforms if p in VM_PLATFORMS]
         return request.model_copy(update={"platforms": wanted}) if wanted else None
 
-    def preflight(self, request: BenchmarkRequest) -> None:
+    def preflight(self, request: RunRequest) -> None:
         """Nothing to check beyond the request model (it refuses platforms this host cannot offer).
         A VM platform this host cannot boot is a visible skip at setup, not a refusal: the other
         platforms still run."""
 
-    def acquire(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
+    def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         data_dir = ensure_dataset(request)
         targets: list[Target] = []
         on_host = {Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL} & set(request.platforms)
@@ -73,7 +93,7 @@ class LocalBackend(ProviderBackend):
             targets += self._vm_targets(vm_request, tags, budget_s)
         return targets
 
-    def _vm_targets(self, request: BenchmarkRequest, tags: Tags, budget_s: float | None) -> list[Target]:
+    def _vm_targets(self, request: RunRequest, tags: Tags, budget_s: float | None) -> list[Target]:
         """Guests through the machine lifecycle; when they cannot start (no QEMU, no image, a boot
         that failed or timed out), one skipped target per VM platform with the reason. The
         lifecycle has already released whatever it made by then. Interrupts propagate."""
@@ -102,7 +122,7 @@ class LocalBackend(ProviderBackend):
     def _release_dead_guests() -> None:
         """Guests of killed runs (lease lapsed or expired) would compete for this host's CPUs:
         released before new ones boot, as the janitor would (runs with a live lease are kept)."""
-        from dlbench.pipeline.janitor import sweep_local_vms
+        from dlbench.providers.qemu import sweep_local_vms
 
         actions, _ = sweep_local_vms(lambda _tags: True)
         for action in actions:
@@ -131,13 +151,13 @@ class LocalBackend(ProviderBackend):
     def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:
         """The run's guests' lease, renewed while a task of the run lives (nothing to renew on
         this host otherwise): a SIGKILLed run's guests are released by the janitor."""
-        from dlbench.provisioning.qemu import vms_dir
+        from dlbench.providers.qemu import vms_dir
 
         if not vms_dir().is_dir():
             return nullcontext()
         return self._vm_backend().keep_alive(tags)
 
-    def release(self, request: BenchmarkRequest, tags: Tags, targets: list[Target]) -> None:
+    def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
         from dlbench.execution.image import docker_available
 
         if docker_available()[0]:

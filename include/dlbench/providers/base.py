@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar, Literal
 
-from dlbench.provisioning.polling import Deadline
+from dlbench.polling import Deadline
 
 RESOURCE_PREFIX = "dlbench"
 DEFAULT_EXPIRY = timedelta(hours=6)
@@ -63,7 +63,7 @@ class Tags:
     dag_run_id: str = ""
     expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + DEFAULT_EXPIRY)
     lease_until: datetime | None = None
-    """Renewed by the run's live tasks (:mod:`dlbench.pipeline.leases`): past it, nothing of the run
+    """Renewed by the run's live tasks (:mod:`dlbench.providers.leases`): past it, nothing of the run
     is alive and the janitor releases the resource, whatever Airflow's metadata says."""
 
     def as_dict(self) -> dict[str, str]:
@@ -170,7 +170,7 @@ HOST_ID = "host_id"
 class Driver(abc.ABC):
     """One cloud's machines behind the one lifecycle (PerfKit's BaseResource, metalsmith's API).
 
-    The generic lifecycle (:class:`dlbench.pipeline.machines.MachineBackend`) owns run keys,
+    The generic lifecycle (:class:`dlbench.providers.machines.MachineBackend`) owns run keys,
     rollback, reachability, the prepare stage, timings and release by tag; a driver only fills in
     these hooks. No other driver method is called by generic code.
     """

@@ -1,0 +1,58 @@
+"""The sweep policy every provider's resources go through: keep or release a run's resources.
+
+Used by the janitor (:mod:`dlbench.providers.janitor`, every configured cloud) and by providers
+that sweep their own leftovers before a run (the local provider's guests, a Kubernetes cluster's
+namespaces), so there is one rule for what is a leak.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from dlbench.polling import Deadline
+from dlbench.providers.base import Driver, Instance, RunIsActive, SweepAction
+
+
+def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
+    """(reason, keep?) for one run's resources.
+
+    The lease decides when there is one: valid = a live task renews it (kept, even past the
+    expiry: a long paper run is alive); lapsed = nothing of the run is alive (released, whatever
+    Airflow's metadata says: a killed ``dag.test()`` never gets marked failed). Resources without
+    a lease fall back to the expiry and the DAG run's state."""
+    tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
+    leases = [i.tags.lease_until for i in instances if i.tags.lease_until is not None]
+    if leases:
+        lease = max(leases)
+        if lease > now:
+            past = " (its expiry has passed: a long run)" if tags.expired(now) else ""
+            return f"lease held until {lease.isoformat()} by a live task of the run{past}", True
+        return f"lease lapsed at {lease.isoformat()}: no live task of the run renewed it", False
+    if tags.expired(now):
+        return f"expired at {tags.expires_at.isoformat()}", False
+    if not is_active(tags):
+        return f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running", False
+    return f"run still active, expires at {tags.expires_at.isoformat()}", True
+
+
+def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive, *, now: datetime | None = None,
+                 dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """(released or would-release actions, kept runs with the reason) for one driver's resources."""
+    now = now or datetime.now(UTC)
+    actions, kept = [], []
+    for run_id, instances in driver.find().items():
+        reason, keep = decide(instances, is_active, now)
+        if keep:
+            kept.append({"run_id": run_id, "resources": str(len(instances)), "reason": reason})
+            continue
+        error = ""
+        if not dry_run:
+            try:
+                driver.delete(instances, Deadline(release_timeout, f"janitor release of run {run_id}"))
+            except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
+                error = str(exc)
+        for inst in instances:
+            actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
+                                       name=inst.name, reason=reason, released=not dry_run and not error, error=error,
+                                       run_id=run_id))
+    return actions, kept

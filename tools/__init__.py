@@ -1,0 +1,1 @@
+"""Development and test tools: not part of the installed package (see docs/architecture.md)."""
