@@ -23,7 +23,7 @@ APT_PACKAGES := docker.io postgresql debootstrap openssh-server iproute2
 
 -include mk/*.mk
 
-.PHONY: help venv lint test run run-prereqs clean prereqs airflow-init airflow-settings airflow-ui report ci-prereqs
+.PHONY: help venv lint check test run run-prereqs clean prereqs airflow-init airflow-settings airflow-ui report ci-prereqs
 help:
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
@@ -39,6 +39,11 @@ venv: $(VENV)/.installed ## create the virtualenv with the pinned requirements
 
 lint: venv ## ruff
 	$(VENV)/bin/ruff check .
+
+check: venv ## ruff, the architecture contract (import-linter) and the type checker (mypy): docs/architecture.md
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, PostgreSQL, devcloud...)
 

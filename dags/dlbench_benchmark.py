@@ -15,6 +15,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
+from dlbench import settings
 from dlbench.jobs import DEFAULT_SUITES, Suite
 from dlbench.pipeline.routing import JOB_TASK, load_routing
 from dlbench.providers.registry import PROVIDERS, provider_names
@@ -155,7 +156,6 @@ def dlbench_benchmark() -> None:
     @task(retries=0, execution_timeout=timedelta(minutes=2))
     def validate_request() -> dict:
         """Fail before anything is provisioned, naming the bad field and the allowed values."""
-        from airflow.sdk import Variable
         from airflow.sdk.exceptions import AirflowFailException
 
         from dlbench.pipeline import steps
@@ -168,16 +168,11 @@ def dlbench_benchmark() -> None:
                 form = {k: v for k, v in dict(ctx["params"]).items() if k not in REGRESSION_PARAMS}
                 params = steps.request_params(
                     form, scheduled=scheduled,
-                    scheduled_request=Variable.get(steps.SCHEDULED_REQUEST_VARIABLE, default=None) if scheduled
-                    else None)
+                    scheduled_request=settings.scheduled_request() if scheduled else None)
                 if params.get("profile") in (None, "", "auto"):
-                    params["profile"] = Variable.get("dlbench_profile", default="smoke")
-                from airflow.configuration import conf
-
-                from dlbench.workloads.profiles import PROFILES_VARIABLE
-
-                return steps.validate(params, max_jobs=conf.getint("core", "max_map_length", fallback=1024),
-                                      user_profiles=Variable.get(PROFILES_VARIABLE, default=None))
+                    params["profile"] = settings.default_profile()
+                return steps.validate(params, max_jobs=settings.max_map_length(),
+                                      user_profiles=settings.user_profiles())
             except steps.ConfigError as exc:
                 raise AirflowFailException(str(exc)) from None
 
@@ -194,14 +189,12 @@ def dlbench_benchmark() -> None:
     def run_tags(request: dict) -> dict:
         """Run id, DAG run and expiry written on every resource (the janitor's key); the run's
         request, DAG, provider and tags are archived beside its documents."""
-        from airflow.sdk import Variable
-
         from dlbench.pipeline import airflow_support, steps
         from dlbench.pipeline.airflow_support import failures_recorded
 
         ctx = get_current_context()
         with failures_recorded(ctx["ti"]):
-            default_hours = float(Variable.get("dlbench_expiry_hours", default="6"))
+            default_hours = settings.expiry_hours()
             tags = steps.tags_for(ctx["run_id"], ctx["dag"].dag_id, ctx["run_id"],
                                   expiry=steps.expiry_for(request, default_hours))
             scheduled = airflow_support.is_scheduled(ctx["dag_run"])
@@ -313,12 +306,9 @@ def dlbench_benchmark() -> None:
     def regressions(report_result: dict | None) -> dict:
         """This run's cases against their history: a regression fails this task (Param
         on_regression, default fail) and calls the notifiers of dlbench_regression_notifiers."""
-        from airflow.sdk import Variable
-
         from dlbench.pipeline import airflow_support, regression_alerts
 
-        return regression_alerts.run(get_current_context(), report_result,
-                                     variable=lambda key: Variable.get(key, default=None),
+        return regression_alerts.run(get_current_context(), report_result, variable=settings.variable,
                                      warehouse_url=airflow_support.warehouse_url)
 
     request = validate_request()

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
+from dlbench import settings
 from dlbench.pipeline.routing import load_routing
 
 SETUP_QUEUE = load_routing().setup_queue
@@ -43,13 +44,11 @@ SETUP_QUEUE = load_routing().setup_queue
 def dlbench_janitor() -> None:
     @task(**({"queue": SETUP_QUEUE} if SETUP_QUEUE else {}))
     def sweep() -> dict:
-        from airflow.sdk import Variable
-
         from dlbench.providers import janitor
 
         ctx = get_current_context()
         params = ctx["params"]
-        raw = params.get("clouds") or Variable.get(janitor.CLOUDS_VARIABLE, default=None)
+        raw = params.get("clouds") or settings.janitor_clouds()
         clouds = janitor.clouds_from(raw)
         is_active = janitor.airflow_run_is_active(ctx["ti"].get_dr_count)
         report = janitor.sweep(clouds, is_active, dry_run=bool(params.get("dry_run")),

@@ -189,7 +189,8 @@ class Cluster:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "DLBENCH_"))},
             "PATH": f"{airflow_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")) if p),
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")) if p),
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

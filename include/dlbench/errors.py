@@ -12,7 +12,7 @@ Imports nothing: every layer may raise these.
     │   └── CloudConfigError                fix clouds.yaml or the Airflow connection it names
     ├── ProvisioningError (RuntimeError)    the cloud refused or failed; its own words are quoted
     │   ├── NoCapacity                      free or enroll machines, or ask for fewer
-    │   └── IronicError / NovaError / MagnumError
+    │   └── each provider's own (IronicError, NovaError... in its module)
     ├── WaitTimeout (TimeoutError)          raise the timeout it names, or find what is stuck
     ├── ExecutionError (RuntimeError)       the workload could not start or report
     │   ├── StagingError                    the data on the machine is not what was sent
@@ -50,16 +50,7 @@ class NoCapacity(ProvisioningError):
     """Not enough free machines match the request: free or enroll some, or ask for fewer."""
 
 
-class IronicError(ProvisioningError):
-    """Ironic refused or failed; the message carries Ironic's own ``last_error``."""
 
-
-class NovaError(ProvisioningError):
-    """Nova refused or failed; the message carries Nova's own words (fault, quota, NoValidHost)."""
-
-
-class MagnumError(ProvisioningError):
-    """Magnum refused or failed; the message carries its own words (status_reason, faults)."""
 
 
 class WaitTimeout(DlbenchError, TimeoutError):

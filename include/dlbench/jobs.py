@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlbench.workloads.profiles import DataKind, Scenario, get_profile, is_builtin, profile_digest, profile_to_argument
+from dlbench.profiles import get_profile
+from dlbench.workloads.profiles import DataKind, Scenario, is_builtin, profile_digest, profile_to_argument
 from dlbench.workloads.result import Platform
 
 

@@ -8,19 +8,14 @@ tasks hand to each other goes through the shared store (:mod:`dlbench.storage`, 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[2]
+from dlbench import settings
 
 
 def home() -> Path:
-    env = os.environ.get("DLBENCH_HOME")
-    if env:
-        return Path(env)
-    if (_REPO / "pyproject.toml").exists():
-        return _REPO / "data"
-    return Path.home() / ".dlbench"
+    """``DLBENCH_HOME`` and its default (:func:`dlbench.settings.home`, docs/settings.md)."""
+    return settings.home()
 
 
 def results_dir() -> Path:

@@ -7,15 +7,17 @@ that the DAG maps over.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dlbench.errors import ConfigError
 from dlbench.grammar import AbsolutePath
 from dlbench.jobs import DEFAULT_SUITES, SUITE_COMMANDS, Job, Suite, job_id_for
+from dlbench.profiles import all_profiles, get_profile, profile_names
 from dlbench.providers.local import LocalSettings
-from dlbench.providers.registry import ProviderSettingsUnion, provider_names
+from dlbench.providers.registry import ProviderSettingsUnion, provider_choices, provider_names
 from dlbench.providers.settings import ProviderSettings
 from dlbench.workloads.profiles import (
     DataKind,
@@ -24,11 +26,8 @@ from dlbench.workloads.profiles import (
     ModelName,
     Profile,
     Scenario,
-    get_profile,
     job_timeout,
     profile_digest,
-    profile_names,
-    register_profile,
 )
 from dlbench.workloads.result import Platform
 
@@ -68,10 +67,12 @@ class BenchmarkRequest(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _pin_profile(cls, data: Any) -> Any:
-        """Resolve ``profile`` to its fields once (``profile_spec``); a request that already carries
-        them (validated earlier, maybe in another process) registers them here so that every
-        ``get_profile(name)`` of this process sees the pinned profile."""
+    def _pin_profile(cls, data: Any, info: ValidationInfo) -> Any:
+        """Resolve ``profile`` to its fields once (``profile_spec``), among the deployment's
+        profiles and the user profiles the caller hands in (:func:`parse_request`'s
+        ``user_profiles``: the Airflow Variable's). A request that already carries them (validated
+        earlier, maybe in another process) keeps them: later tasks run what was validated. Nothing
+        is registered: code that needs the pinned profile gets it from :attr:`resolved_profile`."""
         if not isinstance(data, dict):
             return data
         name = data.get("profile", "smoke")
@@ -79,20 +80,18 @@ class BenchmarkRequest(BaseModel):
             return data  # the field's own validation says what is wrong
         spec = data.get("profile_spec")
         if spec is None:
-            try:
-                profile = get_profile(name)
-            except ValueError:
-                raise ValueError(f"profile: unknown profile {name!r} (allowed: {', '.join(profile_names())}; "
-                                 "user profiles: docs/profiles.md)") from None
-            return {**data, "profile_spec": profile}
+            user: Mapping[str, Profile] = (info.context or {}).get("user_profiles") or {}
+            known = {**all_profiles(), **user}
+            if name not in known:
+                raise ValueError(f"profile: unknown profile {name!r} (allowed: {', '.join(known)}; "
+                                 "user profiles: docs/profiles.md)")
+            return {**data, "profile_spec": known[name]}
         return data
 
     @model_validator(mode="after")
-    def _register_profile(self) -> BenchmarkRequest:
-        if self.profile_spec is not None:
-            if self.profile_spec.name != self.profile:
-                raise ValueError(f"profile_spec: describes profile {self.profile_spec.name!r}, not {self.profile!r}")
-            register_profile(self.profile_spec)
+    def _pinned_profile_is_the_named_one(self) -> BenchmarkRequest:
+        if self.profile_spec is not None and self.profile_spec.name != self.profile:
+            raise ValueError(f"profile_spec: describes profile {self.profile_spec.name!r}, not {self.profile!r}")
         return self
 
     @property
@@ -270,11 +269,13 @@ def normalize(params: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def parse_request(params: dict[str, Any]) -> BenchmarkRequest:
-    """Validate raw params (trigger form, CLI, a Variable) into a request, or raise :class:`ConfigError`."""
+def parse_request(params: dict[str, Any], user_profiles: Mapping[str, Profile] | None = None) -> BenchmarkRequest:
+    """Validate raw params (trigger form, CLI, a Variable) into a request, or raise :class:`ConfigError`.
+    ``user_profiles`` (the Airflow Variable's, :func:`dlbench.profiles.parse_user_profiles`) may be
+    chosen by name besides the deployment's profiles; the request pins the chosen one's fields."""
     cleaned = normalize(params)
     try:
-        return BenchmarkRequest.model_validate(cleaned)
+        return BenchmarkRequest.model_validate(cleaned, context={"user_profiles": dict(user_profiles or {})})
     except ValidationError as exc:
         raise ConfigError(explain(exc)) from None
 
@@ -291,8 +292,7 @@ def explain(exc: ValidationError) -> str:
         "profile": profile_names(),
         "scenarios": [s.value for s in Scenario],
         "distributed_mode": [m.value for m in DistributedMode],
-        "ironic.address_source": ["extra", "port", "inventory"],
-        "nova.placement": ["auto", "none", "anti-affinity", "affinity", "soft-anti-affinity", "soft-affinity"],
+        **provider_choices(),
     }
     lines = []
     for error in exc.errors():

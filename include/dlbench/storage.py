@@ -1,6 +1,6 @@
 """The store every worker shares: result archive, reports and per-run state (docs/storage.md).
 
-One setting, resolved here and nowhere else (:func:`storage_url`):
+One setting, resolved by :func:`dlbench.settings.storage_location` (docs/settings.md):
 
 1. environment variable ``DLBENCH_STORAGE_URL``;
 2. Airflow Variable ``dlbench_storage_url`` (only where Airflow is loaded: the workloads never
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -39,60 +38,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dlbench import paths
+from dlbench import settings
 
-ENV = "DLBENCH_STORAGE_URL"
-VARIABLE = "dlbench_storage_url"
+ENV = settings.STORAGE_URL.env
+VARIABLE = settings.STORAGE_URL.variable
 
-_variable_cache: dict[str, str | None] = {}
 _lock = threading.Lock()
-
-
-def _airflow_variable() -> str | None:
-    """The Airflow Variable, looked up once per process (None outside Airflow or when unset)."""
-    with _lock:
-        if VARIABLE in _variable_cache:
-            return _variable_cache[VARIABLE]
-    value: str | None = None
-    # Only where Airflow is already loaded (a task, the API server, a dag.test process): importing
-    # it here would initialise Airflow's configuration in a process that is not an Airflow
-    # component (an executor, the CLI, a test), before its AIRFLOW_HOME is set up, and that
-    # process would then read Variables with another Fernet key. Outside Airflow: env or default.
-    if "airflow.sdk" in sys.modules:
-        try:  # in a task: the Task SDK (API server, secrets backends)
-            from airflow.sdk import Variable
-
-            value = Variable.get(VARIABLE, default=None)
-        except Exception:  # noqa: BLE001 - not in a task
-            value = None
-    if value is None and "airflow.models" in sys.modules:
-        try:  # the API server (the UI plugin) and other processes with the metadata DB
-            from airflow.models.variable import Variable as CoreVariable
-
-            value = CoreVariable.get(VARIABLE, default_var=None)
-        except Exception:  # noqa: BLE001 - no metadata DB here
-            value = None
-    with _lock:
-        _variable_cache[VARIABLE] = value.strip() if isinstance(value, str) and value.strip() else None
-        return _variable_cache[VARIABLE]
 
 
 def reset() -> None:
     """Forget the cached Airflow Variable (tests; a long-lived process after changing it)."""
-    with _lock:
-        _variable_cache.clear()
-
-
-def default_url() -> str:
-    return Path(paths.home()).resolve().as_uri()
+    settings.reset()
 
 
 def storage_url() -> str:
     """The store's root URL by the documented precedence: env > Airflow Variable > ``file://`` home."""
-    env = os.environ.get(ENV, "").strip()
-    if env:
-        return env
-    return _airflow_variable() or default_url()
+    return settings.storage_url()
 
 
 def _open(url: str) -> tuple[Any, str]:
@@ -278,11 +239,8 @@ def store(url: str | None = None) -> Store:
 
 def describe() -> str:
     """Where the store is and why (for logs and ``make doctor``-style output)."""
-    if os.environ.get(ENV, "").strip():
-        return f"{storage_url()} (env {ENV})"
-    if _airflow_variable():
-        return f"{storage_url()} (Airflow Variable {VARIABLE})"
-    return f"{storage_url()} (default: DLBENCH_HOME)"
+    url, source = settings.storage_location()
+    return f"{url} ({source})"
 
 
 def run_state_key(run_id: str, name: str = "") -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from dlbench import paths
 from dlbench.errors import ExecutionError
-from dlbench.execution import executor_for
+from dlbench.execution.executors import executor_for
 from dlbench.execution.targets import Target
 from dlbench.jobs import Job
 from dlbench.providers import run_secrets

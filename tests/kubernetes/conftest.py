@@ -61,7 +61,7 @@ class Cluster:
     def namespace(self, run_id: str) -> str:
         from kubernetes import client
 
-        from dlbench.execution.kubernetes import k8s_labels
+        from dlbench.execution.kubernetes.labels import k8s_labels
 
         name = f"t-{run_id}".lower()
         client.CoreV1Api(self.api).create_namespace({"metadata": {"name": name, "labels": k8s_labels(run_id)}})

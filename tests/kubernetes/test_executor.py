@@ -11,8 +11,10 @@ import time
 
 from kubernetes import client
 
-from dlbench.execution import executor_for
-from dlbench.execution.kubernetes import RESULT_PATH, KubernetesExecutor, decode_result, k8s_labels
+from dlbench.execution.executors import executor_for
+from dlbench.execution.kubernetes.executor import KubernetesExecutor
+from dlbench.execution.kubernetes.labels import k8s_labels
+from dlbench.execution.kubernetes.results import RESULT_PATH, decode_result
 from dlbench.workloads.result import ResultDocument, Status
 from tests.execution.conftest import job
 
@@ -68,7 +70,7 @@ def test_a_document_over_one_mib_comes_back_intact(cluster, run_id, tmp_path):
 
 
 def test_log_transport_refuses_a_cut_or_altered_block():
-    from dlbench.execution.kubernetes import BEGIN, END
+    from dlbench.execution.kubernetes.results import BEGIN, END
 
     assert decode_result("no markers")[1].startswith("no result document")
     assert "incomplete" in decode_result(f"{BEGIN} sha256=ab bytes=1 encoded=4=====\nAAAA\n")[1]
@@ -216,7 +218,7 @@ class RoleProbe(KubernetesExecutor):
         self.pause = pause
 
     def workload_command(self, job, data_dir):  # noqa: ANN001, ANN201
-        from dlbench.execution.kubernetes import role_group, service_name
+        from dlbench.execution.kubernetes.services import role_group, service_name
 
         make = ("import os,sys,socket;from dlbench.workloads.result import *;"
                 "d=ResultDocument(job_id=sys.argv[2],run_id=sys.argv[3],benchmark=Benchmark(suite='tf_cnn',name='r'),"
@@ -230,7 +232,7 @@ class RoleProbe(KubernetesExecutor):
 def test_distributed_roles_get_tf_config_a_headless_service_and_anti_affinity(cluster, run_id, tmp_path):
     import json
 
-    from dlbench.execution.kubernetes import role_group, service_name
+    from dlbench.execution.kubernetes.services import role_group, service_name
 
     ns = cluster.namespace(run_id)
     spec = json.dumps({"ps": [f"{cluster.machine.address}:2222"], "worker": ["198.18.99.2:2222"]})
@@ -259,7 +261,7 @@ def test_distributed_roles_get_tf_config_a_headless_service_and_anti_affinity(cl
 
 
 def test_network_suite_without_a_peer_fails_visibly_instead_of_measuring_loopback(tmp_path):
-    from dlbench.execution.kubernetes import NETWORK_NO_PEER
+    from dlbench.execution.kubernetes.executor import NETWORK_NO_PEER
     from dlbench.execution.targets import KubernetesAccess, Target
 
     target = Target(name="n", platform="container_on_bare_metal",

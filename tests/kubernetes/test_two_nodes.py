@@ -13,8 +13,9 @@ import pytest
 from kubernetes import client
 
 from dlbench.errors import JobSkipped
-from dlbench.execution import executor_for
-from dlbench.execution.kubernetes import KubernetesExecutor, role_group, service_name
+from dlbench.execution.executors import executor_for
+from dlbench.execution.kubernetes.executor import KubernetesExecutor
+from dlbench.execution.kubernetes.services import role_group, service_name
 from dlbench.execution.placement import network_endpoint
 from dlbench.workloads.result import ResultDocument, Status
 from tests.execution.conftest import job

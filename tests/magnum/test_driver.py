@@ -12,10 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dlbench.errors import MagnumError
 from dlbench.polling import Deadline
 from dlbench.providers.base import BootConfig, Demand, Tags
-from dlbench.providers.magnum import MagnumDriver
+from dlbench.providers.magnum import MagnumDriver, MagnumError
 from tests.magnum.conftest import TEMPLATE, fault, settings
 
 DEMAND = Demand(role="k8s", platform="container_on_bare_metal", count=1)
@@ -36,7 +35,7 @@ def test_cluster_kubeconfig_api_and_delete(clean_magnum, run_id, tmp_path):
         driver.wait_api(cluster, path, Deadline(60, "api"))
         from kubernetes import client
 
-        from dlbench.execution.kubernetes import api_client
+        from dlbench.execution.kubernetes.client import api_client
 
         nodes = client.CoreV1Api(api_client(str(path))).list_node().items
         assert [n.status.addresses[0].address for n in nodes] == cluster.details["node_addresses"]

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.errors import NovaError
 from dlbench.polling import Deadline
 from dlbench.providers.base import LEASE_KEY, BootConfig, Demand, Tags
 from dlbench.providers.machines import generate_keypair
-from dlbench.providers.nova import KIND, NovaDriver, benchmark_ports, support_name
+from dlbench.providers.nova import KIND, NovaDriver, NovaError, benchmark_ports, support_name
 from tests.nova.conftest import fault, settings
 
 

@@ -12,13 +12,13 @@ import pytest
 from dlbench.errors import ConfigError
 from dlbench.jobs import Job
 from dlbench.pipeline import steps
+from dlbench.profiles import get_profile
 from dlbench.request import parse_request
 from dlbench.workloads import cli
 from dlbench.workloads.profiles import (
     MIN_JOB_TIMEOUT_S,
     PROFILES_FILE_ENV,
     ProfileError,
-    get_profile,
     job_timeout,
     profile_digest,
     register_user_profiles,
@@ -41,7 +41,7 @@ paper64:
 @pytest.fixture(autouse=True)
 def _forget_registered_profiles():
     """Profiles registered by a test (a validated request, the Variable) stay in its process only."""
-    from dlbench.workloads import profiles
+    from dlbench.workloads.profiles import catalog as profiles
 
     before = dict(profiles._registered)
     yield

@@ -73,7 +73,7 @@ def test_run_job_gets_the_key_as_a_private_file_for_its_duration_only(store_url,
             doc.status, doc.error = Status.OK, None
             return doc
 
-    import dlbench.execution as execution
+    import dlbench.execution.executors as execution
 
     monkeypatch.setattr(execution, "executor_for", lambda target: Recorder())
     summary = steps.run_job(job, [target], timeout=60)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import storage
+from dlbench import settings, storage
 from dlbench.pipeline import steps
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
@@ -20,10 +20,10 @@ def test_precedence_env_then_variable_then_default(monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     monkeypatch.delenv(storage.ENV, raising=False)
     storage.reset()
-    monkeypatch.setattr(storage, "_variable_cache", {storage.VARIABLE: None})
+    monkeypatch.setattr(settings, "_variable_cache", {storage.VARIABLE: None})
     assert storage.storage_url() == tmp_path.resolve().as_uri()  # default: file:// under DLBENCH_HOME
     assert "default" in storage.describe()
-    monkeypatch.setattr(storage, "_variable_cache", {storage.VARIABLE: "memory://from-variable"})
+    monkeypatch.setattr(settings, "_variable_cache", {storage.VARIABLE: "memory://from-variable"})
     assert storage.storage_url() == "memory://from-variable"
     assert "Airflow Variable" in storage.describe()
     monkeypatch.setenv(storage.ENV, "memory://from-env")
@@ -37,7 +37,7 @@ def test_default_store_is_the_data_dir_layout(monkeypatch, tmp_path):
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     monkeypatch.delenv(storage.ENV, raising=False)
-    monkeypatch.setattr(storage, "_variable_cache", {storage.VARIABLE: None})
+    monkeypatch.setattr(settings, "_variable_cache", {storage.VARIABLE: None})
     store = storage.store()
     assert store.local and store.local_path(archive.archive_key("r", "j.json")) == (
         paths.results_dir() / "r" / "j.json").resolve()

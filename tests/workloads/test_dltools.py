@@ -126,7 +126,7 @@ def test_a_bad_dltools_value_names_the_field(override, field, message):
 @pytest.fixture
 def fresh_registry(monkeypatch):
     """Profiles registered from a command line stay in this test."""
-    from dlbench.workloads import profiles
+    from dlbench.workloads.profiles import catalog as profiles
 
     monkeypatch.setattr(profiles, "_registered", {})
 

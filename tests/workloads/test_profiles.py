@@ -6,7 +6,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from dlbench.workloads.profiles import PROFILES_FILE, Profile, get_profile
+from dlbench.profiles import get_profile
+from dlbench.workloads.profiles import PROFILES_FILE, Profile
 
 
 def test_paper_profile_is_table_1_of_the_core_study():

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
+from dlbench.settings import DEFAULT_EXPIRY
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import Target
@@ -51,8 +52,6 @@ def safe_name(text: str, limit: int = 60) -> str:
 def labels_for(run_id: str, job_id: str = "", expires_at: datetime | None = None) -> dict[str, str]:
     """Our labels; a launch without the run's expiry gets the default one, so the janitor can
     always tell when an orphan may be removed."""
-    from dlbench.providers.base import DEFAULT_EXPIRY
-
     expires = expires_at or datetime.now(UTC) + DEFAULT_EXPIRY
     return {LABEL: "1", "dlbench.run_id": run_id, "dlbench.job_id": job_id, "dlbench.expires_at": expires.isoformat()}
 

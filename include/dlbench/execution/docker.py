@@ -39,7 +39,7 @@ from dlbench.execution.container import (
     workload_launch,
 )
 from dlbench.execution.machine_lock import ensure_local_busy
-from dlbench.execution.targets import Target
+from dlbench.execution.targets import LocalDocker, Target
 from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
@@ -79,7 +79,7 @@ class DockerExecutor(Executor):
         from requests.exceptions import ReadTimeout
 
         client = self.client or _client()
-        if self.image and target.access.kind == "docker" and target.access.image != self.image:
+        if self.image and isinstance(target.access, LocalDocker) and target.access.image != self.image:
             target = target.model_copy(update={"access": target.access.model_copy(update={"image": self.image})})
         with tempfile.TemporaryDirectory(prefix="dlbench-docker-") as tmp:
             os.chmod(tmp, 0o777)  # an explicitly chosen user (not ours) must be able to write its document

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench import settings
+
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,8 +78,9 @@ def image_is_current(tag: str) -> bool:
 
 def choose_base() -> str:
     """DLBENCH_BASE_IMAGE, else an official or local base already present, else pull, else debootstrap."""
-    if os.environ.get("DLBENCH_BASE_IMAGE"):
-        return os.environ["DLBENCH_BASE_IMAGE"]
+    chosen = settings.base_image()
+    if chosen:
+        return chosen
     for candidate in (OFFICIAL_BASE, LOCAL_BASE):
         if image_exists(candidate):
             return candidate
@@ -107,7 +110,7 @@ def build_wheelhouse() -> Path:
 def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
     """Build the workload image; returns the build time in seconds."""
     base = base or choose_base()
-    if base == LOCAL_BASE or os.environ.get("DLBENCH_OFFLINE_BUILD"):
+    if base == LOCAL_BASE or settings.offline_build():
         build_wheelhouse()
     else:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)

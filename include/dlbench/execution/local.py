@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dlbench import settings
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
     TIMED_OUT,
@@ -37,12 +38,12 @@ from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
 WORKLOAD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH",
-                "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
-                "DLBENCH_TRACE_SYSCALLS")
+                "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS")
 WORKLOAD_ENV_PREFIXES = ("LC_", "TF_", "XLA_", "NCCL_")
 """What a workload may inherit from the worker: locale, paths, GPU and TensorFlow knobs. Never the
 worker's wholesale environment (Airflow connections in AIRFLOW_CONN_*, cloud credentials in OS_*,
-the warehouse URL...): a benchmark process has no business with them."""
+the warehouse URL...): a benchmark process has no business with them. What it needs of dlbench's
+settings (``DLBENCH_TRACE_SYSCALLS``) is handed over explicitly: :func:`dlbench.settings.workload_env`."""
 
 
 OUTPUT_TAIL = 256 * 1024
@@ -94,8 +95,8 @@ class LocalProcessExecutor(Executor):
         with tempfile.TemporaryDirectory(prefix="dlbench-job-") as tmp:
             out = Path(tmp) / "result.json"
             argv = [self.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
-            env = {**workload_environment(), "TF_CPP_MIN_LOG_LEVEL": "2", **process_env(target.access.gpus),
-                   **(self.env or {})}
+            env = {**workload_environment(), **settings.workload_env(), "TF_CPP_MIN_LOG_LEVEL": "2",
+                   **process_env(target.access.gpus), **(self.env or {})}
             # Output to a file, not pipes: a child that outlives the workload (and holds the pipe)
             # cannot keep the executor waiting, and a stop never races a pipe reader.
             with open(Path(tmp) / "output.log", "w+b") as output_file:

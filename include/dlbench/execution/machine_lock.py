@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dlbench import settings
 from dlbench.errors import MachineBusy
 from dlbench.execution.targets import SSHHost, Target
 
@@ -82,9 +83,9 @@ THIS_HOST = "this host"
 def local_lock_path() -> Path:
     """This host's lock file: ``DLBENCH_MACHINE_LOCK``, else ``/run/lock/dlbench-machine.lock``
     where writable (every user and deployment on the host agrees on it), else the temp dir."""
-    env = os.environ.get("DLBENCH_MACHINE_LOCK")
-    if env:
-        return Path(env)
+    configured = settings.machine_lock()
+    if configured:
+        return configured
     run_lock = Path("/run/lock")
     if run_lock.is_dir() and os.access(run_lock, os.W_OK):
         return run_lock / "dlbench-machine.lock"
@@ -134,7 +135,7 @@ def machines_of(targets: list[Target]) -> list[MachineKey]:
     keys: dict[str, MachineKey] = {}
     for target in targets:
         access = target.access
-        if access.kind in ("process", "docker"):
+        if access.runs_on_this_host:
             keys[THIS_HOST] = MachineKey(THIS_HOST)
         elif isinstance(access, SSHHost):
             name = f"{access.user}@{access.address}:{access.port}"

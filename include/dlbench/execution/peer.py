@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 
 from dlbench.errors import PeerError
 from dlbench.execution.container import server_launch
+from dlbench.execution.targets import SSHHost
 from dlbench.execution.transport import RemoteHost
 
 if TYPE_CHECKING:
-    from dlbench.execution.targets import SSHDocker, SSHHost, Target
+    from dlbench.execution.targets import SSHDocker, Target
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +46,20 @@ def network_peer(peer: Target, port: int = 5201, *, run_id: str | None = None,
     clients use (the peer machine's address). ``run_id`` labels the docker-runtime container
     (default: ``peer.labels["run_id"]``)."""
     access = peer.access
-    if access.kind not in ("ssh", "ssh_docker"):
+    if not isinstance(access, SSHHost):
         raise ValueError(f"a network peer runs on another instance over SSH, not on a {access.kind!r} target")
     if not 1 <= port <= 65534:
         raise ValueError(f"port must leave room for the echo port (port + 1): {port}")
     address = peer.address or access.address
     with RemoteHost.from_access(access) as host:
-        if access.kind == "ssh_docker":
+        if access.runs_in_container:
             run = run_id or peer.labels.get("run_id")
             if not run:
                 raise ValueError("run_id is needed to label the peer's container (teardown finds it by label)")
             with _container_peer(host, peer, port, run, ready_timeout):
                 yield address
         else:
-            with _process_peer(host, access, port, ready_timeout):  # type: ignore[arg-type]
+            with _process_peer(host, access, port, ready_timeout):
                 yield address
 
 

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from dlbench.errors import JobSkipped
-from dlbench.execution.targets import Target
+from dlbench.execution.kubernetes import peer as kubernetes_peer
+from dlbench.execution.targets import NetworkPeer, Target
 from dlbench.jobs import Job
 from dlbench.workloads.profiles import Scenario
 
@@ -64,7 +65,7 @@ def cell_targets(job: Job, target: Target, targets: list[Target]) -> list[Target
     cell's group (any instance of its platform), a network job's peer, else the job's target."""
     if job.scenario is not Scenario.SINGLE:
         return [t for t in targets if t.platform == job.platform and not t.skip_reason]
-    if job.suite == "network" and target.access.kind in ("ssh", "ssh_docker"):
+    if job.suite == "network" and target.access.network_peer is NetworkPeer.INSTANCE:
         peer = network_peer_target(target, targets)
         return [target, *([peer] if peer else [])]
     return [target]
@@ -82,12 +83,10 @@ def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterato
     if job.suite != "network":
         yield None, ""
         return
-    if target.access.kind == "kubernetes":  # a pod of the run on another node, through the CNI
-        from dlbench.execution import kubernetes
-
-        yield from kubernetes.network_endpoint(job, target, targets)
+    if target.access.network_peer is NetworkPeer.POD:  # a pod of the run on another node, through the CNI
+        yield from kubernetes_peer.network_endpoint(job, target, targets)
         return
-    if target.access.kind in ("ssh", "ssh_docker"):
+    if target.access.network_peer is NetworkPeer.INSTANCE:
         peer = network_peer_target(target, targets)
         if peer is None:
             raise JobSkipped(f"network suite skipped on {target.platform.value}: it needs a second machine of the "
@@ -97,7 +96,7 @@ def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterato
         with network_peer(peer) as address:
             yield address, f"{target.runtime}-to-{peer.runtime} across machines ({target.name} -> {peer.name})"
         return
-    if target.access.kind == "process":
+    if target.access.network_peer is NetworkPeer.LOOPBACK:
         yield None, "loopback (this host)"
         return
     from dlbench.execution.docker import bridge_gateway

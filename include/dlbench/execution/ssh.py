@@ -41,6 +41,7 @@ from dlbench.execution.base import (
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.gpus import process_env
 from dlbench.execution.machine_lock import ENSURE_REMOTE_BUSY, REMOTE_BUSY, REMOTE_HOLD
+from dlbench.execution.targets import SSHHost
 from dlbench.execution.transport import RemoteHost, ssh_errors
 from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
@@ -69,7 +70,7 @@ class SSHExecutor(Executor):
     def execute(self, job: Job, target: Target, archive_path: Path, timeout: float, *,
                 stop: threading.Event | None = None) -> ResultDocument:
         access = target.access
-        if access.kind not in ("ssh", "ssh_docker"):
+        if not isinstance(access, SSHHost):
             raise ExecutionError(f"SSHExecutor cannot reach a {access.kind!r} target ({target.name})")
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         remote_dir = f"/tmp/dlbench-job-{safe_name(job.job_id, 80)}"
@@ -85,7 +86,7 @@ class SSHExecutor(Executor):
         exited: list[float] = []  # when the workload's exit reached the controller (its monotonic clock)
         try:
             host.check(["sh", "-c", 'rm -rf -- "$1" && mkdir -m 0700 -- "$1"', "sh", remote_dir], 60)
-            if access.kind == "ssh_docker":
+            if access.runs_in_container:
                 output, error = self._run_container(host, job, target, remote_dir, timeout, stop, watch, exited)
             else:
                 output, error = self._run_process(host, job, target, remote_dir, timeout, stop, watch, exited)

@@ -1,14 +1,22 @@
 """Where a job runs and how it is reached: typed, serialisable (XCom), no secrets.
 
 A :class:`Target` is a platform on one machine; its :data:`Access` says how a workload starts
-there. Each access kind maps to exactly one executor (:func:`dlbench.execution.executor_for`),
-so no code reads string keys to guess how to reach a machine:
+there:
 
 - :class:`LocalProcess`: a process on the machine running the task (the embedded ``bare_metal``);
 - :class:`LocalDocker`: the workload image on the local Docker engine;
 - :class:`SSHHost`: a process on a remote machine over SSH (bare metal, VMs);
-- :class:`SSHDocker`: the workload image on a remote machine's own container engine, over SSH;
+- :class:`SSHDocker`: the workload image on a remote machine's own container engine, over SSH
+  (an :class:`SSHHost`: ``isinstance(access, SSHHost)`` is "reached over SSH");
 - :class:`KubernetesAccess`: the workload image as a Job on a Kubernetes cluster, through its API.
+
+What an access kind *does* lives here, on the access types, and nowhere else: each one answers
+the questions the rest of the code asks (which executor runs it: :meth:`~_Access.executor`;
+whether the workload is a container, whether it runs on this host, whether its container can be
+pinned to CPUs; how a distributed group is placed: :class:`GroupLaunch`; where the network
+suite's peer is: :class:`NetworkPeer`; which field holds its secret: :func:`secret_field_of`).
+``kind`` is only the serialised discriminator: no module outside this one compares it
+(``tests/pipeline/test_access_kinds.py`` enforces that).
 
 The run's private key is referenced by path (``key_path``), never carried: it stays on the
 worker that made it (see :mod:`dlbench.providers.machines`).
@@ -16,26 +24,101 @@ worker that made it (see :mod:`dlbench.providers.machines`).
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Literal
+from enum import Enum
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.workloads.result import Platform
 
 
-class _Access(BaseModel):
+class GroupLaunch(Enum):
+    """How the roles of a distributed cell are placed and reach each other
+    (:mod:`dlbench.pipeline.scenarios`)."""
+
+    LOCAL_PROCESSES = "local_processes"
+    """Every role a process on this host, listening on a free loopback port."""
+    ENGINE_NETWORK = "engine_network"
+    """Every role a container on one user-defined network of this host's engine, reached by name."""
+    INSTANCES = "instances"
+    """A role per instance of the run, reached at the instance's address."""
+    PUBLISHED_INSTANCES = "published_instances"
+    """A role per instance, its container publishing the role's port on the machine (the engine's
+    bridge is not reachable from the other machines)."""
+
+
+class NetworkPeer(Enum):
+    """Where the network suite's far end runs (:func:`dlbench.execution.placement.network_endpoint`)."""
+
+    LOOPBACK = "loopback"
+    """This host, over loopback."""
+    ENGINE_BRIDGE = "engine_bridge"
+    """This host, from the container across the local engine's bridge."""
+    INSTANCE = "instance"
+    """Another instance of the run, its servers started over SSH (:mod:`dlbench.execution.peer`)."""
+    POD = "pod"
+    """A pod of the run on another node of the cluster (:mod:`dlbench.execution.kubernetes.peer`)."""
+
+
+class _Access(BaseModel, abc.ABC):
+    """What every access kind answers for itself, so no caller reads ``kind`` to decide."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret_field: ClassVar[str] = "key_path"
+    """The field that may hold a secret reference (:mod:`dlbench.providers.run_secrets`)."""
 
     gpus: str | None = Field(
         default=None, pattern=r"^(all|[0-9]{1,3})$",
         description="GPUs the workload gets (dlbench.execution.gpus): None = not managed (a process sees every "
                     "GPU, a container none), 'all', or a count (processes: CUDA_VISIBLE_DEVICES; '0' hides all)")
 
+    @property
+    def runs_in_container(self) -> bool:
+        """The workload image on a container engine (:attr:`Target.runtime` ``docker``), not a process."""
+        return False
+
+    @property
+    def runs_on_this_host(self) -> bool:
+        """On the machine running the task: a claim of it is this host's (:mod:`dlbench.execution.machine_lock`)."""
+        return False
+
+    @property
+    def takes_cpuset(self) -> bool:
+        """The workload's container can be pinned to a CPU set (``cpuset``): the shared scenario
+        gives the foreground and the background job disjoint halves of the machine."""
+        return False
+
+    @property
+    @abc.abstractmethod
+    def group_launch(self) -> GroupLaunch:
+        """How the roles of a distributed cell on targets of this kind are placed."""
+
+    @property
+    @abc.abstractmethod
+    def network_peer(self) -> NetworkPeer:
+        """Where the network suite's peer runs for a target of this kind."""
+
 
 class LocalProcess(_Access):
     kind: Literal["process"] = "process"
     python: str | None = Field(default=None, description="interpreter; default: the worker's own")
+
+    @property
+    def runs_on_this_host(self) -> bool:
+        return True
+
+    @property
+    def group_launch(self) -> GroupLaunch:
+        return GroupLaunch.LOCAL_PROCESSES
+
+    @property
+    def network_peer(self) -> NetworkPeer:
+        return NetworkPeer.LOOPBACK
+
 
 
 class ContainerLimits(_Access):
@@ -52,10 +135,31 @@ class ContainerLimits(_Access):
         default=(), description="TCP ports published on the machine, host port = container port (roles of a group "
                                 "on other machines reach the container at the machine's address)")
 
+    @property
+    def takes_cpuset(self) -> bool:
+        return True
+
 
 class LocalDocker(ContainerLimits):
     kind: Literal["docker"] = "docker"
     image: str
+
+    @property
+    def runs_in_container(self) -> bool:
+        return True
+
+    @property
+    def runs_on_this_host(self) -> bool:
+        return True
+
+    @property
+    def group_launch(self) -> GroupLaunch:
+        return GroupLaunch.ENGINE_NETWORK
+
+    @property
+    def network_peer(self) -> NetworkPeer:
+        return NetworkPeer.ENGINE_BRIDGE
+
 
 
 class SSHHost(_Access):
@@ -70,13 +174,32 @@ class SSHHost(_Access):
     python: str = "python3"
     pythonpath: str | None = Field(default=None, description="PYTHONPATH for the workload package (prepare stage)")
 
+    @property
+    def group_launch(self) -> GroupLaunch:
+        return GroupLaunch.INSTANCES
+
+    @property
+    def network_peer(self) -> NetworkPeer:
+        return NetworkPeer.INSTANCE
+
+
 
 class SSHDocker(SSHHost, ContainerLimits):
     """The workload image on the remote machine's own container engine (``engine`` CLI over SSH)."""
 
+    # The executor and network peer are SSHHost's, the CPU pinning ContainerLimits' (the MRO).
+
     kind: Literal["ssh_docker"] = "ssh_docker"  # type: ignore[assignment]
     image: str
     engine: str = "docker"
+
+    @property
+    def runs_in_container(self) -> bool:
+        return True
+
+    @property
+    def group_launch(self) -> GroupLaunch:
+        return GroupLaunch.PUBLISHED_INSTANCES
 
 
 class KubernetesAccess(_Access):
@@ -84,6 +207,8 @@ class KubernetesAccess(_Access):
 
     The cluster is named by a kubeconfig path or an Airflow connection id (type ``kubernetes``),
     resolved by the executor at execution time: the credentials never travel in XCom."""
+
+    secret_field: ClassVar[str] = "kubeconfig"
 
     kind: Literal["kubernetes"] = "kubernetes"
     image: str
@@ -101,8 +226,32 @@ class KubernetesAccess(_Access):
         default=(), description="container ports also bound on the node (hostPort): roles on other nodes reach "
                                 "the pod at the node's address")
 
+    @property
+    def runs_in_container(self) -> bool:
+        return True
+
+    @property
+    def group_launch(self) -> GroupLaunch:
+        return GroupLaunch.INSTANCES
+
+    @property
+    def network_peer(self) -> NetworkPeer:
+        return NetworkPeer.POD
+
+
 
 Access = Annotated[LocalProcess | LocalDocker | SSHHost | SSHDocker | KubernetesAccess, Field(discriminator="kind")]
+
+ACCESS_TYPES: tuple[type[_Access], ...] = (LocalProcess, LocalDocker, SSHHost, SSHDocker, KubernetesAccess)
+"""Every access kind, in the order of :data:`Access`."""
+
+_BY_KIND: dict[str, type[_Access]] = {cls.model_fields["kind"].default: cls for cls in ACCESS_TYPES}
+
+
+def secret_field_of(access: Mapping[str, object]) -> str:
+    """The field of a serialised access (a target's ``access`` in XCom) that may hold a secret
+    reference: ``kubeconfig`` for Kubernetes, else ``key_path`` (SSH; also for an unknown kind)."""
+    return _BY_KIND.get(str(access.get("kind")), _Access).secret_field
 
 
 HOST_LABEL = "host_id"
@@ -129,7 +278,7 @@ class Target(BaseModel):
     @property
     def runtime(self) -> str:
         """``host`` (a process) or ``docker`` (the workload image on an engine)."""
-        return "docker" if self.access.kind in ("docker", "ssh_docker", "kubernetes") else "host"
+        return "docker" if self.access.runs_in_container else "host"
 
     def to_xcom(self) -> dict:
         return self.model_dump(mode="json")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlbench import settings
 from dlbench.errors import CloudConfigError
 
 SECRET_KEYS = frozenset({"password", "application_credential_secret", "token", "secret"})
@@ -117,8 +118,9 @@ def _verify(extra: dict[str, Any]) -> bool | str:
 
 
 def _clouds_yaml_paths() -> list[Path]:
-    if os.environ.get("OS_CLIENT_CONFIG_FILE"):
-        return [Path(os.environ["OS_CLIENT_CONFIG_FILE"])]
+    configured = settings.os_client_config_file()
+    if configured:
+        return [configured]
     repo = Path(__file__).resolve().parents[3]
     return [Path.cwd() / "clouds.yaml", Path.home() / ".config/openstack/clouds.yaml",
             Path("/etc/openstack/clouds.yaml"), repo / ".devcloud" / "clouds.yaml"]

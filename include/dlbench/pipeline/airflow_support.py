@@ -1,70 +1,23 @@
-"""The little that needs Airflow at run time: the warehouse connection, failure bookkeeping.
+"""The little that needs Airflow at run time: the warehouse URL (logged), failure bookkeeping.
 
 Imported only inside tasks, never by the workloads or at DAG parse time.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from dlbench import paths
-
-WAREHOUSE_CONN_ID = "dlbench_warehouse"
-
-
-def url_from_connection(conn_type: str, host: str | None, login: str | None, password: str | None,
-                        port: int | None, schema: str | None, extra: dict | None) -> str:
-    """SQLAlchemy URL for an Airflow connection (postgres or sqlite; ``extra.url`` wins)."""
-    from sqlalchemy.engine import URL
-
-    if extra and extra.get("url"):
-        return str(extra["url"])
-    if conn_type == "sqlite":
-        path = Path(host or "warehouse.db")
-        if not path.is_absolute():
-            path = paths.home() / path
-        return f"sqlite:///{path}"
-    if conn_type in ("postgres", "postgresql"):
-        return URL.create("postgresql+psycopg2", username=login or None, password=password or None,
-                          host=host or None, port=port or None, database=schema or None).render_as_string(
-                              hide_password=False)
-    raise ValueError(f"connection {WAREHOUSE_CONN_ID}: conn_type {conn_type!r} unsupported; allowed: postgres, sqlite")
-
-
-def warehouse_location() -> tuple[str | None, str]:
-    """(URL or None for the embedded default, where it came from). The one documented precedence:
-
-    1. ``DLBENCH_WAREHOUSE_URL`` (environment): an explicit override for this process/worker;
-    2. the Airflow connection ``dlbench_warehouse``;
-    3. the embedded SQLite file ``$DLBENCH_HOME/warehouse.db``.
-    """
-    import os
-
-    from dlbench.warehouse.db import URL_ENV
-
-    if os.environ.get(URL_ENV):
-        return os.environ[URL_ENV], f"environment variable {URL_ENV}"
-    from airflow.sdk import BaseHook
-
-    try:
-        conn = BaseHook.get_connection(WAREHOUSE_CONN_ID)
-    except Exception:  # noqa: BLE001 - not defined: the embedded default applies
-        return None, "embedded default (no DLBENCH_WAREHOUSE_URL, no dlbench_warehouse connection)"
-    return (url_from_connection(conn.conn_type, conn.host, conn.login, conn.password, conn.port, conn.schema,
-                                conn.extra_dejson), f"Airflow connection {WAREHOUSE_CONN_ID}")
+from dlbench import settings
+from dlbench.warehouse.db import describe_url
 
 
 def warehouse_url() -> str | None:
-    """The warehouse URL by :func:`warehouse_location`'s precedence, logged with its source
-    (password hidden) so nobody wonders which warehouse a load wrote to."""
-    import logging
-
-    from dlbench.warehouse.db import describe_url
-
-    url, source = warehouse_location()
+    """The warehouse URL by :func:`dlbench.settings.warehouse_location`'s precedence, logged with
+    its source (password hidden) so nobody wonders which warehouse a load wrote to."""
+    url, source = settings.warehouse_location()
     logging.getLogger(__name__).info("warehouse: %s (from %s)", describe_url(url), source)
     return url
 

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from dlbench import paths
+from dlbench import paths, settings
 from dlbench.pipeline.progress import Progress
 
 _END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
@@ -157,7 +157,7 @@ def run_dag(args: argparse.Namespace) -> int:
         follower.start()
         from airflow.dag_processing.dagbag import DagBag
 
-        bag = DagBag(dag_folder=os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", str(Path.cwd() / "dags")))
+        bag = DagBag(dag_folder=settings.dags_folder())
         if args.dag_id not in bag.dags:
             raise SystemExit(f"DAG {args.dag_id} not found; import errors: {bag.import_errors}")
         run = bag.dags[args.dag_id].test(run_conf=conf)

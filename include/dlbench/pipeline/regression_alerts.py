@@ -27,10 +27,12 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from dlbench.settings import ON_REGRESSION, REGRESSION_NOTIFIERS
+
 log = logging.getLogger(__name__)
 
-NOTIFIERS_VARIABLE = "dlbench_regression_notifiers"
-ON_REGRESSION_VARIABLE = "dlbench_on_regression"
+NOTIFIERS_VARIABLE = REGRESSION_NOTIFIERS.name
+ON_REGRESSION_VARIABLE = ON_REGRESSION.name
 MODES = ("fail", "warn")
 
 

@@ -28,19 +28,18 @@ before any run can provision anything. Pools must exist (``airflow pools set NAM
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dlbench import settings
 from dlbench.providers.registry import provider_names
 
 DEFAULT_POOL = "dlbench_benchmark"
 """The job pool of the default route: slots = benchmark jobs at once across all runs."""
-OPTION = ("dlbench", "routing")
-"""The Airflow configuration option (section, key)."""
-ENV = "AIRFLOW__DLBENCH__ROUTING"
+ENV = settings.ROUTING.env
+"""The option's environment form (the option itself: ``[dlbench] routing``; docs/settings.md)."""
 JOB_TASK = "run_job"
 """The default route's mapped job task (also its prefix: ``run_job__<route>``)."""
 
@@ -128,16 +127,9 @@ def parse_routing(raw: str | dict[str, Any] | None) -> Routing:
 
 def load_routing() -> Routing:
     """The deployment's routing: ``AIRFLOW__DLBENCH__ROUTING``, else ``[dlbench] routing`` of
-    airflow.cfg (Airflow's own precedence), else none. Cheap: read at DAG parse time."""
-    raw = os.environ.get(ENV)
-    if raw is None:
-        try:
-            from airflow.configuration import conf
-
-            raw = conf.get(*OPTION, fallback=None)
-        except Exception:  # noqa: BLE001 - outside Airflow (tests, CLI): the environment only
-            raw = None
-    return parse_routing(raw)
+    airflow.cfg (Airflow's own precedence), else none (:func:`dlbench.settings.routing`). Cheap:
+    read at DAG parse time."""
+    return parse_routing(settings.routing())
 
 
 def jobs_for_task(jobs: list[dict[str, Any]], request: dict[str, Any], task_id: str,

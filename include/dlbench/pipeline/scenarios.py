@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.errors import ScenarioSkipped
-from dlbench.execution.targets import HOST_LABEL, Target
+from dlbench.execution.targets import HOST_LABEL, GroupLaunch, NetworkPeer, SSHHost, Target
 from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
-from dlbench.workloads.profiles import DistributedMode, Scenario, get_profile
+from dlbench.profiles import get_profile
+from dlbench.workloads.profiles import DistributedMode, Scenario
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,8 @@ def run_together(cell: Job, roles: Sequence[Role], timeout: float, archive: Arch
 
     Whatever interrupts the caller (a task timeout is a BaseException) stops every role and waits
     for them, so no workload outlives its task."""
-    from dlbench.execution import executor_for
     from dlbench.execution.base import failed_document
+    from dlbench.execution.executors import executor_for
 
     done: queue.Queue[RoleOutcome] = queue.Queue()
 
@@ -176,12 +177,12 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
                ) -> Iterator[tuple[list[Target], list[str], str]]:
     """(a target per role, the address each role listens at, what the placement is)."""
     ready = usable(cell, targets)
-    kind = ready[0].access.kind
-    if kind == "process":
+    launch = ready[0].access.group_launch
+    if launch is GroupLaunch.LOCAL_PROCESSES:
         ports = _free_local_ports(len(names))
         yield [ready[0]] * len(names), [f"127.0.0.1:{p}" for p in ports], "processes on one host (loopback)"
         return
-    if kind == "docker":
+    if launch is GroupLaunch.ENGINE_NETWORK:
         from dlbench.execution.container import container_name
         from dlbench.execution.docker import job_network
 
@@ -194,7 +195,7 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
         raise ScenarioSkipped(f"distributed needs {len(names)} instances of {cell.platform.value} (one per role), "
                               f"the run has {len(ready)} usable")
     placed = ready[:len(names)]
-    if kind == "ssh_docker":
+    if launch is GroupLaunch.PUBLISHED_INSTANCES:
         placed = [_with_access(t, publish=(port,)) for t in placed]
     addresses = [f"{t.address or t.access.address}:{port}" for t in placed]  # type: ignore[union-attr]
     yield placed, addresses, f"{len(placed)} instances, one role each"
@@ -229,7 +230,7 @@ def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target]
                      archive: Archive) -> ResultDocument | None:
     """iperf3 + latency from the first worker's instance to the (first) parameter server's, with
     the network suite, before training: why a platform lost throughput is in the same cell."""
-    from dlbench.execution import executor_for
+    from dlbench.execution.executors import executor_for
 
     worker = next((r for r in roles if r.name == "worker"), None)
     server = next((r for r in roles if r.name == "ps"), None) or next(
@@ -259,7 +260,7 @@ def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target]
 @contextlib.contextmanager
 def _network_server(job: Job, client: Target, server: Target, targets: Sequence[Target]
                     ) -> Iterator[tuple[str | None, str]]:
-    if client.access.kind in ("ssh", "ssh_docker") and server.instance_id != client.instance_id:
+    if client.access.network_peer is NetworkPeer.INSTANCE and server.instance_id != client.instance_id:
         from dlbench.execution.peer import network_peer
 
         with network_peer(server, run_id=job.run_id) as address:
@@ -276,10 +277,11 @@ def _network_server(job: Job, client: Target, server: Target, targets: Sequence[
 
 
 def _cpu_count(target: Target) -> int:
-    if target.access.kind == "ssh_docker":
+    """The CPUs of the target's machine (only asked for containers that take a cpuset)."""
+    if isinstance(target.access, SSHHost):  # a remote machine
         from dlbench.execution.transport import RemoteHost
 
-        with RemoteHost.from_access(target.access) as host:  # type: ignore[arg-type]
+        with RemoteHost.from_access(target.access) as host:
             status, out = host.run(["nproc"], 30)
         return int(out.strip()) if status == 0 and out.strip().isdigit() else 1
     return os.cpu_count() or 1
@@ -320,7 +322,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     def args(condition: str, **extra: object) -> dict:
         return {**base, "scenario": Scenario.SHARED.value, "condition": condition, "tenants": tenants, **extra}
 
-    in_container = target.access.kind in ("docker", "ssh_docker")
+    split_cpus = target.access.takes_cpuset
     outcomes: list[RoleOutcome] = []
     if interference == "tenants":
         alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), target)
@@ -334,7 +336,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     pair = co_located_pair(ready)
     if pair is not None:  # two VMs on one physical host: each job in its own VM (study 004's setup)
         fg_target, bg_target = pair
-    elif in_container:
+    elif split_cpus:
         fg_cpus, bg_cpus = cpu_halves(_cpu_count(target))
         fg_target, bg_target = _with_access(target, cpuset=fg_cpus), _with_access(target, cpuset=bg_cpus)
     alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), fg_target)
@@ -350,7 +352,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     doc = aggregate.shared(cell, outcomes)
     doc.labels["placement"] = (f"foreground on {fg_target.name}, background on {bg_target.name}, one host"
                                if pair is not None else f"one machine ({target.name})")
-    if in_container and pair is None:
+    if split_cpus and pair is None:
         doc.labels["cpusets"] = json.dumps({"foreground": fg_target.access.cpuset,  # type: ignore[union-attr]
                                             "background": bg_target.access.cpuset})  # type: ignore[union-attr]
     return doc

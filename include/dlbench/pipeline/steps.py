@@ -20,11 +20,13 @@ from dlbench.execution.targets import HOST_LABEL, Target
 from dlbench.jobs import Job
 from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.progress import job_progress
-from dlbench.providers.base import DEFAULT_EXPIRY, Tags
+from dlbench.profiles import get_profile, parse_user_profiles
+from dlbench.providers.base import Tags
 from dlbench.providers.datasets import ensure_dataset
 from dlbench.providers.registry import backend_for, backend_for_request
 from dlbench.request import BenchmarkRequest, parse_request, plan_jobs
-from dlbench.workloads.profiles import ProfileError, Scenario, get_profile, job_timeout, register_user_profiles
+from dlbench.settings import DEFAULT_EXPIRY, SCHEDULED_REQUEST
+from dlbench.workloads.profiles import ProfileError, Scenario, job_timeout, register_profile
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 
-SCHEDULED_REQUEST_VARIABLE = "dlbench_scheduled_request"
+SCHEDULED_REQUEST_VARIABLE = SCHEDULED_REQUEST.name
 """Airflow Variable holding the JSON request that scheduled runs benchmark (validated like the form)."""
 
 
@@ -68,10 +70,9 @@ def validate(params: dict[str, Any], max_jobs: int | None = None, user_profiles:
     Airflow's ``[core] max_map_length``: a matrix larger than that would fail only at mapping time.
     ``user_profiles``: the Airflow Variable ``dlbench_profiles`` (YAML/JSON), validated here, so a
     bad profile fails the run naming ``profiles.<name>.<field>``; the request then carries the
-    chosen profile's fields (``profile_spec``) to every later task."""
+    chosen profile's fields (``profile_spec``) to every later task. Nothing is registered here."""
     try:
-        register_user_profiles(user_profiles)
-        request = parse_request(params)
+        request = parse_request(params, user_profiles=parse_user_profiles(user_profiles))
     except ProfileError as exc:
         raise ConfigError(f"invalid benchmark request: {exc}") from None
     if max_jobs is not None:
@@ -181,6 +182,11 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
     request (it pins the profile: a user profile resolves here) and tags, the job holds the
     run's lease while it runs (the run is alive). The timeout is :func:`job_timeout_for`'s."""
     req = request_from(request) if request is not None else None
+    if req is not None:
+        # The one place a run's pinned profile is registered: while this worker runs the job, the
+        # profile's name resolves to what was validated (the workload's argv, a scenario's specs,
+        # the timeout), even a user profile whose file or Variable this worker does not have.
+        register_profile(req.resolved_profile)
     the_job = Job.model_validate(job)
     seconds = job_timeout_for(the_job, timeout, max_timeout)
     from dlbench.providers.run_secrets import materialized
@@ -233,8 +239,8 @@ def _publish(run_id: str, staged: list[Path]) -> None:
 def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
                 staged: list[Path]) -> dict[str, Any]:
     from dlbench.errors import MachineBusy
-    from dlbench.execution import executor_for
     from dlbench.execution.base import failed_document
+    from dlbench.execution.executors import executor_for
     from dlbench.execution.machine_lock import claim_machines, holder_text
 
     try:

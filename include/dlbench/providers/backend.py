@@ -20,7 +20,7 @@ from dlbench.execution.targets import Target
 from dlbench.jobs import Suite
 from dlbench.providers.base import Tags
 from dlbench.providers.settings import ProviderSettings
-from dlbench.workloads.profiles import DataKind, Scenario
+from dlbench.workloads.profiles import DataKind, Profile, Scenario
 from dlbench.workloads.result import Platform
 
 
@@ -41,6 +41,8 @@ class RunRequest(Protocol):
     def scenarios(self) -> Sequence[Scenario]: ...
     @property
     def profile(self) -> str: ...
+    @property
+    def resolved_profile(self) -> Profile: ...
     @property
     def data_dir(self) -> str | None: ...
 

@@ -11,25 +11,22 @@ can find it and never touches anything that is not ours.
 from __future__ import annotations
 
 import abc
-import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import ClassVar, Literal
 
+from dlbench import settings
 from dlbench.polling import Deadline
+from dlbench.settings import DEFAULT_EXPIRY
 
 RESOURCE_PREFIX = "dlbench"
-DEFAULT_EXPIRY = timedelta(hours=6)
-"""How long a run's resources live before the janitor may release them (unless the run says otherwise)."""
 TAG_KEY = "dlbench"
 LEASE_KEY = "dlbench_lease_until"
 TAG_KEYS = (TAG_KEY, "dlbench_run_id", "dlbench_dag_id", "dlbench_dag_run_id", "dlbench_expires_at", LEASE_KEY)
 """Every key we may write on a resource (what a release removes again)."""
 
-PARALLELISM_ENV = "DLBENCH_PROVISION_THREADS"
-DEFAULT_PARALLELISM = 16
+PARALLELISM_ENV = settings.PROVISION_THREADS.env
 
 
 def parallelism(count: int, *, strict: bool = False) -> int:
@@ -40,18 +37,9 @@ def parallelism(count: int, *, strict: bool = False) -> int:
     worker's environment. One place for the cap, read at each phase, so every driver and the
     lifecycle agree. A value that is not a whole number in range raises naming the variable when
     ``strict`` (the lifecycle's preflight, before anything exists); a release never fails on it:
-    it logs and uses the default.
+    it logs and uses the default (:func:`dlbench.settings.provision_threads`).
     """
-    raw = os.environ.get(PARALLELISM_ENV, "").strip()
-    cap = DEFAULT_PARALLELISM
-    if raw:
-        if raw.isdigit() and 1 <= int(raw) <= 256:
-            cap = int(raw)
-        elif strict:
-            raise ValueError(f"{PARALLELISM_ENV}={raw!r}: must be a whole number from 1 to 256")
-        else:
-            logging.getLogger(__name__).warning("%s=%r is not 1-256: using %d", PARALLELISM_ENV, raw, cap)
-    return max(1, min(cap, count))
+    return max(1, min(settings.provision_threads(strict=strict), count))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dlbench import paths
 from dlbench.providers.backend import RunRequest
-from dlbench.workloads.profiles import DataKind, get_profile
+from dlbench.workloads.profiles import DataKind
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def ensure_dataset(request: RunRequest) -> str | None:
         return None
     if request.data_dir:
         return request.data_dir
-    profile = get_profile(request.profile)
+    profile = request.resolved_profile
     size = max(spec.image_size for spec in profile.tf_cnn.values())
     classes = min(spec.num_classes for spec in profile.tf_cnn.values())
     target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"

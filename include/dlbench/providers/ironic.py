@@ -17,17 +17,17 @@ rule: :meth:`IronicDriver.create` releases what it allocated before it raises; e
 from __future__ import annotations
 
 import logging
-import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dlbench.errors import IronicError, NoCapacity, WaitTimeout
+from dlbench.errors import NoCapacity, ProvisioningError, WaitTimeout
 from dlbench.grammar import Checksum, Host, ImageSource, Name, ResourceClass, Trait
-from dlbench.polling import Deadline, poll, retry_call
+from dlbench.polling import Deadline, backoff, poll, poll_each, retry_call, retry_while
 from dlbench.providers.base import (
     LEASE_KEY,
     TAG_KEYS,
@@ -44,15 +44,67 @@ from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
 
+
+class IronicError(ProvisioningError):
+    """Ironic refused or failed; the message carries Ironic's own ``last_error``."""
+
 PROVIDER = "ironic"
-FAILED_STATES = frozenset({"deploy failed", "error", "clean failed", "inspect failed"})
-STABLE_STATES = frozenset({"active", "available", "manageable", "enroll", "deploy failed", "error",
-                           "clean failed", "inspect failed", "rescue", "rescue failed", "adopt failed"})
-UNDEPLOYABLE = frozenset({"active", "deploy failed", "error", "wait call-back", "rescue", "rescue failed"})
+
+
+class ProvisionState(StrEnum):
+    """The node provision states this driver tells apart (a StrEnum: equal to the API's strings)."""
+
+    ENROLL = "enroll"
+    MANAGEABLE = "manageable"
+    AVAILABLE = "available"
+    WAIT_CALL_BACK = "wait call-back"
+    ACTIVE = "active"
+    DEPLOY_FAILED = "deploy failed"
+    ERROR = "error"
+    CLEAN_FAILED = "clean failed"
+    INSPECT_FAILED = "inspect failed"
+    RESCUE = "rescue"
+    RESCUE_FAILED = "rescue failed"
+    ADOPT_FAILED = "adopt failed"
+
+
+class ProvisionTarget(StrEnum):
+    """What a node is asked to become (``set_node_provision_state``'s target)."""
+
+    ACTIVE = "active"
+    """Deploy."""
+    DELETED = "deleted"
+    """Undeploy (cleaning, then ``available``)."""
+
+
+class AllocationState(StrEnum):
+    """An allocation's states: ``allocating`` until Ironic picked a node (``active``) or none (``error``)."""
+
+    ALLOCATING = "allocating"
+    ACTIVE = "active"
+    ERROR = "error"
+
+
+FAILED_STATES = frozenset({ProvisionState.DEPLOY_FAILED, ProvisionState.ERROR, ProvisionState.CLEAN_FAILED,
+                           ProvisionState.INSPECT_FAILED})
+STABLE_STATES = frozenset({ProvisionState.ACTIVE, ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE,
+                           ProvisionState.ENROLL, ProvisionState.DEPLOY_FAILED, ProvisionState.ERROR,
+                           ProvisionState.CLEAN_FAILED, ProvisionState.INSPECT_FAILED, ProvisionState.RESCUE,
+                           ProvisionState.RESCUE_FAILED, ProvisionState.ADOPT_FAILED})
+"""States a node stays in until asked otherwise (anything else is on its way: let it settle)."""
+UNDEPLOYABLE = frozenset({ProvisionState.ACTIVE, ProvisionState.DEPLOY_FAILED, ProvisionState.ERROR,
+                          ProvisionState.WAIT_CALL_BACK, ProvisionState.RESCUE, ProvisionState.RESCUE_FAILED})
+UNDEPLOY_ENDS = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE, ProvisionState.CLEAN_FAILED,
+                           ProvisionState.ERROR})
+"""Where an undeploy ends: released in the first two, failed in the others."""
+RELEASED_STATES = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE})
 NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "filtered out during reservation")
 """Ironic's words for "no free node right now" (the last: concurrent allocations raced for the same nodes)."""
-
-
+ALLOCATE_BACKOFF_CAP_S = 10.0
+"""Longest pause (before jitter) between two tries of a run's whole set of allocations."""
+LATE_LAST_ERROR_S = 3.0
+LATE_LAST_ERROR_INTERVAL_S = 0.3
+"""How long and how often a failed node's ``last_error`` is re-read when Ironic has not written it yet."""
 
 
 class _PartialAllocation(Exception):  # noqa: N818 - internal control flow, never leaves the driver
@@ -136,27 +188,34 @@ class IronicDriver(OpenStackDriver):
         allocate = Deadline(min(self.spec.allocate_timeout, max(deadline.remaining(), 0.1)),
                             f"allocating {demand.count} node(s) for run {tags.run_id}")
         instances: list[Instance] = []
+
+        def allocate_all() -> list[Instance]:
+            """One try at the whole set; a partial set is given back before NoCapacity asks for another."""
+            nonlocal instances
+            try:
+                instances = self._allocate_all(demand, tags, allocate)
+                return instances
+            except _PartialAllocation as partial:
+                instances = partial.instances  # released below, or before the next try
+                capacity = partial.no_capacity
+                if capacity is None:
+                    raise partial.error from None
+                self._release_quietly(instances)
+                instances = []
+                raise capacity from None
+
+        def out_of_time(exc: Exception) -> IronicError:
+            return IronicError(f"{allocate.what}: not enough free nodes in resource class "
+                               f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s "
+                               f"(other runs hold them): {exc}")
+
         try:
-            attempt = 0
-            while True:
-                attempt += 1
-                try:
-                    instances = self._allocate_all(demand, tags, allocate)
-                    break
-                except _PartialAllocation as partial:
-                    instances = partial.instances  # released below, or with the retry
-                    if partial.no_capacity is None:
-                        raise partial.error from None
-                    exc = partial.no_capacity
-                    self._release_quietly(instances)
-                    instances = []
-                    pause = min(self.spec.poll_interval * 2 ** min(attempt, 5), 10.0) * random.uniform(0.5, 1.5)
-                    if allocate.remaining() <= pause:
-                        raise IronicError(f"{allocate.what}: not enough free nodes in resource class "
-                                                f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s "
-                                                f"(other runs hold them): {exc}") from None
-                    log.info("not enough free nodes (%s); retrying the whole set in %.1f s", exc, pause)
-                    time.sleep(pause)
+            instances = retry_while(
+                allocate_all, lambda exc: isinstance(exc, NoCapacity), allocate,
+                pause=lambda attempt: backoff(attempt, self.spec.poll_interval, ALLOCATE_BACKOFF_CAP_S),
+                give_up=out_of_time,
+                on_retry=lambda exc, pause: log.info("not enough free nodes (%s); retrying the whole set in %.1f s",
+                                                     exc, pause))
             with ThreadPoolExecutor(max_workers=parallelism(len(instances)),
                                     thread_name_prefix="ironic-deploy") as pool:
                 list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
@@ -186,8 +245,10 @@ class IronicDriver(OpenStackDriver):
         if errors:
             capacity = next((e for e in errors if isinstance(e, NoCapacity)), None)
             other = next((e for e in errors if not isinstance(e, NoCapacity)), None)
-            raise _PartialAllocation(made, other or capacity, None if other else capacity)  # type: ignore[arg-type]
-        return [results[name] for name in names]  # type: ignore[misc]
+            if other is not None:
+                raise _PartialAllocation(made, other, None)
+            raise _PartialAllocation(made, errors[0], capacity)  # every error is NoCapacity: errors[0] is capacity
+        return [r for r in (results[name] for name in names) if isinstance(r, Instance)]  # in the names' order
 
     def _allocate(self, name: str, tags: Tags, demand: Demand, deadline: Deadline) -> Instance:
         started = time.monotonic()
@@ -195,12 +256,12 @@ class IronicDriver(OpenStackDriver):
                            resource_class=self.spec.resource_class, traits=list(self.spec.traits) or None,
                            extra=tags.as_dict())
         try:
-            alloc = poll(lambda: self.bm.get_allocation(alloc.id), lambda a: a.state != "allocating",
+            alloc = poll(lambda: self.bm.get_allocation(alloc.id), lambda a: a.state != AllocationState.ALLOCATING,
                          deadline, self.spec.poll_interval, lambda a: f"state {a.state}")
         except BaseException:
             self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
             raise
-        if alloc.state == "active":
+        if alloc.state == AllocationState.ACTIVE:
             log.info("allocation %s -> node %s", name, alloc.node_id)
             return Instance(id=alloc.node_id, name=name, platform=demand.platform, provider=PROVIDER, tags=tags,
                             role=demand.role, details={"allocation_id": alloc.id, "node_id": alloc.node_id},
@@ -226,41 +287,40 @@ class IronicDriver(OpenStackDriver):
             "user_data": boot.user_data or "#cloud-config\n{}\n",
         }
         instance.details["deploy_started"] = time.monotonic()
-        self._call("deploy", self.bm.set_node_provision_state, node_id, "active", config_drive=config_drive, wait=False)
+        self._call("deploy", self.bm.set_node_provision_state, node_id, ProvisionTarget.ACTIVE,
+                   config_drive=config_drive, wait=False)
         log.info("deploying %s on node %s", instance.name, node_id)
 
     def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
         """Poll every node until ``active``; a failed node raises with its ``last_error`` (the
         lifecycle then releases the run)."""
-        pending = {inst.id: inst for inst in instances}
-        while pending:
-            for node_id, inst in list(pending.items()):
-                node = retry_call(lambda n=node_id: self.bm.get_node(n), deadline,
-                                  first_delay=self.spec.poll_interval, what="deploy wait")
-                if node.provision_state == "active":
-                    started = float(inst.details.get("deploy_started", time.monotonic()))  # type: ignore[arg-type]
-                    inst.timings["deploy_to_active"] = time.monotonic() - started
-                    inst.address = self.address_of(node)
-                    del pending[node_id]
-                elif node.provision_state in FAILED_STATES:
-                    error = node.last_error or self._late_last_error(node_id)
-                    raise IronicError(f"node {node.name or node_id} ({inst.name}): "
-                                            f"{node.provision_state}: {error or 'no last_error'}")
-            if pending:
-                if deadline.expired():
-                    names = ", ".join(i.name for i in pending.values())
-                    raise WaitTimeout(f"deploy not active within {deadline.seconds:.0f} s: {names}")
-                time.sleep(min(self.spec.poll_interval, deadline.remaining()))
+
+        def deployed(inst: Instance, node: Any) -> bool:
+            if node.provision_state == ProvisionState.ACTIVE:
+                started = inst.details.get("deploy_started")  # set by _deploy
+                inst.timings["deploy_to_active"] = time.monotonic() - started if isinstance(started, float) else 0.0
+                inst.address = self.address_of(node)
+                return True
+            if node.provision_state in FAILED_STATES:
+                error = node.last_error or self._late_last_error(inst.id)
+                raise IronicError(f"node {node.name or inst.id} ({inst.name}): "
+                                  f"{node.provision_state}: {error or 'no last_error'}")
+            return False
+
+        poll_each(instances, lambda inst: self.bm.get_node(inst.id), deployed, deadline, self.spec.poll_interval,
+                  what="deploy wait", timeout=lambda pending: f"deploy not active within {deadline.seconds:.0f} s: "
+                  + ", ".join(i.name for i in pending))
         return instances
 
     def _late_last_error(self, node_id: str) -> str:
         """Ironic may show ``deploy failed`` a moment before it writes ``last_error``: re-read."""
-        for _ in range(10):
-            time.sleep(0.3)
-            error = self._call("get node", self.bm.get_node, node_id).last_error
-            if error:
-                return str(error)
-        return ""
+        try:
+            node = poll(lambda: self._call("get node", self.bm.get_node, node_id), lambda n: bool(n.last_error),
+                        Deadline(LATE_LAST_ERROR_S, f"last_error of node {node_id}"), LATE_LAST_ERROR_INTERVAL_S,
+                        retry=False)
+        except WaitTimeout:
+            return ""
+        return str(node.last_error)
 
     # -- addresses -----------------------------------------------------------------------------
     def address_of(self, node: Any) -> str:
@@ -326,13 +386,12 @@ class IronicDriver(OpenStackDriver):
                 node = poll(lambda: self.bm.get_node(node_id), lambda n: n.provision_state in STABLE_STATES,
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
             if node.provision_state in UNDEPLOYABLE:
-                retry_call(lambda: self.bm.set_node_provision_state(node_id, "deleted", wait=False), deadline,
-                           first_delay=self.spec.poll_interval, what="undeploy")
-                node = poll(lambda: self.bm.get_node(node_id),
-                            lambda n: n.provision_state in ("available", "manageable", "clean failed", "error"),
+                retry_call(lambda: self.bm.set_node_provision_state(node_id, ProvisionTarget.DELETED, wait=False),
+                           deadline, first_delay=self.spec.poll_interval, what="undeploy")
+                node = poll(lambda: self.bm.get_node(node_id), lambda n: n.provision_state in UNDEPLOY_ENDS,
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
                 seconds = time.monotonic() - started
-                if node.provision_state not in ("available", "manageable"):
+                if node.provision_state not in RELEASED_STATES:
                     raise IronicError(f"node {node.name or node_id} undeploy ended in {node.provision_state}: "
                                             f"{node.last_error or 'no last_error'}")
             self._untag(node, deadline)
@@ -343,7 +402,7 @@ class IronicDriver(OpenStackDriver):
         return seconds
 
     def _get_node(self, node_id: str, deadline: Deadline) -> Any:
-        from openstack import exceptions
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
         try:
             return retry_call(lambda: self.bm.get_node(node_id), deadline, first_delay=self.spec.poll_interval,
@@ -359,7 +418,7 @@ class IronicDriver(OpenStackDriver):
 
     def _untag(self, node: Any, deadline: Deadline) -> None:
         patch = [{"op": "remove", "path": f"/extra/{k}"} for k in TAG_KEYS if k in (node.extra or {})]
-        if node.provision_state == "available" and node.instance_info:
+        if node.provision_state == ProvisionState.AVAILABLE and node.instance_info:
             patch.append({"op": "remove", "path": "/instance_info"})
         if patch:
             retry_call(lambda: self.bm.patch_node(node.id, patch), deadline, first_delay=self.spec.poll_interval,

@@ -24,11 +24,12 @@ from dlbench.providers.base import RunIsActive, SweepAction, Tags
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
 from dlbench.providers.settings import MachineSettings, ProviderSettings
+from dlbench.settings import JANITOR_CLOUDS
 
 log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("queued", "running")
-CLOUDS_VARIABLE = "dlbench_janitor_clouds"
+CLOUDS_VARIABLE = JANITOR_CLOUDS.name
 
 
 def clouds_from(raw: str | list[dict[str, Any]] | None) -> list[ProviderSettings]:

@@ -5,7 +5,7 @@ Airflow connection of type ``kubernetes``), says which platform its nodes are
 (``container_on_bare_metal`` for a cluster on bare metal, ``container_on_vm`` on VMs), and which
 nodes to use (a node selector). Each run gets its own namespace, labelled with the run and its
 expiry, deleted by label at the end; jobs run there through
-:class:`dlbench.execution.kubernetes.KubernetesExecutor`. The backend is
+:class:`dlbench.execution.kubernetes.executor.KubernetesExecutor`. The backend is
 :class:`dlbench.providers.kubernetes.KubernetesBackend`. No secrets here: a path or a
 connection id. Imports nothing heavy (the registry is imported by the DAG file).
 
@@ -34,12 +34,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from dlbench.execution.gpus import GpuFacts, allot
-from dlbench.execution.kubernetes import api_client, k8s_labels, label_value, run_selector
+from dlbench.execution.kubernetes.client import api_client
+from dlbench.execution.kubernetes.labels import k8s_labels, label_value, run_selector
 from dlbench.execution.targets import KubernetesAccess, Target
 from dlbench.grammar import AbsolutePath, ImageReference, Name
 from dlbench.providers.backend import ProviderBackend, RunRequest
-from dlbench.providers.base import LEASE_KEY, SweepAction, Tags
+from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
+from dlbench.providers.sweep import decide
 from dlbench.workloads.result import Platform
 
 ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
@@ -133,7 +135,7 @@ class KubernetesBackend(ProviderBackend):
                              f"platforms {other} need another cluster (set kubernetes.platform)")
 
     def nodes(self) -> list[Any]:
-        from kubernetes import client
+        from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.settings.node_selector.items()))
         items = client.CoreV1Api(self.api).list_node(label_selector=selector or None).items
@@ -143,7 +145,7 @@ class KubernetesBackend(ProviderBackend):
         return ready[:self.settings.nodes] if self.settings.nodes else ready
 
     def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
-        from kubernetes import client
+        from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
         self.preflight(request)
         core = client.CoreV1Api(self.api)
@@ -193,7 +195,7 @@ class KubernetesBackend(ProviderBackend):
         return _renewing(self, tags)
 
     def renew(self, tags: Tags) -> None:
-        from kubernetes import client
+        from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
         lease = datetime.now(UTC) + timedelta(minutes=self.settings.lease_minutes)
         core = client.CoreV1Api(self.api)
@@ -207,8 +209,8 @@ class KubernetesBackend(ProviderBackend):
 
 def delete_run(api: Any, run_id: str) -> list[str]:
     """Delete every namespace of ``run_id`` (ours, by label); their jobs and pods go with them."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
+    from kubernetes import client  # kubernetes: heavy, only where a cluster is used
+    from kubernetes.client.exceptions import ApiException  # (the same)
 
     core = client.CoreV1Api(api)
     deleted = []
@@ -245,7 +247,7 @@ def _renewing(backend: KubernetesBackend, tags: Tags) -> Iterator[object]:
 
 def find_namespaces(api: Any) -> dict[str, list[tuple[str, Tags]]]:
     """Our namespaces by run id (``dlbench=1`` and readable tags)."""
-    from kubernetes import client
+    from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
     found: dict[str, list[tuple[str, Tags]]] = {}
     for ns in client.CoreV1Api(api).list_namespace(label_selector="dlbench=1").items:
@@ -259,9 +261,6 @@ def sweep(settings: KubernetesSettings, is_active: Any, *, now: datetime | None 
           api: Any = None) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """Janitor: (released actions, kept runs) for one cluster, with the same lease/expiry rule as
     the machine providers (:func:`dlbench.providers.janitor.decide`)."""
-    from dlbench.providers.base import Instance
-    from dlbench.providers.sweep import decide
-
     api = api or _client(settings)
     now = now or datetime.now(UTC)
     actions, kept = [], []

@@ -19,32 +19,45 @@ delete / find; this backend owns everything providers share:
 5. **release by tag**: from the request and the tags alone (both in XCom), so it works on any
    worker and when setup died half-way; then the provisioning timings go to the archive as
    ``provisioning`` documents, and the run's key is removed.
+
+The budget, the rollback, release by tag and the timings archive are :class:`ProvisioningBackend`'s,
+which the Magnum backend (a Kubernetes cluster per run through its driver) shares.
 """
 
 from __future__ import annotations
 
+import abc
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar, Literal
 
-from dlbench import paths
+from dlbench import paths, storage
 from dlbench.errors import ExecutionError, WaitTimeout
-from dlbench.execution.gpus import GpuFacts, allot
+from dlbench.execution.gpus import GpuFacts, allot, parse_probe, probe_argv
+from dlbench.execution.prepare import prepare
+from dlbench.execution.staging import check_remote_data, stage_data
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
+from dlbench.execution.transport import RemoteHost, wait_reachable
 from dlbench.jobs import Suite
 from dlbench.polling import Deadline
+from dlbench.providers import run_secrets
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import HOST_ID, BootConfig, Demand, Driver, Instance, Tags, parallelism
 from dlbench.providers.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.providers.leases import LeaseKeeper
 from dlbench.providers.settings import MachineSettings
+from dlbench.providers.timings import timings_document
+from dlbench.warehouse import archive
 from dlbench.workloads.profiles import DataKind, Scenario
 from dlbench.workloads.result import Platform
 
@@ -68,8 +81,8 @@ def key_dir(run_id: str) -> Path:
 
 def generate_key() -> tuple[str, str]:
     """A fresh ed25519 keypair in memory: (OpenSSH private key PEM, OpenSSH public key line)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives import serialization  # cryptography: heavy, only for a run's key
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # (the same)
 
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
@@ -79,7 +92,7 @@ def generate_key() -> tuple[str, str]:
 
 def public_line(private_pem: str) -> str:
     """The OpenSSH public key line of a private key (``ssh-ed25519 AAAA... dlbench``)."""
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # cryptography: heavy, only for a run's key
 
     key = serialization.load_ssh_private_key(private_pem.encode(), password=None)
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
@@ -89,12 +102,10 @@ def public_line(private_pem: str) -> str:
 def generate_keypair(directory: Path) -> tuple[Path, str]:
     """A fresh ed25519 keypair as files: (private key path, OpenSSH public key line). 0700 dir,
     0600 key. For tools and tests that want a key on disk; a run's key is a run secret instead."""
-    from dlbench.providers.run_secrets import write_private
-
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     private, line = generate_key()
-    path = write_private(directory / "id_ed25519", private)
+    path = run_secrets.write_private(directory / "id_ed25519", private)
     path.with_suffix(".pub").write_text(line + "\n")
     return path, line
 
@@ -102,8 +113,6 @@ def generate_keypair(directory: Path) -> tuple[Path, str]:
 def run_key(run_id: str) -> tuple[str, str]:
     """The run's key (private PEM, public line): the one made by another provider of the same run
     (CompositeBackend: one key per run), else a new one kept as the run's secret."""
-    from dlbench.providers import run_secrets
-
     existing = run_secrets.get_secret(run_id, run_secrets.SSH_KEY)
     if existing:
         return existing, public_line(existing)
@@ -115,9 +124,6 @@ def run_key(run_id: str) -> tuple[str, str]:
 def remove_run_state(run_id: str) -> None:
     """The run's secrets and its state in the store (tags, known_hosts), and any legacy local
     state on this worker: gone on every exit path."""
-    from dlbench import storage
-    from dlbench.providers import run_secrets
-
     try:
         run_secrets.delete_secrets(run_id)
     finally:
@@ -144,7 +150,7 @@ class Machine:
     def ssh_port(self) -> int:
         """The instance's SSH port: ``details["ssh_port"]`` when the driver forwards one (a local
         QEMU guest behind user-mode networking), else 22."""
-        return int(self.instance.details.get("ssh_port") or 22)  # type: ignore[call-overload]
+        return int(self.instance.details.get("ssh_port") or 22)  # type: ignore[call-overload]  # an int or None
 
 
 def plan_demands(request: RunRequest, settings: MachineSettings) -> list[Demand]:
@@ -155,8 +161,8 @@ def plan_demands(request: RunRequest, settings: MachineSettings) -> list[Demand]
     # several VMs per host, they must land on different hosts too, or the network is not measured.
     # The shared-resource scenario compares a job alone and next to a background job on the same
     # physical machine: VMs of one run are packed on one host (each job in its own VM there).
-    placement = ("spread" if Scenario.DISTRIBUTED in request.scenarios
-                 else "pack" if Scenario.SHARED in request.scenarios else "")
+    placement: Literal["", "spread", "pack"] = ("spread" if Scenario.DISTRIBUTED in request.scenarios
+                                                else "pack" if Scenario.SHARED in request.scenarios else "")
     for platform in request.platforms:
         host = settings.host_platform_of(platform)
         if settings.share_nodes and host is not None and host in request.platforms:
@@ -179,12 +185,75 @@ def _named(exc: BaseException, machine: str) -> BaseException:
     return exc
 
 
-class MachineBackend(ProviderBackend):
-    """See the module docstring."""
+class ProvisioningBackend(ProviderBackend):
+    """The lifecycle every backend that provisions through a :class:`Driver` shares
+    (:class:`MachineBackend`'s machines, the Magnum backend's cluster), in one place:
+
+    - **budget**: the setup task's ``execution_timeout`` is the whole budget; provisioning gets
+      what is left after a reserve for releasing everything again, so a setup that runs out of
+      time still has time to roll back before Airflow kills it (:meth:`budgets`);
+    - **rollback**: any failure (``BaseException``: Airflow's task timeout too) releases what the
+      run made before the error propagates, because Airflow skips a teardown whose setup failed
+      (:meth:`rolled_back`);
+    - **release by tag** (:meth:`release_by_tag`) and the provisioning timings archived as
+      ``provisioning`` documents (:meth:`archive_timings`).
+    """
+
+    ROLLBACK_RESERVE_MIN_S: ClassVar[float] = 30.0
+    """The least the budget keeps for the rollback (unless the release timeout is shorter)."""
 
     def __init__(self, settings: MachineSettings, driver: Driver) -> None:
         self.settings = settings
         self.driver = driver
+
+    @abc.abstractmethod
+    def setup_seconds(self, budget_s: float | None) -> float:
+        """The whole setup budget in seconds: from the task's ``budget_s``, else the settings' timeouts."""
+
+    def budgets(self, budget_s: float | None) -> tuple[Deadline, float]:
+        """(deadline for the provisioning work, seconds kept for the rollback)."""
+        total = self.setup_seconds(budget_s)
+        reserve = min(self.settings.release_timeout, max(self.ROLLBACK_RESERVE_MIN_S, 0.25 * total))
+        return Deadline(max(total - reserve, 1.0), f"provisioning within the setup budget ({total:.0f} s)"), reserve
+
+    @contextlib.contextmanager
+    def rolled_back(self, run_id: str, rollback: Callable[[], object],
+                    then: Callable[[], None] | None = None) -> Iterator[None]:
+        """The ``with`` body; when it fails in any way, ``rollback()`` (a failure of its own is
+        logged, not raised: the janitor retries by tag, and the first error is the one to see),
+        then ``then()`` in any case, then the error propagates."""
+        try:
+            yield
+        except BaseException as exc:
+            log.error("acquire failed (%s: %s); releasing every resource tagged with run %s",
+                      type(exc).__name__, exc, run_id)
+            try:
+                rollback()
+            except Exception as cleanup:  # noqa: BLE001 - the janitor retries by tag; keep the first error
+                log.error("release after failed acquire incomplete (the janitor will retry): %s", cleanup)
+            finally:
+                if then is not None:
+                    then()
+            raise
+
+    def release_by_tag(self, run_id: str, deadline: Deadline | None = None) -> dict[str, float]:
+        """Delete everything the driver finds tagged with ``run_id``, within ``deadline`` (default:
+        ``release_timeout`` from when the search is done); seconds per deleted resource."""
+        found = self.driver.find(run_id).get(run_id, [])
+        started = time.monotonic()
+        timings = self.driver.delete(found, deadline or Deadline(self.settings.release_timeout,
+                                                                 f"release of run {run_id}"))
+        log.info("released %d resource(s) of run %s in %.1f s: %s", len(found), run_id,
+                 time.monotonic() - started, ", ".join(i.name for i in found) or "(none)")
+        return timings
+
+    def archive_timings(self, targets: list[Target], run_id: str, deleted: dict[str, float]) -> list[Path]:
+        """The driver's phase timings of each target's resource (plus its delete) into the run's archive."""
+        return archive_timings(targets, run_id, self.driver.name, deleted, self.driver.timing_phases)
+
+
+class MachineBackend(ProvisioningBackend):
+    """See the module docstring."""
 
     # -- validate -------------------------------------------------------------------------------
     def preflight(self, request: RunRequest) -> None:
@@ -192,16 +261,9 @@ class MachineBackend(ProviderBackend):
         self.driver.preflight(plan_demands(request, self.settings))
 
     # -- setup ----------------------------------------------------------------------------------
-    def budgets(self, budget_s: float | None) -> tuple[Deadline, float]:
-        """(deadline for the provisioning work, seconds kept for the rollback).
-
-        The setup task's ``execution_timeout`` is the whole budget: provisioning gets what is left
-        after a reserve for releasing everything again, so a setup that runs out of time still
-        has time to roll back before Airflow kills it."""
+    def setup_seconds(self, budget_s: float | None) -> float:
         s = self.settings
-        total = budget_s if budget_s else s.ready_timeout + s.ssh_timeout + s.prepare_timeout + s.release_timeout
-        reserve = min(s.release_timeout, max(30.0, 0.25 * total))
-        return Deadline(max(total - reserve, 1.0), f"provisioning within the setup budget ({total:.0f} s)"), reserve
+        return budget_s if budget_s else s.ready_timeout + s.ssh_timeout + s.prepare_timeout + s.release_timeout
 
     def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         s = self.settings
@@ -211,28 +273,19 @@ class MachineBackend(ProviderBackend):
         self.driver.preflight(demands)
         generated = s.ssh_key_path is None
         tags = dataclasses.replace(tags, lease_until=datetime.now(UTC) + timedelta(minutes=s.lease_minutes))
-        try:
-            with self.keep_alive(tags):
-                return self._acquire(request, tags, demands, work, generated)
-        except BaseException as exc:
-            log.error("acquire failed (%s: %s); releasing every resource tagged with run %s",
-                      type(exc).__name__, exc, tags.run_id)
-            try:
-                self._release_by_tag(tags, Deadline(max(reserve, 30.0), f"rollback of run {tags.run_id}"))
-            except Exception as cleanup:  # noqa: BLE001 - the janitor retries by tag; keep the first error
-                log.error("release after failed acquire incomplete (the janitor will retry): %s", cleanup)
-            finally:
-                remove_run_state(tags.run_id)
-            raise
+
+        def rollback() -> None:
+            self.release_by_tag(tags.run_id, Deadline(max(reserve, 30.0), f"rollback of run {tags.run_id}"))
+
+        with self.rolled_back(tags.run_id, rollback, then=lambda: remove_run_state(tags.run_id)), \
+                self.keep_alive(tags):
+            return self._acquire(request, tags, demands, work, generated)
 
     def keep_alive(self, tags: Tags) -> LeaseKeeper:
         return LeaseKeeper(self.driver, tags.run_id, timedelta(minutes=self.settings.lease_minutes))
 
     def _acquire(self, request: RunRequest, tags: Tags, demands: list[Demand], work: Deadline,
                  generated: bool) -> list[Target]:
-        from dlbench import storage
-        from dlbench.providers import run_secrets
-
         s = self.settings
         store = storage.store()
         # The run's tags first (no secret), so the janitor can tell when the run's state is over even
@@ -277,7 +330,7 @@ class MachineBackend(ProviderBackend):
     def _instances_for(self, platform: Platform, by_platform: dict[Platform, list[Instance]]) -> list[Instance]:
         if platform in by_platform:
             return by_platform[platform]
-        return by_platform[self.settings.host_platform_of(platform)]  # type: ignore[index]
+        return by_platform[self.settings.host_platform_of(platform)]  # type: ignore[index]  # shared: has a host
 
     def _make_ready(self, request: RunRequest, machines: list[Machine], key_path: str,
                     known_hosts: str, work: Deadline) -> None:
@@ -287,8 +340,6 @@ class MachineBackend(ProviderBackend):
         needs_data = DataKind.REAL in request.data or Suite.DISK in request.suites
 
         def ready(machine: Machine) -> None:
-            from dlbench.execution.transport import RemoteHost, wait_reachable
-
             inst = machine.instance
             inst.timings["reachable_over_ssh"] = wait_reachable(
                 str(inst.address) if machine.ssh_port == 22 else f"{inst.address}:{machine.ssh_port}", s.ssh_user,
@@ -296,13 +347,11 @@ class MachineBackend(ProviderBackend):
                 min(s.ssh_timeout, max(work.remaining(), 0.1)), s.poll_interval, known_hosts)
             access = SSHHost(address=str(inst.address), port=machine.ssh_port, user=s.ssh_user, key_path=key_path,
                              known_hosts=known_hosts, python=s.remote_python or "python3")
-            runtimes = {s.runtime_for(p) for p in machine.platforms}
+            runtimes: set[str] = {s.runtime_for(p) for p in machine.platforms}
             with RemoteHost.from_access(access) as host:
                 if s.prepare:
                     self._prepare(machine, host, runtimes)
                 else:
-                    from dlbench.execution.gpus import parse_probe, probe_argv
-
                     machine.python = s.remote_python or "python3"
                     status, out = host.run(probe_argv(), 60)
                     machine.gpus = parse_probe(out) if status == 0 else GpuFacts()
@@ -328,11 +377,9 @@ class MachineBackend(ProviderBackend):
             raise WaitTimeout(f"{len(pending)} machine(s) not ready (SSH, prepare, data) within {limit:.0f} s "
                               f"({work.what})")
 
-    def _prepare(self, machine: Machine, host: object, runtimes: set[str]) -> None:
-        from dlbench.execution.prepare import prepare
-
+    def _prepare(self, machine: Machine, host: RemoteHost, runtimes: set[str]) -> None:
         started = time.monotonic()
-        prep = prepare(host, host_runtime="host" in runtimes,  # type: ignore[arg-type]
+        prep = prepare(host, host_runtime="host" in runtimes,
                        docker_image=self.settings.docker_image if "docker" in runtimes else None)
         machine.instance.timings["prepare"] = time.monotonic() - started
         if "host" in runtimes and not prep.host_ready:
@@ -353,15 +400,13 @@ class MachineBackend(ProviderBackend):
                  ", ".join(prep.actions) or "nothing to do (node image)")
 
     @staticmethod
-    def _stage(machine: Machine, host: object, user_dir: str | None, local_dir: str | None) -> None:
-        from dlbench.execution.staging import check_remote_data, stage_data
-
+    def _stage(machine: Machine, host: RemoteHost, user_dir: str | None, local_dir: str | None) -> None:
         if user_dir:
-            staged = check_remote_data(host, user_dir)  # type: ignore[arg-type]
+            staged = check_remote_data(host, user_dir)
             machine.data_dir = user_dir
         else:
             remote = remote_dataset_dir(Path(str(local_dir)))
-            staged = stage_data(host, Path(str(local_dir)), remote)  # type: ignore[arg-type]
+            staged = stage_data(host, Path(str(local_dir)), remote)
             machine.data_dir = remote
         machine.instance.timings["stage_data"] = staged.seconds
         machine.labels.update({"data_files": str(staged.files), "data_bytes": str(staged.bytes)})
@@ -394,30 +439,18 @@ class MachineBackend(ProviderBackend):
         return targets
 
     # -- teardown -------------------------------------------------------------------------------
-    def _release_by_tag(self, tags: Tags, deadline: Deadline | None = None) -> dict[str, float]:
-        found = self.driver.find(tags.run_id).get(tags.run_id, [])
-        started = time.monotonic()
-        timings = self.driver.delete(found, deadline or Deadline(self.settings.release_timeout,
-                                                                 f"release of run {tags.run_id}"))
-        log.info("released %d resource(s) of run %s in %.1f s: %s", len(found), tags.run_id,
-                 time.monotonic() - started, ", ".join(i.name for i in found) or "(none)")
-        return timings
-
     def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
         try:
-            deleted = self._release_by_tag(tags)
+            deleted = self.release_by_tag(tags.run_id)
         finally:
             remove_run_state(tags.run_id)
-        archive_timings(targets, tags.run_id, self.driver.name, deleted, self.driver.timing_phases)
+        self.archive_timings(targets, tags.run_id, deleted)
 
 
 def archive_timings(targets: list[Target], run_id: str, provider: str, deleted: dict[str, float],
                     phases: tuple[str, ...]) -> list[Path]:
     """One ``provisioning`` document per machine into the run's result archive (loaded with it).
     The delete phase is the driver's last phase (e.g. ``undeploy``)."""
-    from dlbench.providers.timings import timings_document
-    from dlbench.warehouse import archive
-
     written, seen = [], set()
     delete_phase = phases[-1] if phases else "delete"
     for target in targets:

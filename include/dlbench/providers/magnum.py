@@ -52,31 +52,76 @@ import socket
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlbench.errors import MagnumError, WaitTimeout
+from dlbench.errors import ProvisioningError
+from dlbench.execution.kubernetes.client import api_client
 from dlbench.execution.targets import Target
 from dlbench.grammar import Name
-from dlbench.polling import Deadline
+from dlbench.polling import Deadline, poll, wait_for_status
 from dlbench.providers import run_secrets
-from dlbench.providers.backend import ProviderBackend, RunRequest
+from dlbench.providers.backend import RunRequest
 from dlbench.providers.base import RESOURCE_PREFIX, BootConfig, Demand, Instance, Tags, resource_name
-from dlbench.providers.kubernetes import CLUSTER_PLATFORMS, ClusterPlatform
+from dlbench.providers.kubernetes import (
+    CLUSTER_PLATFORMS,
+    ClusterPlatform,
+    KubernetesBackend,
+    KubernetesSettings,
+    delete_run,
+)
+from dlbench.providers.machines import ProvisioningBackend
 from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
 from dlbench.providers.settings import Runtime
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
 
+
+class MagnumError(ProvisioningError):
+    """Magnum refused or failed; the message carries its own words (status_reason, faults)."""
+
 PROVIDER = "magnum"
 ROLE = "k8s"
 API_VERSION = {"OpenStack-API-Version": "container-infra latest"}
-FAILED = ("CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED", "ROLLBACK_FAILED")
 
+
+class ClusterStatus(StrEnum):
+    """Magnum's cluster statuses (a StrEnum: equal to the API's strings)."""
+
+    CREATE_IN_PROGRESS = "CREATE_IN_PROGRESS"
+    CREATE_COMPLETE = "CREATE_COMPLETE"
+    CREATE_FAILED = "CREATE_FAILED"
+    UPDATE_IN_PROGRESS = "UPDATE_IN_PROGRESS"
+    UPDATE_COMPLETE = "UPDATE_COMPLETE"
+    UPDATE_FAILED = "UPDATE_FAILED"
+    DELETE_IN_PROGRESS = "DELETE_IN_PROGRESS"
+    DELETE_COMPLETE = "DELETE_COMPLETE"
+    DELETE_FAILED = "DELETE_FAILED"
+    ROLLBACK_IN_PROGRESS = "ROLLBACK_IN_PROGRESS"
+    ROLLBACK_COMPLETE = "ROLLBACK_COMPLETE"
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"
+
+
+FAILED = frozenset({ClusterStatus.CREATE_FAILED, ClusterStatus.DELETE_FAILED, ClusterStatus.UPDATE_FAILED,
+                    ClusterStatus.ROLLBACK_FAILED})
+"""A cluster waited for in one of these will not become ready: Magnum's reason is the error."""
+
+
+def _deletion_underway(status: str) -> bool:
+    """Magnum is deleting the cluster, or busy with it (it refuses a DELETE until that is done)."""
+    return status.startswith("DELETE") or status.endswith("IN_PROGRESS")
+
+
+def _status_of(cluster: dict[str, Any] | None) -> str:
+    """A cluster's status and reason for a message (None: Magnum does not show it yet)."""
+    if cluster is None:
+        return "not visible yet"
+    return f"{cluster.get('status')} ({cluster.get('status_reason') or ''})"
 
 
 class ClusterTemplateSpec(BaseModel):
@@ -149,7 +194,7 @@ class MagnumDriver(OpenStackDriver):
                 getattr(self.coe, method)(path, headers=API_VERSION)
             if resp.status_code >= 500:
                 err = MagnumError(f"Magnum {method.upper()} {path}: HTTP {resp.status_code}: {_message(resp)}")
-                err.status_code = resp.status_code  # type: ignore[attr-defined]
+                err.status_code = resp.status_code  # type: ignore[attr-defined]  # read by is_transient
                 raise err
             if resp.status_code not in ok:
                 raise MagnumError(f"Magnum {method.upper()} {path}: HTTP {resp.status_code}: {_message(resp)}")
@@ -230,36 +275,46 @@ class MagnumDriver(OpenStackDriver):
         return [inst]
 
     def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
+        """Each cluster until CREATE_COMPLETE; a failed status raises with Magnum's reason and faults."""
         for inst in instances:
-            started = float(inst.details.get("requested_at", time.monotonic()))  # type: ignore[arg-type]
-            last = "not visible yet"
-            while True:
-                cluster = self._get_cluster(inst.id)
-                if cluster is not None:
-                    last = f"{cluster.get('status')} ({cluster.get('status_reason') or ''})"
-                    if cluster.get("status") == "CREATE_COMPLETE":
-                        break
-                    if cluster.get("status") in FAILED:
-                        raise MagnumError(f"Magnum cluster {inst.name} {cluster['status']}: "
-                                          f"{cluster.get('status_reason') or 'no reason given'}"
-                                          + (f"; faults: {cluster['faults']}" if cluster.get("faults") else ""))
-                if deadline.expired():
-                    raise WaitTimeout(f"Magnum cluster {inst.name} not CREATE_COMPLETE within "
-                                      f"{deadline.seconds:.0f} s (last: {last})")
-                time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
-            inst.timings["create_to_complete"] = round(time.monotonic() - started, 3)
+            started = inst.details.get("requested_at")  # set by create
+            cluster = self._created(inst, deadline)
+            inst.timings["create_to_complete"] = round(
+                time.monotonic() - started if isinstance(started, float) else 0.0, 3)
             inst.address = cluster.get("api_address")
             inst.details.update(api_address=cluster.get("api_address"), node_addresses=cluster.get("node_addresses"),
                                 coe_version=cluster.get("coe_version"), status=cluster["status"])
             inst.details.pop("requested_at", None)
         return instances
 
+    def _created(self, inst: Instance, deadline: Deadline) -> dict[str, Any]:
+        """The cluster once CREATE_COMPLETE (Magnum may not show it at first: not visible yet)."""
+
+        def status(cluster: dict[str, Any] | None) -> str | None:
+            return cluster.get("status") if cluster else None
+
+        def failed(cluster: dict[str, Any] | None) -> MagnumError:
+            assert cluster is not None  # a failed status is a visible cluster's
+            return MagnumError(f"Magnum cluster {inst.name} {cluster['status']}: "
+                               f"{cluster.get('status_reason') or 'no reason given'}"
+                               + (f"; faults: {cluster['faults']}" if cluster.get("faults") else ""))
+
+        def timeout(cluster: dict[str, Any] | None) -> str:
+            return (f"Magnum cluster {inst.name} not CREATE_COMPLETE within {deadline.seconds:.0f} s "
+                    f"(last: {_status_of(cluster)})")
+
+        cluster = wait_for_status(lambda: self._get_cluster(inst.id), status, deadline, self.spec.poll_interval,
+                                  ready=ClusterStatus.CREATE_COMPLETE, failed=FAILED, error=failed, timeout=timeout,
+                                  retry=False)  # _get_cluster retries its own calls (api_retry_seconds)
+        assert cluster is not None  # CREATE_COMPLETE is a visible cluster's status
+        return cluster
+
     def write_kubeconfig(self, inst: Instance, path: Path) -> float:
         """The cluster's kubeconfig at ``path`` (0600), as ``openstack coe cluster config`` makes it."""
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-        from cryptography.x509.oid import NameOID
+        from cryptography import x509  # cryptography: heavy, only for a cluster's credentials
+        from cryptography.hazmat.primitives import hashes, serialization  # (the same)
+        from cryptography.hazmat.primitives.asymmetric import rsa  # (the same)
+        from cryptography.x509.oid import NameOID  # (the same)
 
         started = time.monotonic()
         ca = self._request("get", f"/certificates/{inst.id}").json()["pem"]
@@ -309,25 +364,24 @@ current-context: default
 
     def wait_api(self, inst: Instance, kubeconfig: Path, deadline: Deadline) -> float:
         """Until the cluster's Kubernetes API answers ``/version`` with the new credentials."""
-        from dlbench.execution.kubernetes import api_client
-
         started = time.monotonic()
         url = urlparse(str(inst.details.get("api_address") or inst.address))
-        last = ""
-        while True:
+
+        def unanswered() -> str | None:
+            """None once the API answers, else why it did not (it may take a while after CREATE_COMPLETE)."""
             try:
                 with socket.create_connection((url.hostname or "", url.port or 443), timeout=3):
                     pass
-                from kubernetes import client
+                from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
                 client.VersionApi(api_client(str(kubeconfig))).get_code()
-                break
-            except Exception as exc:  # noqa: BLE001 - the API may take a while after CREATE_COMPLETE
-                last = _first_line(exc)
-            if deadline.expired():
-                raise WaitTimeout(f"the Kubernetes API of Magnum cluster {inst.name} ({url.geturl()}) did not "
-                                  f"answer within {deadline.seconds:.0f} s: {last}")
-            time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
+            except Exception as exc:  # noqa: BLE001 - any failure: not answering yet
+                return _first_line(exc)
+            return None
+
+        poll(unanswered, lambda why: why is None, deadline, self.spec.poll_interval, retry=False,
+             timeout=lambda why: f"the Kubernetes API of Magnum cluster {inst.name} ({url.geturl()}) did not "
+             f"answer within {deadline.seconds:.0f} s: {why}")
         seconds = round(time.monotonic() - started, 3)
         inst.timings["api_reachable"] = seconds
         return seconds
@@ -335,27 +389,35 @@ current-context: default
     def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
         out: dict[str, float] = {}
         for inst in instances:
-            started = time.monotonic()
-            resp = self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
-            if resp.status_code == 409:  # still being created: Magnum refuses; wait for a final state
-                log.info("Magnum cluster %s busy (%s); waiting to delete it", inst.name, _message(resp))
-            while True:
-                resp = self._request("get", f"/clusters/{inst.id}", ok=(200, 400, 404))
-                if resp.status_code == 404:
-                    break
-                cluster = resp.json() if resp.status_code == 200 else {"status": "CREATE_IN_PROGRESS"}
-                status = cluster.get("status", "")
-                if status == "DELETE_FAILED":
-                    raise MagnumError(f"Magnum cluster {inst.name} DELETE_FAILED: {cluster.get('status_reason')}")
-                if not status.startswith("DELETE") and not status.endswith("IN_PROGRESS"):
-                    self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
-                if deadline.expired():
-                    raise WaitTimeout(f"Magnum cluster {inst.name} not gone within {deadline.seconds:.0f} s "
-                                      f"(last: {status})")
-                time.sleep(min(self.spec.poll_interval, max(deadline.remaining(), 0.05)))
-            out[inst.id] = round(time.monotonic() - started, 3)
+            out[inst.id] = self._delete_one(inst, deadline)
             log.info("Magnum cluster %s deleted in %.1f s", inst.name, out[inst.id])
         return out
+
+    def _delete_one(self, inst: Instance, deadline: Deadline) -> float:
+        """DELETE, then wait until Magnum answers 404; seconds it took."""
+        started = time.monotonic()
+        resp = self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
+        if resp.status_code == 409:  # still being created: Magnum refuses; wait for a final state
+            log.info("Magnum cluster %s busy (%s); waiting to delete it", inst.name, _message(resp))
+        poll(lambda: self._deleting(inst), lambda status: status is None, deadline, self.spec.poll_interval,
+             retry=False,  # _request retries its own calls
+             timeout=lambda status: f"Magnum cluster {inst.name} not gone within {deadline.seconds:.0f} s "
+             f"(last: {status})")
+        return round(time.monotonic() - started, 3)
+
+    def _deleting(self, inst: Instance) -> str | None:
+        """The status of a cluster being deleted, None once it is gone. A cluster Magnum is not
+        deleting (a DELETE refused while it was busy) is asked again; DELETE_FAILED raises."""
+        resp = self._request("get", f"/clusters/{inst.id}", ok=(200, 400, 404))
+        if resp.status_code == 404:
+            return None
+        cluster = resp.json() if resp.status_code == 200 else {"status": ClusterStatus.CREATE_IN_PROGRESS}
+        status = str(cluster.get("status", ""))
+        if status == ClusterStatus.DELETE_FAILED:
+            raise MagnumError(f"Magnum cluster {inst.name} DELETE_FAILED: {cluster.get('status_reason')}")
+        if not _deletion_underway(status):
+            self._request("delete", f"/clusters/{inst.id}", ok=(202, 204, 404, 409))
+        return status
 
     def renew(self, instances: list[Instance], until: datetime) -> None:
         """Magnum labels are fixed at create: the lease lives on the run's namespace instead."""
@@ -390,12 +452,6 @@ def _message(resp: Any) -> str:
     return str(body)[:300]
 
 
-__all__ = ["ClusterTemplateSpec", "MagnumDriver", "MagnumError", "MagnumSettings"]
-
-
-log = logging.getLogger(__name__)
-
-
 KUBECONFIG_SECRET = "kubeconfig-"
 """Run secret name prefix of a cluster's kubeconfig (a client key and certificate: a secret, kept
 like the run's SSH key, never a file on a worker's disk between tasks; docs/storage.md)."""
@@ -410,17 +466,25 @@ def kubeconfig_secret(cluster_id: str) -> str:
 @contextlib.contextmanager
 def _kubeconfigs(run_id: str) -> Iterator[list[Path]]:
     """Every kubeconfig of the run's clusters as 0600 files for the ``with`` block only."""
-    from dlbench.providers import run_secrets
-
     with contextlib.ExitStack() as stack:
         yield [stack.enter_context(run_secrets.secret_file(run_id, name))
                for name in run_secrets.secret_names(run_id) if name.startswith(KUBECONFIG_SECRET)]
 
 
-class MagnumBackend(ProviderBackend):
+class MagnumBackend(ProvisioningBackend):
+    """A Kubernetes cluster per run through :class:`MagnumDriver`, then the Kubernetes backend on
+    it (see the module docstring); budget, rollback, release by tag and the timings archive are
+    the shared :class:`~dlbench.providers.machines.ProvisioningBackend`'s."""
+
+    ROLLBACK_RESERVE_MIN_S: ClassVar[float] = 0.0
+    """A quarter of the budget is kept for the rollback, however short the budget (the rollback is
+    :meth:`release`, with its own ``release_timeout``)."""
+
+    settings: MagnumSettings
+    driver: MagnumDriver
+
     def __init__(self, settings: MagnumSettings, driver: MagnumDriver | None = None) -> None:
-        self.settings = settings
-        self.driver = driver or MagnumDriver(settings)
+        super().__init__(settings, driver or MagnumDriver(settings))
 
     def _demands(self, request: RunRequest) -> list[Demand]:
         platform = Platform(self.settings.platform)
@@ -437,9 +501,7 @@ class MagnumBackend(ProviderBackend):
         if demands:
             self.driver.preflight(demands)
 
-    def _k8s(self, kubeconfig: Path) -> Any:
-        from dlbench.providers.kubernetes import KubernetesBackend, KubernetesSettings
-
+    def _k8s(self, kubeconfig: Path) -> KubernetesBackend:
         s = self.settings
         k8s = KubernetesSettings(
             platform=s.platform, kubeconfig=str(kubeconfig), namespace_prefix=s.namespace_prefix,
@@ -447,16 +509,19 @@ class MagnumBackend(ProviderBackend):
             lease_minutes=s.lease_minutes, gpus=s.gpus, expiry_hours=s.expiry_hours)
         return KubernetesBackend(k8s)
 
+    def setup_seconds(self, budget_s: float | None) -> float:
+        s = self.settings
+        return min(s.ready_timeout + s.api_timeout, budget_s) if budget_s else s.ready_timeout + s.api_timeout
+
     def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         demands = self._demands(request)
         if not demands:
             return []
         s = self.settings
-        total = min(s.ready_timeout + s.api_timeout, budget_s) if budget_s else s.ready_timeout + s.api_timeout
-        deadline = Deadline(max(total - min(s.release_timeout, total / 4), 1.0), "Magnum cluster")
-        try:
+        deadline, _ = self.budgets(budget_s)
+        with self.rolled_back(tags.run_id, lambda: self.release(request, tags, [])):
             self.driver.preflight(demands)
-            instances = self.driver.create(demands[0], tags, _no_boot(), deadline)
+            instances = self.driver.create(demands[0], tags, BootConfig(public_key=""), deadline)
             self.driver.wait_ready(instances, deadline)
             cluster = instances[0]
             with run_secrets.private_dir(tags.run_id) as directory:
@@ -467,10 +532,6 @@ class MagnumBackend(ProviderBackend):
                                                              "Kubernetes API"))
                 targets = [t.model_copy(update={"access": t.access.model_copy(update={"kubeconfig": secret})})
                            for t in self._k8s(path).acquire(request, tags)]
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.release(request, tags, [])
-            raise
         out = []
         for target in targets:
             labels = {**target.labels, "provider": "magnum", "magnum_cluster": cluster.name,
@@ -491,15 +552,11 @@ class MagnumBackend(ProviderBackend):
                 yield alive
 
     def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
-        from dlbench.providers.machines import archive_timings
-
         errors = []
         try:
             with _kubeconfigs(tags.run_id) as paths:
                 for path in paths:
                     try:  # the namespace first (its jobs' containers go with it); the cluster goes anyway
-                        from dlbench.providers.kubernetes import delete_run
-
                         delete_run(self._k8s(path).api, tags.run_id)
                     except Exception as exc:  # noqa: BLE001 - the cluster's deletion removes it too
                         log.warning("namespace of run %s on %s: %s", tags.run_id, path.name, exc)
@@ -507,8 +564,7 @@ class MagnumBackend(ProviderBackend):
             log.warning("run %s: %s", tags.run_id, exc)
         started = time.monotonic()
         try:
-            found = self.driver.find(tags.run_id).get(tags.run_id, [])
-            deleted = self.driver.delete(found, Deadline(self.settings.release_timeout, "Magnum cluster delete"))
+            deleted = self.release_by_tag(tags.run_id)
         except Exception as exc:  # noqa: BLE001 - the kubeconfig still goes; the janitor retries by label
             errors.append(str(exc))
             deleted = {}
@@ -517,19 +573,14 @@ class MagnumBackend(ProviderBackend):
                 run_secrets.delete_secret(tags.run_id, name)
         per_cluster = {t.labels["magnum_cluster_id"]: t for t in targets if t.labels.get("magnum_cluster_id")}
         if per_cluster:  # one provisioning document per cluster (its timings are the cluster's)
-            archive_timings([t.model_copy(update={"instance_id": cid, "name": t.labels["magnum_cluster"]})
-                             for cid, t in per_cluster.items()], tags.run_id, "magnum", deleted,
-                            self.driver.timing_phases)
+            self.archive_timings([t.model_copy(update={"instance_id": cid, "name": t.labels["magnum_cluster"]})
+                                  for cid, t in per_cluster.items()], tags.run_id, deleted)
         log.info("Magnum release of run %s: %d cluster(s) in %.1f s", tags.run_id, len(deleted),
                  time.monotonic() - started)
         if errors:
-            raise RuntimeError("Magnum release incomplete: " + "; ".join(errors))
+            raise MagnumError("Magnum release incomplete: " + "; ".join(errors)
+                              + " (the janitor deletes what is left, found by its labels; see docs/magnum.md)")
 
 
-def _no_boot() -> Any:
-    from dlbench.providers.base import BootConfig
-
-    return BootConfig(public_key="")
-
-
-__all__ = ["MagnumBackend", "kubeconfig_secret"]
+__all__ = ["ClusterTemplateSpec", "MagnumBackend", "MagnumDriver", "MagnumError", "MagnumSettings",
+           "kubeconfig_secret"]

@@ -34,19 +34,21 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dlbench.errors import NovaError, WaitTimeout
+from dlbench.errors import ProvisioningError
 from dlbench.grammar import AbsolutePath, Name
-from dlbench.polling import Deadline, retry_call
+from dlbench.polling import Deadline, poll, poll_each, retry_call
 from dlbench.providers.base import (
     HOST_ID,
     LEASE_KEY,
@@ -60,9 +62,15 @@ from dlbench.providers.base import (
 )
 from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
 from dlbench.providers.settings import Runtime
+from dlbench.workloads.micro.network import DEFAULT_PORT
+from dlbench.workloads.profiles import load_profiles
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
+
+
+class NovaError(ProvisioningError):
+    """Nova refused or failed; the message carries Nova's own words (fault, quota, NoValidHost)."""
 
 PROVIDER = "nova"
 SERVER_TAG = RESOURCE_PREFIX
@@ -72,7 +80,28 @@ KIND = "kind"
 SUPPORT_KINDS = ("server_group", "keypair", "security_group")
 """Deleted in this order, after the servers."""
 Placement = Literal["auto", "none", "anti-affinity", "affinity", "soft-anti-affinity", "soft-affinity"]
+DELETE_ERROR_GRACE_S = 30.0
+"""A server in ERROR while being deleted fails the delete only after this long (Nova may still retry it)."""
 
+
+class ServerStatus(StrEnum):
+    """The server statuses this driver tells apart (a StrEnum: equal to the API's strings)."""
+
+    BUILD = "BUILD"
+    ACTIVE = "ACTIVE"
+    ERROR = "ERROR"
+
+
+class TaskState(StrEnum):
+    """A server's ``OS-EXT-STS:task_state`` this driver tells apart."""
+
+    DELETING = "deleting"
+
+
+class ImageStatus(StrEnum):
+    """Glance's image statuses this driver tells apart."""
+
+    ACTIVE = "active"
 
 
 class NovaSettings(OpenStackSettings):
@@ -116,9 +145,6 @@ class NovaSettings(OpenStackSettings):
 def benchmark_ports() -> list[tuple[str, int, int]]:
     """(protocol, from, to) the run's instances open to each other: the network suite's iperf3
     server pair and every profile's distributed role port (one source for each fact)."""
-    from dlbench.workloads.micro.network import DEFAULT_PORT
-    from dlbench.workloads.profiles import load_profiles
-
     ports = {("tcp", DEFAULT_PORT, DEFAULT_PORT + 1), ("udp", DEFAULT_PORT, DEFAULT_PORT + 1)}
     for profile in load_profiles().values():
         port = profile.scenarios.distributed.port
@@ -193,7 +219,7 @@ class NovaDriver(OpenStackDriver):
                 images = self._call("list images", lambda: list(self.conn.image.images()))
                 raise NovaError(f"nova.image: no image {self.spec.image!r} in Glance (images: {_names(images)}); "
                                 "set nova.image_file to upload one (docs/vm-image.md)")
-            if image.status != "active":
+            if image.status != ImageStatus.ACTIVE:
                 raise NovaError(f"nova.image: image {self.spec.image!r} is {image.status}, not active")
             self._resolved["image"] = image
         return self._resolved["image"]
@@ -350,25 +376,23 @@ class NovaDriver(OpenStackDriver):
     def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
         """Every server ACTIVE with an address (a floating IP when asked); ERROR raises with the
         server's fault (NoValidHost explained)."""
-        pending = {inst.id: inst for inst in instances if inst.details.get(KIND, "server") == "server"}
-        while pending:
-            for server_id, inst in list(pending.items()):
-                server = retry_call(lambda s=server_id: self.conn.compute.get_server(s), deadline,
-                                    first_delay=self.spec.poll_interval, what="server wait")
-                if server.status == "ACTIVE":
-                    started = float(inst.details.pop("create_started", time.monotonic()))  # type: ignore[arg-type]
-                    inst.timings["create_to_active"] = time.monotonic() - started
-                    inst.address = self._address(server, inst)
-                    inst.details.update({HOST_ID: server.host_id or "",
-                                         "hypervisor": server.hypervisor_hostname or ""})
-                    del pending[server_id]
-                elif server.status == "ERROR":
-                    raise NovaError(f"server {inst.name}: ERROR: {_fault(server)}")
-            if pending:
-                if deadline.expired():
-                    raise WaitTimeout(f"servers not ACTIVE within {deadline.seconds:.0f} s: "
-                                      + ", ".join(i.name for i in pending.values()))
-                time.sleep(min(self.spec.poll_interval, deadline.remaining()))
+
+        def active(inst: Instance, server: Any) -> bool:
+            if server.status == ServerStatus.ACTIVE:
+                started = inst.details.pop("create_started", None)  # set by create
+                inst.timings["create_to_active"] = time.monotonic() - started if isinstance(started, float) else 0.0
+                inst.address = self._address(server, inst)
+                inst.details.update({HOST_ID: server.host_id or "", "hypervisor": server.hypervisor_hostname or ""})
+                return True
+            if server.status == ServerStatus.ERROR:
+                raise NovaError(f"server {inst.name}: ERROR: {_fault(server)}")
+            return False
+
+        servers = [inst for inst in instances if inst.details.get(KIND, "server") == "server"]
+        poll_each(servers, lambda inst: self.conn.compute.get_server(inst.id), active, deadline,
+                  self.spec.poll_interval, what="server wait",
+                  timeout=lambda pending: f"servers not ACTIVE within {deadline.seconds:.0f} s: "
+                  + ", ".join(i.name for i in pending))
         return instances
 
     def _address(self, server: Any, inst: Instance) -> str:
@@ -419,13 +443,18 @@ class NovaDriver(OpenStackDriver):
         return timings
 
     def _delete_server(self, inst: Instance, deadline: Deadline) -> float | None:
-        from openstack import exceptions
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
         compute = self.conn.compute
-        try:
-            server = retry_call(lambda: compute.get_server(inst.id), deadline, first_delay=self.spec.poll_interval,
-                                what="get server")
-        except exceptions.NotFoundException:
+
+        def server_or_none() -> Any:
+            try:
+                return compute.get_server(inst.id)
+            except exceptions.NotFoundException:
+                return None
+
+        server = retry_call(server_or_none, deadline, first_delay=self.spec.poll_interval, what="get server")
+        if server is None:
             return None
         owner = Tags.from_dict(server.metadata)
         if owner is None or owner.run_id != inst.tags.run_id:
@@ -433,18 +462,19 @@ class NovaDriver(OpenStackDriver):
         started = time.monotonic()
         retry_call(lambda: compute.delete_server(inst.id, ignore_missing=True), deadline,
                    first_delay=self.spec.poll_interval, what="delete server")
-        while True:
-            try:
-                server = retry_call(lambda: compute.get_server(inst.id), deadline,
-                                    first_delay=self.spec.poll_interval, what="delete wait")
-            except exceptions.NotFoundException:
-                return time.monotonic() - started
-            if server.status == "ERROR" and server.task_state != "deleting" and time.monotonic() - started > 30:
-                raise NovaError(f"server {inst.name} did not delete: ERROR: {_fault(server)}")
-            if deadline.expired():
-                raise WaitTimeout(f"server {inst.name} not gone within {deadline.seconds:.0f} s "
-                                  f"(status {server.status})")
-            time.sleep(min(self.spec.poll_interval, deadline.remaining()))
+
+        def gone(current: Any) -> bool:
+            if current is None:
+                return True
+            if (current.status == ServerStatus.ERROR and current.task_state != TaskState.DELETING
+                    and time.monotonic() - started > DELETE_ERROR_GRACE_S):
+                raise NovaError(f"server {inst.name} did not delete: ERROR: {_fault(current)}")
+            return False
+
+        poll(server_or_none, gone, deadline, self.spec.poll_interval, what="delete wait",
+             timeout=lambda current: f"server {inst.name} not gone within {deadline.seconds:.0f} s "
+             f"(status {current.status})")
+        return time.monotonic() - started
 
     def _delete_support(self, run_id: str, deadline: Deadline) -> None:
         """A run's floating IPs, server groups, keypair, then security group, when none of its
@@ -455,14 +485,14 @@ class NovaDriver(OpenStackDriver):
             return
         prefix = support_name(run_id)
         for fip in self._call("list floating IPs", lambda: list(net.ips(tags=_run_tag(run_id)))):
-            retry_call(lambda f=fip: net.delete_ip(f, ignore_missing=True), deadline, what="delete floating IP")
+            retry_call(functools.partial(net.delete_ip, fip, ignore_missing=True), deadline, what="delete floating IP")
         for group in self._call("list server groups", lambda: list(compute.server_groups())):
             if (group.name or "").startswith(f"{prefix}-") and (group.name or "").endswith("-group"):
-                retry_call(lambda g=group: compute.delete_server_group(g, ignore_missing=True), deadline,
+                retry_call(functools.partial(compute.delete_server_group, group, ignore_missing=True), deadline,
                            what="delete server group")
         retry_call(lambda: compute.delete_keypair(prefix, ignore_missing=True), deadline, what="delete keypair")
         for group in self._call("list security groups", lambda: list(net.security_groups(tags=_run_tag(run_id)))):
-            retry_call(lambda g=group: net.delete_security_group(g, ignore_missing=True), deadline,
+            retry_call(functools.partial(net.delete_security_group, group, ignore_missing=True), deadline,
                        what="delete security group")
 
     def _delete_quietly(self, instances: list[Instance]) -> None:

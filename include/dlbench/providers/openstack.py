@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from dlbench.grammar import AbsolutePath, Name
+from dlbench.hooks.openstack import resolve
 from dlbench.polling import Deadline, retry_call
 from dlbench.providers.base import Driver
 from dlbench.providers.settings import MachineSettings
@@ -39,11 +40,8 @@ class OpenStackSettings(MachineSettings):
     def connect(self) -> object:
         """An openstacksdk Connection (raises CloudConfigError for an unknown cloud or missing
         credentials, before any API call)."""
-        from dlbench.hooks.openstack import resolve
-
         spec = resolve(None if self.conn_id else self.cloud, conn_id=self.conn_id, config_file=self.clouds_file)
         return spec.connect()
-
 
 
 class OpenStackDriver(Driver):

@@ -41,9 +41,9 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from dlbench import paths
-from dlbench.errors import WaitTimeout
+from dlbench.errors import ProvisioningError, WaitTimeout
 from dlbench.grammar import AbsolutePath
-from dlbench.polling import Deadline
+from dlbench.polling import Deadline, poll, poll_each
 from dlbench.providers.base import BootConfig, Demand, Driver, Instance, RunIsActive, SweepAction, Tags, resource_name
 from dlbench.providers.settings import MachineSettings, Runtime
 from dlbench.providers.sweep import sweep_driver
@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 QEMU = "qemu-system-x86_64"
 STATE_FILE = "state.json"
+STOP_GRACE_S = 10.0
+"""At most this long for a guest's QEMU to exit after SIGTERM (then SIGKILL, and as long again)."""
+STOP_POLL_S = 0.1
 
 
 Accel = Literal["auto", "kvm", "tcg"]
@@ -206,6 +209,11 @@ def _process_of(state_dir: Path) -> int | None:
     return pid if str(state_dir) in cmdline else None
 
 
+def _wait_exit(state_dir: Path, deadline: Deadline) -> None:
+    """Until the guest's QEMU is gone; :class:`WaitTimeout` at the deadline."""
+    poll(lambda: _process_of(state_dir), lambda pid: pid is None, deadline, STOP_POLL_S, retry=False)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -345,34 +353,33 @@ class QemuDriver(Driver):
             error = (proc.stderr or proc.stdout).strip()[-800:]
             if "hostfwd" not in error and "forwarding" not in error:
                 break
-        raise RuntimeError(f"QEMU did not start guest {state_dir.name}: {error or 'no QEMU process after start'}")
+        raise ProvisioningError(f"QEMU did not start guest {state_dir.name}: "
+                                f"{error or 'no QEMU process after start'}")
 
     # -- wait -----------------------------------------------------------------------------------
     def wait_ready(self, instances: list[Instance], deadline: Deadline) -> list[Instance]:
         """Until every guest's sshd answers on its forwarded port; a guest whose QEMU died, or one
         still booting at the deadline, raises with the end of its serial console."""
-        pending = {inst.id: inst for inst in instances}
-        while pending:
-            for inst_id, inst in list(pending.items()):
-                state_dir = self.root / inst.name
-                if _process_of(state_dir) is None:
-                    raise RuntimeError(f"guest {inst.name}: QEMU exited during boot; serial console:\n"
-                                       f"{_tail(state_dir / 'serial.log')}")
-                if ssh_banner(int(inst.details["ssh_port"])):  # type: ignore[call-overload]
-                    started = float(inst.details.get("started_at", 0) or 0)  # type: ignore[arg-type]
-                    inst.timings["boot"] = time.time() - started if started else 0.0
-                    log.info("guest %s answers SSH after %.1f s (%s)", inst.name, inst.timings["boot"],
-                             inst.details.get("accel"))
-                    del pending[inst_id]
-            if not pending:
-                break
-            if deadline.expired():
-                names = ", ".join(pending)
-                last = pending[next(iter(pending))]
-                raise WaitTimeout(f"guest(s) {names} not answering SSH within {deadline.seconds:.0f} s "
-                                  f"({deadline.what}); serial console of {last.name}:\n"
-                                  f"{_tail(self.root / last.name / 'serial.log')}")
-            time.sleep(min(self.settings.poll_interval, max(deadline.remaining(), 0.05)))
+
+        def booted(inst: Instance, pid: int | None) -> bool:
+            if pid is None:
+                raise ProvisioningError(f"guest {inst.name}: QEMU exited during boot; serial console:\n"
+                                        f"{_tail(self.root / inst.name / 'serial.log')}")
+            if not ssh_banner(int(inst.details["ssh_port"])):  # type: ignore[call-overload]  # an int, set by create
+                return False
+            started = float(inst.details.get("started_at", 0) or 0)  # type: ignore[arg-type]  # a float, set by create
+            inst.timings["boot"] = time.time() - started if started else 0.0
+            log.info("guest %s answers SSH after %.1f s (%s)", inst.name, inst.timings["boot"],
+                     inst.details.get("accel"))
+            return True
+
+        def timeout(pending: list[Instance]) -> str:
+            last = pending[0]
+            return (f"guest(s) {', '.join(i.id for i in pending)} not answering SSH within {deadline.seconds:.0f} s "
+                    f"({deadline.what}); serial console of {last.name}:\n{_tail(self.root / last.name / 'serial.log')}")
+
+        poll_each(instances, lambda inst: _process_of(self.root / inst.name), booted, deadline,
+                  self.settings.poll_interval, timeout=timeout, retry=False)  # local: nothing transient to retry
         return instances
 
     # -- delete / renew / find --------------------------------------------------------------------
@@ -386,19 +393,18 @@ class QemuDriver(Driver):
         return timings
 
     @staticmethod
-    def _destroy(state_dir: Path, grace: float = 10.0) -> None:
+    def _destroy(state_dir: Path, grace: float = STOP_GRACE_S) -> None:
         pid = _process_of(state_dir)
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            end = time.monotonic() + min(grace, 10.0)
-            while _process_of(state_dir) is not None and time.monotonic() < end:
-                time.sleep(0.1)
-            if _process_of(state_dir) is not None:
+            try:
+                _wait_exit(state_dir, Deadline(min(grace, STOP_GRACE_S), f"guest {state_dir.name} stopping"))
+            except WaitTimeout:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                while _process_of(state_dir) is not None and time.monotonic() < end + 10:
-                    time.sleep(0.1)
+                with contextlib.suppress(WaitTimeout):  # a QEMU that outlives SIGKILL: its files go anyway
+                    _wait_exit(state_dir, Deadline(STOP_GRACE_S, f"guest {state_dir.name} killed"))
         shutil.rmtree(state_dir, ignore_errors=True)
 
     def renew(self, instances: list[Instance], until: datetime) -> None:
@@ -431,7 +437,7 @@ class QemuDriver(Driver):
         emulated = bool(state.get("emulated", True))
         return Instance(
             id=str(state["name"]), name=str(state["name"]), platform=str(state.get("platform", "")),
-            provider=self.name, tags=tags or Tags.from_dict(state["tags"]) or Tags(run_id="?"),  # type: ignore[arg-type]
+            provider=self.name, tags=tags or Tags.from_dict(state["tags"]) or Tags(run_id="?"),  # type: ignore[arg-type]  # JSON
             role=str(state.get("role", "")), address="127.0.0.1",
             details={"ssh_port": state.get("port"), "accel": state.get("accel"), "pid": _process_of(state_dir),
                      "state_dir": str(state_dir), "started_at": state.get("started_at"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Protocol, Union
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
 from pydantic import Field, TypeAdapter
 
@@ -60,14 +60,16 @@ class Provider:
 
 
 def _machines(driver: type[Driver]) -> Callable[[Any], ProviderBackend]:
-    return lambda settings: MachineBackend(settings, driver(settings))  # type: ignore[call-arg]  # Driver subclasses take their settings
+    # Driver subclasses take their settings (the abstract Driver declares no __init__).
+    return lambda settings: MachineBackend(settings, driver(settings))  # type: ignore[call-arg]  # see above
 
 
 PROVIDERS: dict[str, Provider] = {
     "local": Provider(LocalSettings, LocalBackend),  # this host (and its QEMU guests)
     "ironic": Provider(IronicSettings, _machines(IronicDriver), IronicDriver),
     "nova": Provider(NovaSettings, _machines(NovaDriver), NovaDriver),
-    "kubernetes": Provider(KubernetesSettings, KubernetesBackend, sweeper=sweep_namespaces),  # an existing cluster, a namespace per run
+    # an existing cluster, a namespace per run
+    "kubernetes": Provider(KubernetesSettings, KubernetesBackend, sweeper=sweep_namespaces),
     "magnum": Provider(MagnumSettings, MagnumBackend, MagnumDriver),  # a cluster per run
 }
 
@@ -80,6 +82,17 @@ _ADAPTER: TypeAdapter[Any] = TypeAdapter(ProviderSettingsUnion)
 
 def provider_names() -> list[str]:
     return list(PROVIDERS)
+
+
+def provider_choices() -> dict[str, list[str]]:
+    """``<provider>.<field>`` -> its allowed values, for every field of a provider's settings typed
+    as a ``Literal`` (the request's error messages list them)."""
+    choices = {}
+    for name, provider in PROVIDERS.items():
+        for field, info in provider.settings.model_fields.items():
+            if field != "name" and get_origin(info.annotation) is Literal:
+                choices[f"{name}.{field}"] = [str(value) for value in get_args(info.annotation)]
+    return choices
 
 
 def settings_model(name: str) -> type[ProviderSettings]:
@@ -114,4 +127,4 @@ def backend_for_request(request: RunRequest) -> ProviderBackend:
 
 
 __all__ = ["PROVIDERS", "Provider", "ProviderSettingsUnion", "backend_for", "backend_for_request", "driver_for",
-           "parse_settings", "provider_names", "settings_model"]
+           "parse_settings", "provider_choices", "provider_names", "settings_model"]

@@ -35,9 +35,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dlbench import settings
+from dlbench.execution.targets import secret_field_of
+
 log = logging.getLogger(__name__)
 
-ENV = "DLBENCH_SECRETS"
+ENV = settings.SECRETS.env
 PREFIX = "dlbench_secret__"
 REF = "dlbench-secret:"
 STORE_REF = "dlbench-store:"
@@ -73,8 +76,8 @@ def _in_airflow_task() -> bool:
 
 def backend() -> str:
     """``airflow`` or ``memory`` (see the module's docstring)."""
-    forced = os.environ.get(ENV, "").strip().lower()
-    if forced in ("airflow", "memory"):
+    forced = settings.secrets_backend()
+    if forced:
         return forced
     return "airflow" if _in_airflow_task() else "memory"
 
@@ -133,12 +136,7 @@ def put_secret(run_id: str, name: str, data: str) -> str:
 def get_secret(run_id: str, name: str) -> str | None:
     key = variable_key(run_id, name)
     if backend() == "airflow":
-        from airflow.sdk import Variable
-
-        try:
-            value = Variable.get(key, default=None)
-        except Exception:  # noqa: BLE001 - not found surfaces as an error in some SDK versions
-            value = None
+        value = settings.run_secret(key)
     else:
         with _lock:
             value = _memory.get(key)
@@ -246,14 +244,6 @@ def secret_file(run_id: str, name: str) -> Iterator[Path]:
         yield write_private(directory / name, value)
 
 
-SECRET_FIELDS = {"kubernetes": "kubeconfig"}
-"""The access field holding a secret reference, per access kind (default ``key_path``: SSH)."""
-
-
-def _secret_field(access: dict) -> str:
-    return SECRET_FIELDS.get(str(access.get("kind")), "key_path")
-
-
 @contextmanager
 def materialized(targets: list[dict]) -> Iterator[list[dict]]:
     """XCom targets with ``access.key_path`` (a Kubernetes access: ``access.kubeconfig``) given as a
@@ -264,7 +254,7 @@ def materialized(targets: list[dict]) -> Iterator[list[dict]]:
     def refs_in(target: dict) -> tuple[tuple[str, str] | None, str | None]:
         access = target.get("access") or {}
         hosts = access.get("known_hosts") or ""
-        secret = parse_ref(access.get(_secret_field(access)))
+        secret = parse_ref(access.get(secret_field_of(access)))
         return secret, hosts[len(STORE_REF):] if hosts.startswith(STORE_REF) else None
 
     wanted = [refs_in(t) for t in targets]
@@ -287,7 +277,7 @@ def materialized(targets: list[dict]) -> Iterator[list[dict]]:
                         raise KeyError(f"run {key[0]} has no secret {key[1]!r} (released, or made by a setup that "
                                        "did not finish)")
                     files[key] = str(write_private(directory / f"{len(files)}.{key[1]}", value))
-                access[_secret_field(access)] = files[key]
+                access[secret_field_of(access)] = files[key]
             if hosts_key is not None:
                 if hosts_key not in hosts:
                     try:

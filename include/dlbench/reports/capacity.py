@@ -24,19 +24,14 @@ docs/capacity.md has the same numbers as SQL over the ``capacity_facts`` view (t
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 from sqlalchemy import Engine, text
 
-from dlbench import paths
-
-PRICES_VARIABLE = "dlbench_host_prices"
-PRICES_FILE_ENV = "DLBENCH_PRICES_FILE"
+from dlbench import settings
 
 
 @dataclass(frozen=True)
@@ -78,18 +73,11 @@ def parse_prices(source: str | dict | None) -> Prices | None:
 def load_prices(*, airflow: bool = False) -> Prices | None:
     """The Airflow Variable ``dlbench_host_prices`` (read when ``airflow``: inside Airflow's API
     server or a task; ``AIRFLOW_VAR_DLBENCH_HOST_PRICES`` in the environment always counts), else
-    the YAML file."""
-    value = os.environ.get("AIRFLOW_VAR_" + PRICES_VARIABLE.upper())
-    if not value and airflow:
-        try:
-            from airflow.models import Variable
-
-            value = Variable.get(PRICES_VARIABLE, default_var=None)
-        except Exception:  # noqa: BLE001 - no metadata DB reachable: the file decides
-            value = None
+    the YAML file (:func:`dlbench.settings.host_prices`, :func:`dlbench.settings.prices_file`)."""
+    value = settings.host_prices(airflow=airflow)
     if value:
         return parse_prices(value)
-    path = Path(os.environ.get(PRICES_FILE_ENV) or paths.home() / "prices.yaml")
+    path = settings.prices_file()
     return parse_prices(path.read_text()) if path.is_file() else None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from dlbench.profiles import get_profile
 from dlbench.reports import compare, metrics
 
 SUITE = "tf_cnn"
@@ -123,9 +124,7 @@ def unnormalized(stats: pd.DataFrame, scenario: str, metric: str) -> list[str]:
 def _control_spec(profile: Any) -> tuple[str, int] | None:
     """(model, batch) of the profile's small-batch control, when the profile defines one."""
     try:
-        from dlbench.workloads.profiles import get_profile
-
-        shared = get_profile(str(profile)).scenarios.shared  # type: ignore[attr-defined]
+        shared = get_profile(str(profile)).scenarios.shared
         return str(getattr(shared.control_model, "value", shared.control_model)), int(shared.control_batch_size)
     except Exception:  # noqa: BLE001 - an unknown or older profile: fall back on the explicit batch
         return None
@@ -133,8 +132,6 @@ def _control_spec(profile: Any) -> tuple[str, int] | None:
 
 def _default_batch(profile: Any, model: str) -> int | None:
     try:
-        from dlbench.workloads.profiles import get_profile
-
         return int(get_profile(str(profile)).training(model).batch_size_per_device)
     except Exception:  # noqa: BLE001 - unknown profile or model
         return None

@@ -10,7 +10,7 @@ Queries are read-only, parameterised SQLAlchemy selects (:mod:`dlbench.ui.explor
 write is pinning a regression baseline (``POST api/pins``), a row in ``baseline_pins``. Links are
 relative, so the app works under any prefix (Airflow mounts it at ``/dlbench``). The warehouse:
 ``DLBENCH_WAREHOUSE_URL``, else the Airflow connection ``dlbench_warehouse``, else SQLite in
-``$DLBENCH_HOME`` (the DAG's precedence). docs/explorer.md.
+``$DLBENCH_HOME`` (the DAG's precedence: :func:`dlbench.settings.warehouse_location`). docs/explorer.md.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from dlbench import settings
 from dlbench.reports.charts import bar_chart, line_chart
 from dlbench.ui import explorer
 from dlbench.ui.page import PAGE
@@ -60,10 +61,8 @@ def default_engine() -> Engine:
     from dlbench.warehouse import db
 
     try:
-        from dlbench.pipeline.airflow_support import warehouse_location
-
-        url, _ = warehouse_location()
-    except ImportError:
+        url, _ = settings.warehouse_location()
+    except ImportError:  # no Airflow here and no DLBENCH_WAREHOUSE_URL: the embedded SQLite file
         url = None
     engine = db.engine_for(url)
     try:

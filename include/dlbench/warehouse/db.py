@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 
-from dlbench import paths
+from dlbench import settings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-URL_ENV = "DLBENCH_WAREHOUSE_URL"
+URL_ENV = settings.WAREHOUSE_URL.env
 
 
 def default_url() -> str:
-    return os.environ.get(URL_ENV) or f"sqlite:///{paths.home() / 'warehouse.db'}"
+    """$DLBENCH_WAREHOUSE_URL, else the embedded SQLite file (:func:`dlbench.settings.warehouse_url`)."""
+    return settings.warehouse_url()
 
 
 def describe_url(url: str | None) -> str:

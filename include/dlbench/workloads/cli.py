@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.workloads.profiles import (
+    PROFILES_FILE_ENV,
     Profile,
     ProfileError,
     all_profiles,
@@ -57,6 +58,14 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="the profile's resolved fields (a user profile this machine does not have)")
 
 
+def profiles_file() -> str | None:
+    """The user profiles file of this machine: ``DLBENCH_PROFILES_FILE`` in the workload's own
+    environment (a person running ``python -m dlbench.workloads`` by hand sets it; the pipeline
+    never relies on it: a user profile travels as ``--profile-spec``). The workload's own interface,
+    read here, where the workload starts: the profile loaders take the path and read no environment."""
+    return os.environ.get(PROFILES_FILE_ENV, "").strip() or None
+
+
 _hook_registered: list[bool] = []
 _used_profile: list[Profile] = []
 """The profile of the command being run; the hook below labels its document."""
@@ -72,20 +81,22 @@ def _label_profile(doc: ResultDocument) -> Callable[[], None]:
 
 
 def resolve_profile(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Profile:
-    """The command's profile: ``--profile-spec`` registered under ``--profile``, else the name
-    looked up here; a bad one ends with exit status 2 naming the field or the allowed names."""
+    """The command's profile: ``--profile-spec`` under ``--profile``, else the name looked up here
+    (built-ins, this machine's :func:`profiles_file`); a bad one ends with exit status 2 naming the
+    field or the allowed names. The profile is registered: the suite's code resolves the same one
+    by name (the one place a workload's profile is made known to this process)."""
     try:
         if args.profile_spec:
             profile = profile_from_argument(args.profile_spec)
             if profile.name != args.profile:
                 parser.error(f"--profile-spec describes profile {profile.name!r}, not --profile {args.profile!r}")
             return register_profile(profile)
-        return get_profile(args.profile)
+        return register_profile(get_profile(args.profile, profiles_file()))
     except ProfileError as exc:
         parser.error(str(exc))
     except ValueError:
-        parser.error(f"argument --profile: unknown profile {args.profile!r} (allowed: {', '.join(all_profiles())}; "
-                     "a user profile travels with --profile-spec)")
+        parser.error(f"argument --profile: unknown profile {args.profile!r} (allowed: "
+                     f"{', '.join(all_profiles(profiles_file()))}; a user profile travels with --profile-spec)")
     raise AssertionError("unreachable")
 
 
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "profiles":
-        print(json.dumps({k: v.model_dump(mode="json") for k, v in all_profiles().items()}, indent=2))
+        print(json.dumps({k: v.model_dump(mode="json") for k, v in all_profiles(profiles_file()).items()}, indent=2))
         return 0
     if args.command == "net-serve":
         from dlbench.workloads.micro.network import serve

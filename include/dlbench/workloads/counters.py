@@ -31,6 +31,12 @@ from dlbench.workloads.environment import UNIFIED, CgroupDir
 from dlbench.workloads.harness import register_counter_hook
 from dlbench.workloads.result import ResultDocument
 
+TRACE_SYSCALLS_ENV = "DLBENCH_TRACE_SYSCALLS"
+"""This workload's switch for system-call tracing, in its own environment (``1``, ``true`` or
+``yes``). Its executor sets it from the controller's setting of the same name
+(``dlbench.settings.workload_env``, docs/settings.md), or a person running the workload by hand:
+workloads import nothing of dlbench's settings."""
+
 
 def _read_kv(path: Path) -> dict[str, float]:
     try:
@@ -182,8 +188,8 @@ def parse_strace_summary(text: str) -> dict[str, float]:
 
 @register_counter_hook
 def syscall_counts(doc: ResultDocument) -> Callable[[], None]:
-    if os.environ.get("DLBENCH_TRACE_SYSCALLS", "") not in ("1", "true", "yes"):
-        doc.labels["syscalls"] = "not recorded (tracing perturbs timing; set DLBENCH_TRACE_SYSCALLS=1)"
+    if os.environ.get(TRACE_SYSCALLS_ENV, "") not in ("1", "true", "yes"):
+        doc.labels["syscalls"] = f"not recorded (tracing perturbs timing; set {TRACE_SYSCALLS_ENV}=1)"
         return lambda: None
     if shutil.which("strace") is None:
         doc.labels["syscalls"] = "not available: strace is not installed"

@@ -1,21 +1,18 @@
-"""Render comparisons: one self-contained HTML report, comparison.csv/.json and a plain-text table.
+"""The report as one self-contained HTML page, and :func:`build_report`, which writes it with the
+comparison's data files.
 
-The report leads with the answer (per scenario and data kind, each platform's throughput and
+The page leads with the answer (per scenario and data kind, each platform's throughput and
 elapsed time normalized to bare metal, with a 95 % confidence interval and a verdict), then the
 study's figures (:mod:`dlbench.reports.scenarios`, inline SVG with the values above the bars),
-then the micro-benchmarks that explain them (PNG charts), then the environment (hardware,
-versions, container limits, CPU affinity and NUMA, the machine's load), then failures and skips.
-Every statistic comes from :mod:`dlbench.reports.stats`.
+then the micro-benchmarks that explain them (PNG charts, :mod:`dlbench.reports.figures`), then the
+environment (hardware, versions, container limits, CPU affinity and NUMA, the machine's load),
+then failures and skips. Every statistic comes from :mod:`dlbench.reports.stats`; the same rows
+are written as comparison.csv and comparison.json (:mod:`dlbench.reports.exports`).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import json
-import math
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,153 +20,45 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare, metrics, scenarios
+from dlbench.reports import compare, metrics, regression, scenarios
 from dlbench.reports import stats as st
-from dlbench.warehouse.models import Benchmark as BenchmarkRow
+from dlbench.reports.exports import write_comparison
+from dlbench.reports.figures import normalized_chart
+from dlbench.reports.formatting import ci_text, fmt, platform_index, scenario_note
+from dlbench.reports.run_data import (
+    EMULATED_WARNING,
+    emulated_platforms,
+    load_table,
+    network_paths,
+    resolve_run,
+    run_statistics,
+)
 from dlbench.warehouse.models import Environment, Execution, Run
 
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}g}"
-
-
-def _metric_label(metric: str, unit: str, higher_is_better: bool, width: int = 22) -> str:
-    """``metric unit ↑`` cut to ``width`` with the arrow always visible."""
-    return f"{(metric + ' ' + unit)[:width - 2]} {'↑' if higher_is_better else '↓'}"
-
-
-def _resolve(engine: Engine, run_id: str | None) -> str | None:
-    """``run_id`` if the warehouse has it (LookupError naming it otherwise); None: the latest run."""
-    if run_id is None:
-        return compare.latest_run_id(engine)
-    with engine.connect() as conn:
-        if conn.scalar(select(Run.id).where(Run.run_id == run_id)) is None:
-            known = conn.scalars(select(Run.run_id).order_by(Run.started_at.desc().nulls_last()).limit(5)).all()
-            raise LookupError(f"run_id {run_id!r} is not in the warehouse; latest runs: {', '.join(known) or 'none'}")
-    return run_id
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
+table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
+h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.bad{color:#a00}
+.v{padding:0 .35em;border-radius:3px;white-space:nowrap}.v.better{background:#d9f2d9;color:#155d15}
+.v.worse{background:#f8d7d7;color:#8a1111}.v.no_significant_difference{background:#eee;color:#444}
+.v.too_few_repetitions{background:#fff1cc;color:#7a5a00}.v.baseline{color:#555}.flag{color:#b35c00;font-size:.85em}
+.answer td{vertical-align:top;white-space:nowrap}
+.answer td:first-child{white-space:normal;min-width:12em}.answer .ci{color:#555;font-size:.85em}
+.summary li{margin:.2em 0}
+table.env td{text-align:left;font-size:.85em}td.nw{white-space:nowrap}img{max-width:100%}
+nav a{margin-right:1em}
+""" + scenarios.STYLE
 
 
-VERDICT_SHORT = {st.Verdict.BETTER: "better", st.Verdict.WORSE: "worse",
-                 st.Verdict.NO_SIGNIFICANT_DIFFERENCE: "not-sig", st.Verdict.TOO_FEW_REPETITIONS: "too-few",
-                 st.Verdict.BASELINE: "baseline", st.Verdict.NOT_COMPARED: "-"}
+MICRO_ORDER = ["gpu", "deepbench", "cpu", "network", "disk"]
+"""The micro-benchmarks in the order that explains training: the accelerator, DL kernels, the CPU,
+then the network and the disk."""
 
 
-def _ci(low: float, high: float, digits: int = 3) -> str:
-    if low is None or high is None or low != low or high != high:
-        return "-"
-    return f"[{low:.{digits}g}, {high:.{digits}g}]"
+DATA_ORDER = ["synthetic", "real"]
 
 
-def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(samples frame, comparison) of a run: every number of the report, flags included."""
-    frame = compare.samples_frame(engine, run_id)
-    return frame, compare.statistics(frame, compare.step_outliers(engine, run_id))
-
-
-def text_table(engine: Engine, run_id: str | None = None) -> str:
-    """Headline comparison as fixed-width text (printed at the end of a run)."""
-    run_id = _resolve(engine, run_id)
-    if run_id is None:
-        return "no run in the warehouse yet"
-    frame, all_stats = run_statistics(engine, run_id)
-    stats = compare.headline(all_stats)
-    confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
-    lines = [f"Run {run_id}: mean ± std over repetitions. Diff% = (BM - X) / BM x 100 (study 001), norm = X / BM "
-             "(BM = bare metal).", "For ↓ metrics (times) a negative Diff% / norm > 1 means X is slower.",
-             f"CI: {confidence} Welch interval of norm; verdict vs BM at {confidence}: better / worse / not-sig (no "
-             f"significant difference) / too-few (< {st.MIN_REPETITIONS} repetitions). !: flagged noisy (CV > "
-             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers or a loaded machine)."]
-    lines += [f"WARNING: {platform} {EMULATED_WARNING.format(accel=accel)}."
-              for platform, accel in sorted(emulated_platforms(engine, run_id).items())]
-    # Case names say their scenario and cell (up to ~70 characters): never cut what tells them apart.
-    width = min(80, max([42, *(len(c) for c in stats["case"])])) if not stats.empty else 42
-    header = f"{'suite':8} {'case':{width}} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
-             f"{'cv%':>6} {'Diff%':>7} {'norm':>6} {'CI':>16} {'verdict':8}"
-    if not stats.empty and stats["metric"].isin(metrics.RELATIVE).any():
-        lines.append("degradation_* rows (shared scenario) are % worse than the same job alone: compared as they "
-                     "are, no Diff% / norm.")
-    lines += [header, "-" * len(header)]
-    for row in stats.itertuples():
-        cv = row.cv * 100 if row.cv == row.cv and row.cv is not None else float("nan")
-        flag = " !" if row.flags else ""
-        lines.append(
-            f"{row.suite[:8]:8} {row.case[:width]:{width}} "
-            f"{_metric_label(row.metric, row.unit, row.higher_is_better):22} "
-            f"{row.platform[:24]:24} "
-            f"{row.n:>3} {_fmt(row.mean):>11} {_fmt(row.std, 3):>9} {_fmt(cv, 3):>6} "
-            f"{_fmt(row.diff_pct, 3):>7} {_fmt(row.normalized, 3):>6} "
-            f"{_ci(row.normalized_ci_low, row.normalized_ci_high):>16} {VERDICT_SHORT[st.Verdict(row.verdict)]}{flag}"
-        )
-    bad = compare.problems(engine, run_id)
-    for row in bad.itertuples():
-        lines.append(f"{row.status.upper()}: {row.platform} {row.suite}/{row.name}{_scenario_note(row.scenario)} "
-                     f"r{row.repetition}: {row.error}")
-    if stats.empty and bad.empty:
-        lines.append("(no samples)")
-    flagged = stats[stats["flags"] != ""] if not stats.empty else stats
-    if not flagged.empty:
-        reasons = [(int(flagged["noisy"].sum()), f"CV > {st.CV_THRESHOLD * 100:.0f}%"),
-                   (int((flagged["outlier_runs"] > 0).sum()), "step-time outliers"),
-                   (int((flagged["loaded_runs"] > 0).sum()), "run on a loaded machine")]
-        lines.append(f"NOISY (!): {len(flagged)} of {len(stats)} rows: "
-                     + ", ".join(f"{n} {why}" for n, why in reasons if n)
-                     + "; details in the report and comparison.csv (flags)")
-    lines += scenarios.text_lines(stats, frame, bad)
-    return "\n".join(lines)
-
-
-def _scenario_note(scenario: str) -> str:
-    return "" if scenario == compare.SINGLE else f" ({scenario})"
-
-
-def _chart(stats: pd.DataFrame, metric: str, title: str) -> str | None:
-    """Grouped bars of a metric normalized to bare metal, error bars = std / bare-metal mean, the
-    normalized value above each bar and the legend inside the image, above the plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = stats[(stats["metric"] == metric) & stats["normalized"].notna()]
-    if data.empty:
-        return None
-    cases = list(dict.fromkeys(data["case"]))
-    platforms = [p for p in compare.PLATFORM_ORDER if p in set(data["platform"])] + sorted(
-        set(data["platform"]) - set(compare.PLATFORM_ORDER))
-    width = 0.8 / max(1, len(platforms))
-    fig_width = max(5.0, 1.3 * len(cases) + 2.5)
-    fig, ax = plt.subplots(figsize=(fig_width, 4.2), dpi=100)
-    top = 1.0
-    for i, platform in enumerate(platforms):
-        rows = data[data["platform"] == platform].set_index("case")
-        xs = [c + (i - (len(platforms) - 1) / 2) * width for c in range(len(cases))]
-        heights = [rows["normalized"].get(case, float("nan")) for case in cases]
-        errors = [(rows["std"] / rows["baseline"]).fillna(0.0).get(case, 0.0) for case in cases]
-        verdicts = [rows["verdict"].get(case, "") for case in cases]
-        rects = ax.bar(xs, heights, width, yerr=errors, capsize=3, label=platform,
-                       color=scenarios.PLATFORM_COLORS.get(platform, "#8c8c8c"), error_kw={"elinewidth": 0.8})
-        marks = {"better": " +", "worse": " −"}
-        ax.bar_label(rects, labels=["" if h != h else f"{h:.2f}{marks.get(v, '')}" for h, v in
-                                    zip(heights, verdicts, strict=True)], fontsize=7, padding=2)
-        top = max([top, *(h + e for h, e in zip(heights, errors, strict=True) if h == h)])
-    ax.set_ylim(0, top * 1.18)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([textwrap.fill(c, 18) for c in cases], fontsize=7)
-    ax.set_ylabel("normalized to bare metal", fontsize=8)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.set_title(textwrap.fill(title, int(fig_width * 13)), fontsize=9)
-    # One row of legend entries when they fit (about 1.6 in each), else two per row; inside the image.
-    ncol = len(platforms) if fig_width >= 1.6 * len(platforms) else 2
-    rows = math.ceil(len(platforms) / ncol)
-    fig.legend(loc="lower center", ncol=ncol, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 + 0.04 * rows, 1, 1))
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
+ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
 
 
 def _verdict_html(row: Any, short: bool = False) -> str:
@@ -205,10 +94,10 @@ def _table_html(stats: pd.DataFrame) -> str:
         better = "↑" if row.higher_is_better else "↓"
         rows.append(
             f"<tr><td>{html.escape(row.case)}</td><td>{html.escape(row.metric)} ({html.escape(row.unit)}) {better}</td>"
-            f"<td>{html.escape(row.platform)}</td><td>{row.n}</td><td>{_fmt(row.mean)}</td><td>{_fmt(row.std, 3)}</td>"
-            f"<td>{_fmt(row.cv * 100 if row.cv == row.cv else None, 3)}</td><td>{_fmt(row.robust_mean)}</td>"
-            f"<td>{_fmt(row.diff_pct, 3)}</td><td class='nw'>{_ci(row.diff_pct_ci_low, row.diff_pct_ci_high)}</td>"
-            f"<td>{_fmt(row.normalized, 3)}</td><td class='nw'>{_ci(row.normalized_ci_low, row.normalized_ci_high)}"
+            f"<td>{html.escape(row.platform)}</td><td>{row.n}</td><td>{fmt(row.mean)}</td><td>{fmt(row.std, 3)}</td>"
+            f"<td>{fmt(row.cv * 100 if row.cv == row.cv else None, 3)}</td><td>{fmt(row.robust_mean)}</td>"
+            f"<td>{fmt(row.diff_pct, 3)}</td><td class='nw'>{ci_text(row.diff_pct_ci_low, row.diff_pct_ci_high)}</td>"
+            f"<td>{fmt(row.normalized, 3)}</td><td class='nw'>{ci_text(row.normalized_ci_low, row.normalized_ci_high)}"
             f"</td><td class='nw'>{_verdict_html(row, short=True)}</td><td class='nw'>{_flags_html(row, short=True)}"
             "</td></tr>"
         )
@@ -240,7 +129,7 @@ def _environments_html(engine: Engine, run_id: str) -> str:
              .join(Execution, Execution.environment_id == Environment.id).join(Run, Execution.run_pk == Run.id)
              .where(Run.run_id == run_id).distinct())
     with engine.connect() as conn:
-        rows = sorted(conn.execute(query).all(), key=lambda r: (_platform_index(r.platform), r.hostname or ""))
+        rows = sorted(conn.execute(query).all(), key=lambda r: (platform_index(r.platform), r.hostname or ""))
     cells = []
     for r in rows:
         details = r.details or {}
@@ -269,30 +158,6 @@ def _environments_html(engine: Engine, run_id: str) -> str:
             f"{''.join(cells)}</table>")
 
 
-def _platform_index(platform: str) -> int:
-    order = compare.PLATFORM_ORDER
-    return order.index(platform) if platform in order else len(order)
-
-
-def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
-    """One row per execution of the run with the machine-load labels its harness recorded, and
-    why it counts as run on a loaded machine (:func:`dlbench.reports.stats.load_flag`)."""
-    query = (select(Execution.job_id, Execution.platform, Execution.repetition, Execution.labels,
-                    BenchmarkRow.suite, BenchmarkRow.name)
-             .join(Run, Execution.run_pk == Run.id).join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
-             .where(Run.run_id == run_id))
-    found = []
-    with engine.connect() as conn:
-        for r in conn.execute(query).all():
-            labels = r.labels or {}
-            if "host_load1_before" not in labels and "host_steal_share" not in labels:
-                continue
-            found.append({"job_id": r.job_id, "platform": r.platform, "suite": r.suite, "name": r.name,
-                          "repetition": r.repetition, **{k: labels.get(k) for k in st.LOAD_LABELS},
-                          "loaded": st.load_flag(labels)})
-    return pd.DataFrame(found)
-
-
 def _load_html(engine: Engine, run_id: str) -> str:
     table = load_table(engine, run_id)
     if table.empty:
@@ -304,10 +169,10 @@ def _load_html(engine: Engine, run_id: str) -> str:
         load = [float(v) for v in group["host_load1_before"].dropna()]
         steal = [float(v) for v in group["host_steal_share"].dropna()]
         other = [float(v) for v in group["host_other_cpu_share"].dropna()]
-        rows.append((_platform_index(str(platform)), f"<tr><td>{html.escape(str(platform))}</td><td>{len(group)}</td>"
-                     f"<td>{_fmt(max(load) if load else None, 3)}</td>"
-                     f"<td>{_fmt(max(steal) * 100 if steal else None, 2)}</td>"
-                     f"<td>{_fmt(max(other) * 100 if other else None, 3)}</td>"
+        rows.append((platform_index(str(platform)), f"<tr><td>{html.escape(str(platform))}</td><td>{len(group)}</td>"
+                     f"<td>{fmt(max(load) if load else None, 3)}</td>"
+                     f"<td>{fmt(max(steal) * 100 if steal else None, 2)}</td>"
+                     f"<td>{fmt(max(other) * 100 if other else None, 3)}</td>"
                      f"<td>{int(group['loaded'].notna().sum())}</td></tr>"))
     flagged = table[table["loaded"].notna()]
     items = "".join(f"<li>{html.escape(r.platform)} {html.escape(r.suite)}/{html.escape(r.name)} repetition "
@@ -322,37 +187,6 @@ def _load_html(engine: Engine, run_id: str) -> str:
             "<th>max other CPU %</th><th>loaded jobs</th></tr>"
             + "".join(r for _, r in sorted(rows, key=lambda item: item[0])) + "</table>"
             + (f"<ul class='note bad'>{items}</ul>" if items else ""))
-
-
-def network_paths(engine: Engine, run_id: str) -> dict[str, list[str]]:
-    """platform -> the network paths its network-suite executions measured (label ``network_path``)."""
-    query = (select(Execution.platform, Execution.labels).join(Run, Execution.run_pk == Run.id)
-             .join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
-             .where(Run.run_id == run_id, BenchmarkRow.suite == "network"))
-    found: dict[str, list[str]] = {}
-    with engine.connect() as conn:
-        for platform, labels in conn.execute(query).all():
-            path = (labels or {}).get("network_path")
-            if path and path not in found.setdefault(platform, []):
-                found[platform].append(path)
-    return found
-
-
-def emulated_platforms(engine: Engine, run_id: str) -> dict[str, str]:
-    """platform -> the accelerator of its executions whose documents say ``emulated=true``: QEMU
-    guests without hardware virtualization (TCG), 10-70x slower than a real VM."""
-    query = (select(Execution.platform, Execution.labels).join(Run, Execution.run_pk == Run.id)
-             .where(Run.run_id == run_id))
-    found: dict[str, str] = {}
-    with engine.connect() as conn:
-        for platform, labels in conn.execute(query).all():
-            if (labels or {}).get("emulated") == "true":
-                found[platform] = (labels or {}).get("accel") or "emulated"
-    return found
-
-
-EMULATED_WARNING = ("ran in QEMU guests without hardware virtualization ({accel}): emulated, 10-70x slower than a VM "
-                    "on KVM, so these numbers say nothing about virtualization overhead")
 
 
 def _emulated_note(engine: Engine, run_id: str) -> str:
@@ -377,28 +211,6 @@ def _network_note(engine: Engine, run_id: str) -> str:
             f"like-for-like comparison:</p><ul class='note'>{items}</ul>")
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
-table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
-h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.bad{color:#a00}
-.v{padding:0 .35em;border-radius:3px;white-space:nowrap}.v.better{background:#d9f2d9;color:#155d15}
-.v.worse{background:#f8d7d7;color:#8a1111}.v.no_significant_difference{background:#eee;color:#444}
-.v.too_few_repetitions{background:#fff1cc;color:#7a5a00}.v.baseline{color:#555}.flag{color:#b35c00;font-size:.85em}
-.answer td{vertical-align:top;white-space:nowrap}
-.answer td:first-child{white-space:normal;min-width:12em}.answer .ci{color:#555;font-size:.85em}
-.summary li{margin:.2em 0}
-table.env td{text-align:left;font-size:.85em}td.nw{white-space:nowrap}img{max-width:100%}
-nav a{margin-right:1em}
-""" + scenarios.STYLE
-
-MICRO_ORDER = ["gpu", "deepbench", "cpu", "network", "disk"]
-"""The micro-benchmarks in the order that explains training: the accelerator, DL kernels, the CPU,
-then the network and the disk."""
-
-DATA_ORDER = ["synthetic", "real"]
-ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
-
-
 def _data_kinds(frame: pd.DataFrame) -> dict[str, str]:
     """case_key -> data kind (synthetic, real) of the training cases."""
     if frame.empty:
@@ -413,8 +225,8 @@ def _answer_cell(row: Any | None) -> str:
     verdict = st.Verdict(row.verdict)
     if verdict is st.Verdict.NOT_COMPARED:
         return f"<td class='note'>{html.escape(value_text(row))}<br>no bare-metal result</td>"
-    ci = _ci(row.normalized_ci_low, row.normalized_ci_high)
-    return (f"<td><b>{_fmt(row.normalized, 3)}</b> <span class='ci'>{ci}</span><br>"
+    ci = ci_text(row.normalized_ci_low, row.normalized_ci_high)
+    return (f"<td><b>{fmt(row.normalized, 3)}</b> <span class='ci'>{ci}</span><br>"
             f"{_verdict_html(row, short=True)} {_flags_html(row, short=True)}</td>")
 
 
@@ -529,11 +341,7 @@ def _warnings_html(stats: pd.DataFrame, bad: pd.DataFrame, load: pd.DataFrame | 
 
 
 def _regressions_html(engine: Engine, run_id: str) -> str:
-    """"Regressions since the baseline", from :mod:`dlbench.reports.regression` when it is installed."""
-    try:
-        from dlbench.reports import regression
-    except ImportError:
-        return ""
+    """"Regressions since the baseline", from :mod:`dlbench.reports.regression`."""
     head = "<h2 id='regressions'>Regressions since the baseline</h2>"
     try:
         found = regression.detect(engine, run_id)
@@ -544,8 +352,8 @@ def _regressions_html(engine: Engine, run_id: str) -> str:
                        "the pinned run, else the previous runs holding the same case on the same environment).</p>")
     rows = "".join(
         f"<tr><td>{html.escape(r.platform)}</td><td>{html.escape(r.case)}</td><td>{html.escape(r.metric)}</td>"
-        f"<td>{_fmt(r.baseline)} {html.escape(r.unit)}</td><td>{_fmt(r.current)} {html.escape(r.unit)}</td>"
-        f"<td>{r.change_pct:+.1f}</td><td>{_fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}</td>"
+        f"<td>{fmt(r.baseline)} {html.escape(r.unit)}</td><td>{fmt(r.current)} {html.escape(r.unit)}</td>"
+        f"<td>{r.change_pct:+.1f}</td><td>{fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}</td>"
         f"<td>{html.escape(', '.join(r.baseline_runs[-3:]))}{' …' if len(r.baseline_runs) > 3 else ''}</td></tr>"
         for r in found)
     return (head + "<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th><th>this run</th>"
@@ -562,7 +370,7 @@ def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, he
     for metric in list(dict.fromkeys(charted["metric"]))[:6]:
         rows = charted[charted["metric"] == metric]
         better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
-        png = _chart(charted, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
+        png = normalized_chart(charted, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
                                       "normalized to bare metal; + / − = significantly better / worse")
         if png:
             parts.append(f"<img alt='{html.escape(metric)}' src='data:image/png;base64,{png}'>")
@@ -578,21 +386,10 @@ def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, he
     return "\n".join(parts)
 
 
-def write_comparison(stats: pd.DataFrame, out: Path) -> None:
-    """comparison.csv and comparison.json: the same rows and the same fields (NaN: empty / null)."""
-    table = stats[[c for c in compare.COLUMNS if c in stats.columns]] if not stats.empty else \
-        pd.DataFrame(columns=compare.COLUMNS)
-    table.to_csv(out / "comparison.csv", index=False)
-    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, "item") else v)
-                for k, v in row.items()} for row in table.to_dict(orient="records")]
-    (out / "comparison.json").write_text(json.dumps({"fields": list(table.columns), "rows": records}, indent=1,
-                                                    default=str))
-
-
 def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Path:
     """Write ``report.html`` (self-contained: charts embedded), ``comparison.csv`` and
     ``comparison.json`` for the run; return the HTML path."""
-    run_id = _resolve(engine, run_id)
+    run_id = resolve_run(engine, run_id)
     if run_id is None:
         raise LookupError("the warehouse holds no run yet: trigger dlbench_benchmark first")
     out = Path(out_dir)
@@ -633,7 +430,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     if not bad.empty:
         parts.append("<h2 id='problems' class='bad'>Failed or skipped</h2><ul>" + "".join(
             f"<li class='bad'>{html.escape(r.status)}: {html.escape(r.platform)} {html.escape(r.suite)}/"
-            f"{html.escape(r.name)}{html.escape(_scenario_note(r.scenario))} repetition {r.repetition}: "
+            f"{html.escape(r.name)}{html.escape(scenario_note(r.scenario))} repetition {r.repetition}: "
             f"{html.escape(str(r.error))}</li>"
             for r in bad.itertuples()) + "</ul>")
     parts.append(f"<p class='note'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the warehouse. Values are "

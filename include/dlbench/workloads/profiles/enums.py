@@ -1,0 +1,49 @@
+"""The closed vocabularies of the studies: models, data kinds, scenarios, synchronisation modes,
+the DL-tool networks. Enums, so a request or a profile naming anything else fails with the allowed
+values."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ModelName(StrEnum):
+    """Image-classification models of the core study (names as in tf_cnn_benchmarks)."""
+
+    INCEPTION3 = "inception3"
+    RESNET50 = "resnet50"
+    ALEXNET = "alexnet"
+
+
+class DataKind(StrEnum):
+    SYNTHETIC = "synthetic"
+    REAL = "real"
+
+
+class Scenario(StrEnum):
+    """The core study's three scenarios (004 section 3.3): one instance; one job across instances
+    (1 parameter server + 2 workers); a job next to a background job on the same machine."""
+
+    SINGLE = "single"
+    DISTRIBUTED = "distributed"
+    SHARED = "shared"
+
+
+class DistributedMode(StrEnum):
+    """How the roles of a distributed job synchronise. ``distributed_replicated`` is the study's
+    (TF1 tf_cnn_benchmarks, synchronous through the parameter server); ``multi_worker_mirrored``
+    is TF 2's synchronous all-reduce between workers (no parameter server): a different experiment,
+    labelled as such."""
+
+    DISTRIBUTED_REPLICATED = "distributed_replicated"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+
+
+class DLToolModel(StrEnum):
+    """Study 001's deep-learning-tool networks (Table VII): FCN5 on MNIST, AlexNet and ResNet-50 on
+    CIFAR-10, a 2-layer LSTM on PTB (architectures: docs/dltools.md)."""
+
+    FCN5 = "fcn5"
+    ALEXNET = "alexnet"
+    RESNET50 = "resnet50"
+    LSTM = "lstm"
