@@ -19,9 +19,12 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench import paths
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 Handler = Callable[[argparse.Namespace], int]
 Registrar = Callable[[Any], None]  # receives argparse's subparsers object
@@ -36,9 +39,9 @@ def subcommand(register: Registrar) -> Registrar:
     return register
 
 
-def warehouse_engine(args: argparse.Namespace):  # noqa: ANN201 - sqlalchemy Engine, imported lazily
+def warehouse_engine(args: argparse.Namespace) -> Engine:
     """The migrated warehouse named by ``--url`` (default: $DLBENCH_WAREHOUSE_URL, else SQLite)."""
-    from dlbench.warehouse import db
+    from dlbench.warehouse import db  # heavy: SQLAlchemy and Alembic, for the commands that use the warehouse
 
     return db.upgrade(db.engine_for(args.url))
 
@@ -49,7 +52,7 @@ def _db(sub: Any) -> None:
     parser.add_argument("action", choices=["upgrade"], help="upgrade: migrate to the latest revision")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.warehouse import db
+        from dlbench.warehouse import db  # heavy: SQLAlchemy and Alembic; `dlbench --help` stays instant
 
         engine = warehouse_engine(args)
         print(f"warehouse {engine.url.render_as_string(hide_password=True)} at revision "
@@ -65,7 +68,7 @@ def _load(sub: Any) -> None:
     parser.add_argument("files", nargs="+", type=Path)
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.warehouse.load import load_documents
+        from dlbench.warehouse.load import load_documents  # heavy: SQLAlchemy; `dlbench --help` stays instant
 
         missing = [str(f) for f in args.files if not f.is_file()]
         if missing:
@@ -85,7 +88,7 @@ def _reload_archive(sub: Any) -> None:
                              "the whole archive in the shared store (DLBENCH_STORAGE_URL, else $DLBENCH_HOME)")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.warehouse.load import reload_archive
+        from dlbench.warehouse.load import reload_archive  # heavy: SQLAlchemy; `dlbench --help` stays instant
 
         try:
             print(reload_archive(warehouse_engine(args), args.dir))
@@ -104,8 +107,9 @@ def _report(sub: Any) -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: $DLBENCH_HOME/reports/<run_id>")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import build_report, text_table
-        from dlbench.reports.compare import latest_run_id
+        from dlbench.reports.compare import latest_run_id  # heavy: pandas, SQLAlchemy; --help stays instant
+        from dlbench.reports.html import build_report  # heavy: pandas, matplotlib, SQLAlchemy
+        from dlbench.reports.text import text_table  # heavy: pandas, SQLAlchemy
 
         engine = warehouse_engine(args)
         run_id = args.run_id or latest_run_id(engine)

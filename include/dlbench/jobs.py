@@ -31,7 +31,7 @@ class Suite(StrEnum):
     DLTOOLS = "dltools"
 
 
-DEFAULT_SUITES = tuple(s for s in Suite if s is not Suite.DLTOOLS)
+DEFAULT_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s is not Suite.DLTOOLS)
 """What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it.
 Study 001's DL-tool set (16 jobs per platform even in smoke) is asked for by name."""
 

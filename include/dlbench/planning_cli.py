@@ -27,8 +27,8 @@ def _compare(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import regression
-        from dlbench.reports.compare import latest_run_id
+        from dlbench.reports import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
+        from dlbench.reports.compare import latest_run_id  # heavy: pandas, SQLAlchemy
 
         engine = warehouse_engine(args)
         run_id = args.run_id or latest_run_id(engine)
@@ -61,7 +61,7 @@ def _baseline(sub: Any) -> None:
     parser.add_argument("--note", default=None)
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import regression
+        from dlbench.reports import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
 
         engine = warehouse_engine(args)
         if args.action == "pin":
@@ -97,7 +97,7 @@ def _capacity(sub: Any) -> None:
     parser.add_argument("--currency", default=None)
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import capacity
+        from dlbench.reports import capacity  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
 
         engine = warehouse_engine(args)
         kinds = capacity.hardware_types(engine)
@@ -127,10 +127,10 @@ def _explorer(sub: Any) -> None:
     parser.add_argument("--prefix", default="", help="mount path, e.g. /plugins/dlbench")
 
     def run(args: argparse.Namespace) -> int:
-        import uvicorn
-        from fastapi import FastAPI
+        import uvicorn  # optional: the explorer's server, only for this command
+        from fastapi import FastAPI  # heavy: FastAPI and Starlette, only for this command
 
-        from dlbench.ui.app import create_app
+        from dlbench.ui.app import create_app  # heavy: FastAPI, pandas, SQLAlchemy
 
         engine = warehouse_engine(args)
         app = create_app(engine)

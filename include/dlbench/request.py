@@ -32,11 +32,16 @@ from dlbench.workloads.profiles import (
 from dlbench.workloads.result import Platform
 
 
+def _this_host() -> list[ProviderSettings]:
+    """A request without providers benchmarks this host (the embedded provider)."""
+    return [LocalSettings()]
+
+
 class BenchmarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
     providers: list[ProviderSettingsUnion] = Field(
-        default_factory=lambda: [LocalSettings()], min_length=1, max_length=len(provider_names()),
+        default_factory=_this_host, min_length=1, max_length=len(provider_names()),
         description="who provisions the platforms: each platform comes from the one provider that offers it "
         "(e.g. ironic for bare metal + nova for VMs in one run)")
     platforms: list[Platform] = Field(
@@ -331,7 +336,7 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
                 for m in DLToolModel for b in dltools.model(m).batch_sizes]
     if suite is not Suite.TF_CNN:
         return [{}] if scenario is Scenario.SINGLE else []
-    cells = [{"model": m.value, "data": d.value} for m in request.models for d in request.data]
+    cells: list[dict[str, Any]] = [{"model": m.value, "data": d.value} for m in request.models for d in request.data]
     if scenario is Scenario.SINGLE:
         return cells
     if scenario is Scenario.DISTRIBUTED:

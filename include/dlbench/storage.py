@@ -58,7 +58,7 @@ def storage_url() -> str:
 
 def _open(url: str) -> tuple[Any, str]:
     """(fsspec filesystem, root path in it) for ``url``."""
-    import fsspec
+    import fsspec  # heavy: fsspec and its filesystems load when a store is first opened, not at DAG parse time
 
     scheme, _, rest = url.partition("://")
     if rest and "@" in rest.split("/", 1)[0] and scheme not in ("file", "memory"):
@@ -156,22 +156,6 @@ class Store:
     def isdir(self, key: str) -> bool:
         return bool(self.fs.isdir(self.path(key)))
 
-    def list(self, prefix: str, *, suffix: str = "", recursive: bool = False) -> list[str]:
-        """Keys under ``prefix`` (files; hidden names skipped), sorted; [] when there is none."""
-        base = self.path(prefix)
-        try:
-            found = self.fs.find(base) if recursive else [
-                e["name"] for e in self.fs.ls(base, detail=True) if e.get("type") == "file"]
-        except FileNotFoundError:
-            return []
-        keys = []
-        for name in found:
-            rel = posixpath.relpath(_strip(name), _strip(self.root))
-            if any(part.startswith(".") for part in rel.split("/")) or not rel.endswith(suffix):
-                continue
-            keys.append(rel)
-        return sorted(keys)
-
     def children(self, prefix: str) -> list[str]:
         """Names of the directories directly under ``prefix`` (e.g. the run ids under ``runs``)."""
         try:
@@ -199,6 +183,24 @@ class Store:
                 continue
         return None
 
+    # Defined after every other method that returns ``list[str]``: in the class body the name
+    # ``list`` is this method from here on, not the builtin the annotations mean.
+    def list(self, prefix: str, *, suffix: str = "", recursive: bool = False) -> list[str]:
+        """Keys under ``prefix`` (files; hidden names skipped), sorted; [] when there is none."""
+        base = self.path(prefix)
+        try:
+            found = self.fs.find(base) if recursive else [
+                e["name"] for e in self.fs.ls(base, detail=True) if e.get("type") == "file"]
+        except FileNotFoundError:
+            return []
+        keys = []
+        for name in found:
+            rel = posixpath.relpath(_strip(name), _strip(self.root))
+            if any(part.startswith(".") for part in rel.split("/")) or not rel.endswith(suffix):
+                continue
+            keys.append(rel)
+        return sorted(keys)
+
     def remove(self, key: str) -> None:
         """Delete ``key`` (a file or a whole prefix); absent is fine."""
         target = self.path(key)
@@ -212,7 +214,7 @@ def _strip(name: str) -> str:
 
 
 def _is_local(fs: Any) -> bool:
-    from fsspec.implementations.local import LocalFileSystem
+    from fsspec.implementations.local import LocalFileSystem  # heavy: fsspec (see _open)
 
     return isinstance(fs, LocalFileSystem)
 

@@ -182,7 +182,7 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
         doc = failed_document(job, error or "workload wrote no result document", output)
     elif error and doc.status is Status.OK and not was_stopped:
         doc.status, doc.error = Status.FAILED, error
-    elif error.startswith(TIMED_OUT) and not was_stopped and not doc.error.startswith(TIMED_OUT):
+    elif error.startswith(TIMED_OUT) and not was_stopped and not (doc.error or "").startswith(TIMED_OUT):
         # The executor's timeout SIGTERMs the workload, which then writes a failed document
         # saying it was stopped: the timeout is the cause a user must read first.
         doc.status, doc.error = Status.FAILED, f"{error}; the workload reported: {doc.error}"[:4000]

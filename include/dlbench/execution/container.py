@@ -9,7 +9,7 @@ and :meth:`ContainerLaunch.cli_argv` for a remote shell (quoted there by
 :mod:`dlbench.execution.shell`).
 
 Naming and labels are a contract with the teardown and the janitor
-(:func:`dlbench.execution.docker.remove_run_containers`, ``sweep_containers``): containers are
+(:func:`dlbench.execution.engine.remove_run_containers`, ``sweep_containers``): containers are
 named ``dlbench-<run>-<job12>`` and carry ``dlbench=1``, ``dlbench.run_id``, ``dlbench.job_id``
 and ``dlbench.expires_at``.
 """
@@ -218,7 +218,7 @@ class ContainerLaunch:
         if self.network:
             kwargs["network_mode"] = self.network
         if self.gpus:
-            import docker
+            import docker  # optional: the docker SDK, absent on the benchmarked machine and slow to import
 
             count = -1 if self.gpus == "all" else int(self.gpus)
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]

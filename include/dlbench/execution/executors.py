@@ -3,7 +3,8 @@
 Above every executor module and :mod:`dlbench.execution.targets` (the executors import
 :class:`~dlbench.execution.targets.Target`, so the access types cannot name their executors
 without an import cycle). The executor modules are light: each loads its client library (docker,
-paramiko, kubernetes) only when it runs a job.
+paramiko, kubernetes) only when it runs a job (the Docker executor imports ``requests``, whose
+timeouts the docker SDK raises).
 """
 
 from __future__ import annotations

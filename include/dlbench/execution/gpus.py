@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.grammar import GPU_REQUEST
+from dlbench.workloads.environment import nvidia_gpus
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,6 @@ def probe_argv(engine: str = "docker") -> list[str]:
 
 def local_facts() -> GpuFacts:
     """This host: nvidia-smi's GPUs and the local Docker engine's runtimes."""
-    from dlbench.workloads.environment import nvidia_gpus
-
     gpus, _ = nvidia_gpus()
     passes = False
     if gpus and shutil.which("docker"):

@@ -34,7 +34,7 @@ BUILD_RECORD = ROOT / "build" / "image-build.json"
 def docker_available(timeout: float = 10) -> tuple[bool, str]:
     """(True, "") when a Docker engine answers, else (False, why) for a visible skip."""
     try:
-        import docker
+        import docker  # optional: the docker SDK may be absent (then there is no engine to use), slow to import
     except ImportError:
         return False, "the docker Python SDK is not installed"
     try:
@@ -127,11 +127,12 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
     # code change does not leave another 2 GB behind. Images still used by a container are kept.
     _docker("image", "prune", "--force", "--filter", f"label={CONTEXT_LABEL}", timeout=300, check=False)
     _drop_outdated_venv_stages()
-    record = {"tag": tag, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": image_size(tag),
+    size = image_size(tag)
+    record = {"tag": tag, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": size,
               "context": context_digest(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
     BUILD_RECORD.write_text(json.dumps(record, indent=2) + "\n")
-    log.info("built %s from %s in %.0f s (%.0f MiB)", tag, base, elapsed, record["size_bytes"] / 2**20)
+    log.info("built %s from %s in %.0f s (%.0f MiB)", tag, base, elapsed, size / 2**20)
     return elapsed
 
 

@@ -8,6 +8,7 @@ the whole group, so its children (iperf3, fio) end with it, and a signal meant f
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -155,8 +156,6 @@ def die_with_parent(parent: int) -> Callable[[], None]:
     executor's pid) is already gone."""
 
     def arm() -> None:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
         if os.getppid() != parent:
             os._exit(1)

@@ -36,15 +36,22 @@ import contextlib
 import fcntl
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlbench import settings
 from dlbench.errors import MachineBusy
+from dlbench.execution.shell import command_line
 from dlbench.execution.targets import SSHHost, Target
+from dlbench.execution.transport import RemoteHost
+
+if TYPE_CHECKING:
+    from paramiko import Channel  # heavy at run time (paramiko, cryptography): a type only
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +96,6 @@ def local_lock_path() -> Path:
     run_lock = Path("/run/lock")
     if run_lock.is_dir() and os.access(run_lock, os.W_OK):
         return run_lock / "dlbench-machine.lock"
-    import tempfile
-
     return Path(tempfile.gettempdir()) / "dlbench-machine.lock"
 
 
@@ -245,9 +250,6 @@ _REMOTE_SCRIPT = (
 
 @contextlib.contextmanager
 def _claim_ssh(key: MachineKey, holder: str, wait_s: float) -> Iterator[None]:
-    from dlbench.execution.shell import command_line
-    from dlbench.execution.transport import RemoteHost
-
     assert key.ssh is not None
     host = RemoteHost.from_access(key.ssh)
     try:
@@ -275,18 +277,18 @@ def _claim_ssh(key: MachineKey, holder: str, wait_s: float) -> Iterator[None]:
         host.close()
 
 
-def _await_claim(channel: object, host: object, key: MachineKey, wait_s: float) -> None:
+def _await_claim(channel: Channel, host: RemoteHost, key: MachineKey, wait_s: float) -> None:
     """Read the remote holder's output until it says CLAIMED; MachineBusy when flock gives up."""
     output = b""
     deadline, next_log = time.monotonic() + wait_s + 15, time.monotonic() + 2.0
-    channel.settimeout(0.2)  # type: ignore[attr-defined]
+    channel.settimeout(0.2)
     while CLAIMED.encode() not in output:
         try:
-            data = channel.recv(4096)  # type: ignore[attr-defined]
+            data = channel.recv(4096)
         except TimeoutError:
             data = None
         if data == b"" or time.monotonic() > deadline:
-            status = channel.recv_exit_status() if data == b"" else None  # type: ignore[attr-defined]
+            status = channel.recv_exit_status() if data == b"" else None
             text = output.decode(errors="replace").replace(LOCKED, "").strip()
             if status == 1 and not text:  # flock -w ran out
                 raise MachineBusy(f"{key.name} is busy: claimed by {_remote_holder(host)}; waited {wait_s:.0f} s")
@@ -304,9 +306,9 @@ def _await_claim(channel: object, host: object, key: MachineKey, wait_s: float) 
             next_log = time.monotonic() + LOG_EVERY_S
 
 
-def _remote_holder(host: object) -> str:
+def _remote_holder(host: RemoteHost) -> str:
     try:
-        status, out = host.run(["cat", REMOTE_HOLDER], 15)  # type: ignore[attr-defined]
+        status, out = host.run(["cat", REMOTE_HOLDER], 15)
     except Exception as exc:  # noqa: BLE001 - only informative
         return f"another job (holder unreadable: {type(exc).__name__})"
     return out.strip() if status == 0 and out.strip() else "another job (no holder recorded)"

@@ -22,15 +22,11 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from dlbench.errors import PeerError
 from dlbench.execution.container import server_launch
-from dlbench.execution.targets import SSHHost
+from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost
-
-if TYPE_CHECKING:
-    from dlbench.execution.targets import SSHDocker, Target
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +114,8 @@ def _stop_group(host: RemoteHost, pgid: str) -> None:
 
 @contextlib.contextmanager
 def _container_peer(host: RemoteHost, peer: Target, port: int, run_id: str, ready_timeout: float) -> Iterator[None]:
-    access: SSHDocker = peer.access  # type: ignore[assignment]
+    access = peer.access
+    assert isinstance(access, SSHDocker)  # a container peer is an SSHDocker machine (its runtime is docker)
     engine = access.engine
     launch = server_launch(peer, run_id, port, host.ids())
     _remove_if_ours(host, engine, launch.name, run_id)

@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from dlbench.errors import JobSkipped
+from dlbench.execution.engine import bridge_gateway
 from dlbench.execution.kubernetes import peer as kubernetes_peer
+from dlbench.execution.peer import network_peer
 from dlbench.execution.targets import NetworkPeer, Target
 from dlbench.jobs import Job
+from dlbench.workloads.micro.network import servers
 from dlbench.workloads.profiles import Scenario
 
 
@@ -91,17 +94,12 @@ def network_endpoint(job: Job, target: Target, targets: list[Target]) -> Iterato
         if peer is None:
             raise JobSkipped(f"network suite skipped on {target.platform.value}: it needs a second machine of the "
                              f"run as its peer (the run has one; ask for 2 nodes of {target.platform.value})")
-        from dlbench.execution.peer import network_peer
-
         with network_peer(peer) as address:
             yield address, f"{target.runtime}-to-{peer.runtime} across machines ({target.name} -> {peer.name})"
         return
     if target.access.network_peer is NetworkPeer.LOOPBACK:
         yield None, "loopback (this host)"
         return
-    from dlbench.execution.docker import bridge_gateway
-    from dlbench.workloads.micro.network import servers
-
     gateway = bridge_gateway()
     if ipaddress.ip_address(gateway) not in ipaddress.ip_network("198.18.0.0/15"):
         raise JobSkipped(f"network suite in a container skipped: the Docker bridge is {gateway}, outside the "

@@ -25,6 +25,7 @@ node's copy is missing or built from other code (its ``dlbench.context`` label).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -355,7 +356,7 @@ def _resolve_from(directory: Path, target: list[str]) -> list[Path] | None:
 def pip_wheel_path() -> Path:
     """A pip wheel to run on the node (``python pip.whl/pip install``): a node needs no pip of
     its own. The controller's pip version, downloaded once into ``DLBENCH_HOME/wheelhouse/tools``."""
-    import pip
+    import pip  # optional: an environment may have no pip (uv); only its version is read, to prepare a node
 
     tools = paths.home() / "wheelhouse" / "tools"
     name = f"pip-{pip.__version__}-py3-none-any.whl"
@@ -431,8 +432,6 @@ def saved_image(image: str, context: str) -> Path:
     pipelines (one per machine) made a node's load end with "unexpected EOF" at the moment another
     node's load finished (seen in CI and on the devcloud, 3 nodes); one save also spares the engine
     N exports of the same 2 GB. The file lives in the system temp dir for this task's process only."""
-    import atexit
-
     with _SAVE_LOCK:
         path = _SAVED.get((image, context))
         if path is not None and path.exists():

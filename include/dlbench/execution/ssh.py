@@ -25,7 +25,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dlbench.errors import ExecutionError
 from dlbench.execution.base import (
@@ -41,13 +40,10 @@ from dlbench.execution.base import (
 from dlbench.execution.container import container_name, safe_name, workload_launch
 from dlbench.execution.gpus import process_env
 from dlbench.execution.machine_lock import ENSURE_REMOTE_BUSY, REMOTE_BUSY, REMOTE_HOLD
-from dlbench.execution.targets import SSHHost
+from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost, ssh_errors
 from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
-
-if TYPE_CHECKING:
-    from dlbench.execution.targets import SSHDocker, Target
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +89,7 @@ class SSHExecutor(Executor):
             doc, why = self._fetch(host, f"{remote_dir}/result.json")
             if doc is None and not error:
                 error = why
-        except (*ssh_errors(), ExecutionError) as exc:
+        except ssh_errors() + (ExecutionError,) as exc:
             error = error or f"SSH session to {host.name} failed: {type(exc).__name__}: {exc}"
         finally:
             try:
@@ -116,6 +112,7 @@ class SSHExecutor(Executor):
         the group's id: ``timeout`` leads its own process group) is written to ``<remote_dir>/pid``
         before it starts, for a stop."""
         access = target.access
+        assert isinstance(access, SSHHost)  # execute() refused every other access
         pidfile = f"{remote_dir}/pid"
         env = ["TF_CPP_MIN_LOG_LEVEL=2"] + ([f"PYTHONPATH={access.pythonpath}"] if access.pythonpath else [])
         env += [f"{key}={value}" for key, value in process_env(access.gpus).items()]
@@ -170,7 +167,8 @@ class SSHExecutor(Executor):
         """``docker run -d`` with the one launch, ``docker wait`` bounded by the timeout, the logs,
         and ``docker rm -f`` whatever happened (a fresh connection if this one broke). A stop is
         ``docker stop -t <grace>`` (SIGTERM, the grace, SIGKILL: done by the engine)."""
-        access: SSHDocker = target.access  # type: ignore[assignment]
+        access = target.access
+        assert isinstance(access, SSHDocker)  # execute() runs a container only for an SSHDocker access
         engine = access.engine
         launch = workload_launch(job, target, remote_dir, target.data_dir, host.ids()).holding(
             REMOTE_BUSY, timeout, self.grace)

@@ -189,7 +189,7 @@ class SSHDocker(SSHHost, ContainerLimits):
 
     # The executor and network peer are SSHHost's, the CPU pinning ContainerLimits' (the MRO).
 
-    kind: Literal["ssh_docker"] = "ssh_docker"  # type: ignore[assignment]
+    kind: Literal["ssh_docker"] = "ssh_docker"  # type: ignore[assignment]  # its own discriminator value
     image: str
     engine: str = "docker"
 

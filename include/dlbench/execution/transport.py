@@ -39,7 +39,7 @@ WINDOW = 2**24
 
 
 def ssh_errors() -> tuple[type[BaseException], ...]:
-    import paramiko
+    import paramiko  # heavy: paramiko (and cryptography) take a tenth of a second; only SSH callers need it
 
     return (OSError, EOFError, paramiko.SSHException)
 
@@ -319,7 +319,7 @@ _KNOWN_HOSTS_LOCK = threading.Lock()
 def _connect(address: str, port: int, user: str, key_path: str, timeout: float, known_hosts: str | None) -> Any:
     """A connected paramiko client; the host key is checked against ``known_hosts`` and, when
     new, added to it (trust on first use), under a lock shared by threads and processes."""
-    import paramiko
+    import paramiko  # heavy: paramiko (and cryptography) take a tenth of a second; only SSH callers need it
 
     client = paramiko.SSHClient()
     if known_hosts and Path(known_hosts).exists():
@@ -329,7 +329,9 @@ def _connect(address: str, port: int, user: str, key_path: str, timeout: float, 
         client.connect(address, port=port, username=user, key_filename=key_path, timeout=timeout,
                        banner_timeout=timeout, auth_timeout=timeout, allow_agent=False, look_for_keys=False)
         if known_hosts:
-            _remember_host_key(known_hosts, address, port, client.get_transport().get_remote_server_key())
+            transport = client.get_transport()
+            assert transport is not None  # connect() returned: the client has its transport
+            _remember_host_key(known_hosts, address, port, transport.get_remote_server_key())
     except BaseException:
         client.close()
         raise
@@ -339,7 +341,7 @@ def _connect(address: str, port: int, user: str, key_path: str, timeout: float, 
 def _remember_host_key(known_hosts: str, address: str, port: int, key: Any) -> None:
     """Merge one host key into the file: parallel connections of a run (prepare threads, mapped
     tasks) must not overwrite each other's entries."""
-    import paramiko
+    import paramiko  # heavy: paramiko (and cryptography) take a tenth of a second; only SSH callers need it
 
     entry = address if port == 22 else f"[{address}]:{port}"
     path = Path(known_hosts)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 
 @dataclass(frozen=True)
 class KubeConnection:
@@ -36,8 +38,6 @@ def kube_connection(conn_id: str) -> KubeConnection:
     inline = get("kube_config")
     loaded = None
     if inline:
-        import yaml  # only for a kubeconfig inlined in the connection
-
         loaded = inline if isinstance(inline, dict) else yaml.safe_load(inline)
     return KubeConnection(conn_id=conn_id, kube_config=loaded, kube_config_path=get("kube_config_path") or None,
                           context=get("cluster_context") or None)

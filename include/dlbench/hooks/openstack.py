@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dlbench import settings
 from dlbench.errors import CloudConfigError
 
@@ -67,7 +69,7 @@ class CloudSpec:
     def connect(self) -> Any:
         """An ``openstack.connection.Connection`` (openstacksdk imported here, not at parse time)."""
         self.check()
-        import openstack.connection
+        import openstack.connection  # heavy: openstacksdk takes a second to import; only a connection needs it
 
         if self.auth_type == "none":
             return openstack.connection.Connection(
@@ -128,8 +130,6 @@ def _clouds_yaml_paths() -> list[Path]:
 
 def spec_from_clouds_yaml(cloud: str, config_file: str | os.PathLike[str] | None = None) -> CloudSpec:
     """A cloud from clouds.yaml (``config_file``, else ``OS_CLIENT_CONFIG_FILE``, else the standard places)."""
-    import yaml
-
     paths = [Path(config_file)] if config_file else _clouds_yaml_paths()
     known: list[str] = []
     for path in paths:
@@ -158,7 +158,7 @@ def resolve(cloud: str | None = None, *, conn_id: str | None = None, endpoint: s
     if endpoint:
         return CloudSpec(name=cloud or "standalone", auth_type="none", endpoint=endpoint)
     if conn_id:
-        from airflow.sdk.bases.hook import BaseHook
+        from airflow.sdk.bases.hook import BaseHook  # optional: only a connection id needs Airflow
 
         try:
             conn = BaseHook.get_connection(conn_id)
@@ -176,17 +176,11 @@ def connect(cloud: str | None = None, *, conn_id: str | None = None, endpoint: s
     return resolve(cloud, conn_id=conn_id, endpoint=endpoint, config_file=config_file).connect()
 
 
-def _base_hook() -> type:
-    from airflow.sdk.bases.hook import BaseHook
-
-    return BaseHook
-
-
 def make_hook_class() -> type:
     """The Airflow hook class (built lazily so importing this module does not import Airflow)."""
-    base = _base_hook()
+    from airflow.sdk.bases.hook import BaseHook  # optional: only the Airflow plugin asks for the hook
 
-    class OpenStackHook(base):  # type: ignore[misc, valid-type]
+    class OpenStackHook(BaseHook):
         """Airflow hook for conn_type ``openstack``: ``get_conn()`` -> openstacksdk Connection."""
 
         conn_name_attr = "openstack_conn_id"

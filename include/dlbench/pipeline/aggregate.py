@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dlbench.execution.base import failed_document
 from dlbench.jobs import Job
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
@@ -94,8 +95,6 @@ def degradation(alone: float, loaded: float, *, higher_is_better: bool) -> float
 def _cell_document(cell: Job, template: ResultDocument | None, roles: Sequence[RoleOutcome]) -> ResultDocument:
     """The cell's document: the template role's benchmark and environment, status ok only when
     every role is ok (the first failure named)."""
-    from dlbench.execution.base import failed_document
-
     base = template if template is not None else failed_document(cell, "no role document")
     doc = ResultDocument(
         job_id=cell.job_id, run_id=cell.run_id, repetition=cell.repetition,
@@ -125,14 +124,15 @@ def distributed(cell: Job, roles: Sequence[RoleOutcome], network: ResultDocument
                 scope="first_launch_to_last_exit", clock="controller_monotonic")
     if doc.status is not Status.OK:
         return doc
-    rates = [value(w.doc, "throughput") for w in workers]
-    if any(rate is None for rate in rates):
+    found = [value(w.doc, "throughput") for w in workers]
+    rates = [rate for rate in found if rate is not None]
+    if len(rates) != len(found):
         doc.status, doc.error = Status.FAILED, "a worker's document has no throughput"
         return doc
     model = {"model": cell.args.get("model", ""), "data": cell.args.get("data", "")}
-    doc.add("throughput", sum(rates), "images/s", scope="cluster", workers=len(workers), **model)  # type: ignore[arg-type]
+    doc.add("throughput", sum(rates), "images/s", scope="cluster", workers=len(workers), **model)
     for worker, rate in zip(workers, rates, strict=True):
-        doc.add("worker_throughput", rate, "images/s", task_index=worker.index, **model)  # type: ignore[arg-type]
+        doc.add("worker_throughput", rate, "images/s", task_index=worker.index, **model)
         measured = value(worker.doc, "measured_time")
         if measured is not None:
             doc.add("worker_measured_time", measured, "s", task_index=worker.index)
@@ -167,11 +167,12 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
     measures = {}
     for metric, higher in (("throughput", True), ("elapsed_time", False)):
         base = value(alone.doc, metric)
-        under = [value(r.doc, metric) for r in loaded]
-        if base is None or any(u is None for u in under):
+        found = [value(r.doc, metric) for r in loaded]
+        under = [u for u in found if u is not None]
+        if base is None or len(under) != len(found):
             doc.status, doc.error = Status.FAILED, f"a role's document has no {metric}"
             return doc
-        mean_under = statistics.fmean(under)  # type: ignore[arg-type]
+        mean_under = statistics.fmean(under)
         measures[metric] = (base, mean_under)
         unit = "images/s" if metric == "throughput" else "s"
         doc.add(metric, mean_under, unit, condition="loaded", **model)

@@ -11,12 +11,17 @@ import argparse
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TextIO
 
 from dlbench import paths, settings
+from dlbench.pipeline import steps
 from dlbench.pipeline.progress import Progress
 
 _END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
@@ -24,7 +29,7 @@ _PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
 _TRAILER = re.compile(r" \[[a-z_.]+\] loc=.*$")
 
 
-def _follow(log_path: Path, out, stop: threading.Event, started: float | None = None) -> None:  # noqa: ANN001
+def _follow(log_path: Path, out: TextIO, stop: threading.Event, started: float | None = None) -> None:
     """Echo the run's progress and the interesting lines of the Airflow log as they are written."""
     progress = Progress(started if started is not None else time.monotonic())
     with open(log_path, errors="replace") as handle:
@@ -58,9 +63,6 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     on SIGINT/SIGTERM the child is stopped, everything the run holds is released by tag (from
     the run's request and tags in Airflow's metadata), the DAG run is marked failed, exit 130.
     Inside ``dag.test()`` an interrupt would only fail the current task and the run would go on."""
-    import signal
-    import subprocess
-
     started_at = time.time()
     child = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--child", *argv],
                              start_new_session=True)
@@ -85,32 +87,25 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     return 130
 
 
-def _stop(child: object) -> None:
-    import os as _os
-    import signal
-
+def _stop(child: subprocess.Popen[bytes]) -> None:
     for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
-            _os.killpg(child.pid, sig)  # type: ignore[attr-defined]
+            os.killpg(child.pid, sig)
         except ProcessLookupError:
             return
         deadline = time.monotonic() + grace
-        while child.poll() is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        while child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        if child.poll() is not None:  # type: ignore[attr-defined]
+        if child.poll() is not None:
             return
 
 
 def release_interrupted(dag_id: str, since: float) -> str:
     """Release what the interrupted run holds, by tag, and mark its DAG run failed."""
-    from datetime import UTC, datetime
-
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState
-
-    from dlbench.pipeline import steps
+    from airflow.models.dagrun import DagRun  # heavy: Airflow's models and ORM, only for an interrupted run
+    from airflow.models.xcom import XComModel  # heavy (as above)
+    from airflow.utils.session import create_session  # heavy (as above)
+    from airflow.utils.state import DagRunState  # heavy (as above)
 
     with create_session() as session:
         run = (session.query(DagRun).filter(DagRun.dag_id == dag_id,
@@ -119,7 +114,7 @@ def release_interrupted(dag_id: str, since: float) -> str:
         if run is None:
             return "the run had not started: nothing to release"
 
-        def pulled(task_id: str) -> object:
+        def pulled(task_id: str) -> Any:  # an XCom value: JSON
             row = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
                                                   XComModel.task_id == task_id, XComModel.key == "return_value",
                                                   XComModel.map_index == -1).first()
@@ -133,7 +128,7 @@ def release_interrupted(dag_id: str, since: float) -> str:
         run_id = run.run_id
     if not request or not tags:
         return f"run {run_id} marked failed; nothing was provisioned yet"
-    steps.release(dict(request), dict(tags), list(targets or []))  # type: ignore[arg-type]
+    steps.release(dict(request), dict(tags), list(targets or []))
     return f"run {run_id} marked failed; released everything tagged with it"
 
 
@@ -155,7 +150,7 @@ def run_dag(args: argparse.Namespace) -> int:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         follower.start()
-        from airflow.dag_processing.dagbag import DagBag
+        from airflow.dag_processing.dagbag import DagBag  # heavy: Airflow itself, in the child that runs the DAG
 
         bag = DagBag(dag_folder=settings.dags_folder())
         if args.dag_id not in bag.dags:

@@ -26,7 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import BaseNotifier
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from dlbench.pipeline import steps
+from dlbench.pipeline.airflow_support import is_scheduled
 from dlbench.settings import ON_REGRESSION, REGRESSION_NOTIFIERS
 
 log = logging.getLogger(__name__)
@@ -104,11 +107,6 @@ def run(context: dict[str, Any], report_result: dict | None, *, variable: Callab
     ``variable`` reads an Airflow Variable (None when unset); ``warehouse_url`` names the
     warehouse. Raises AirflowSkipException without a report, AirflowFailException on a regression
     in ``fail`` mode."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
-    from dlbench.pipeline import steps
-    from dlbench.pipeline.airflow_support import is_scheduled
-
     if not report_result:
         raise AirflowSkipException("no report: nothing to compare (see the report task)")
     params = context.get("params") or {}

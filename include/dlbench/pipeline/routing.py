@@ -34,7 +34,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dlbench import settings
+from dlbench.jobs import Job
 from dlbench.providers.registry import provider_names
+from dlbench.request import BenchmarkRequest
 
 DEFAULT_POOL = "dlbench_benchmark"
 """The job pool of the default route: slots = benchmark jobs at once across all runs."""
@@ -136,9 +138,6 @@ def jobs_for_task(jobs: list[dict[str, Any]], request: dict[str, Any], task_id: 
                   routing: Routing) -> list[dict[str, Any]]:
     """The planned jobs that ``task_id`` runs: those whose platform's provider (in this run)
     is routed to it. Every job belongs to exactly one job task."""
-    from dlbench.jobs import Job
-    from dlbench.pipeline.steps import request_from
-
-    req = request_from(request)
+    req = BenchmarkRequest.model_validate(request)
     return [job for job in jobs
             if routing.task_of(req.provider_for(Job.model_validate(job).platform).name) == task_id]

@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.errors import ScenarioSkipped
-from dlbench.execution.targets import HOST_LABEL, GroupLaunch, NetworkPeer, SSHHost, Target
+from dlbench.execution import executors
+from dlbench.execution.base import failed_document
+from dlbench.execution.container import container_name
+from dlbench.execution.engine import job_network
+from dlbench.execution.peer import network_peer
+from dlbench.execution.placement import network_endpoint, pick_target
+from dlbench.execution.targets import HOST_LABEL, ContainerLimits, GroupLaunch, NetworkPeer, SSHHost, Target
+from dlbench.execution.transport import RemoteHost
 from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
@@ -79,9 +86,6 @@ def run_together(cell: Job, roles: Sequence[Role], timeout: float, archive: Arch
 
     Whatever interrupts the caller (a task timeout is a BaseException) stops every role and waits
     for them, so no workload outlives its task."""
-    from dlbench.execution.base import failed_document
-    from dlbench.execution.executors import executor_for
-
     done: queue.Queue[RoleOutcome] = queue.Queue()
 
     def work(role: Role) -> None:
@@ -93,7 +97,8 @@ def run_together(cell: Job, roles: Sequence[Role], timeout: float, archive: Arch
                 doc.write(path)
             else:
                 launched = time.monotonic()
-                doc = executor_for(role.target).execute(role.job, role.target, path, timeout, stop=role.stop)
+                doc = executors.executor_for(role.target).execute(role.job, role.target, path, timeout,
+                                                                  stop=role.stop)
         except BaseException as exc:  # noqa: BLE001 - becomes this role's failed document
             doc = failed_document(role.job, f"{type(exc).__name__}: {exc}")
             doc.write(path)
@@ -155,6 +160,14 @@ def usable(job: Job, targets: Sequence[Target]) -> list[Target]:
     return ready
 
 
+def _address(target: Target) -> str:
+    """Where other instances reach ``target``: its own address, else (an SSH machine) its access's."""
+    if target.address:
+        return target.address
+    assert isinstance(target.access, SSHHost), f"{target.name} has no address other instances reach"
+    return target.access.address
+
+
 def _with_access(target: Target, **update: object) -> Target:
     return target.model_copy(update={"access": target.access.model_copy(update=update)})
 
@@ -183,9 +196,6 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
         yield [ready[0]] * len(names), [f"127.0.0.1:{p}" for p in ports], "processes on one host (loopback)"
         return
     if launch is GroupLaunch.ENGINE_NETWORK:
-        from dlbench.execution.container import container_name
-        from dlbench.execution.docker import job_network
-
         with job_network(cell.run_id, cell.job_id[:12], ready[0].expires_at) as network:
             placed = [_with_access(ready[0], network=network) for _ in names]
             addresses = [f"{container_name(role_job(cell, n, i, {}))}:{port}" for n, i in names]
@@ -197,7 +207,7 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
     placed = ready[:len(names)]
     if launch is GroupLaunch.PUBLISHED_INSTANCES:
         placed = [_with_access(t, publish=(port,)) for t in placed]
-    addresses = [f"{t.address or t.access.address}:{port}" for t in placed]  # type: ignore[union-attr]
+    addresses = [f"{_address(t)}:{port}" for t in placed]
     yield placed, addresses, f"{len(placed)} instances, one role each"
 
 
@@ -230,8 +240,6 @@ def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target]
                      archive: Archive) -> ResultDocument | None:
     """iperf3 + latency from the first worker's instance to the (first) parameter server's, with
     the network suite, before training: why a platform lost throughput is in the same cell."""
-    from dlbench.execution.executors import executor_for
-
     worker = next((r for r in roles if r.name == "worker"), None)
     server = next((r for r in roles if r.name == "ps"), None) or next(
         (r for r in roles if r.name == "worker" and r.index == 1), None)
@@ -244,11 +252,9 @@ def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target]
         with _network_server(job, worker.target, server.target, targets) as (address, label):
             if address is not None:
                 job = job.model_copy(update={"args": {"server": address}})
-            doc = executor_for(worker.target).execute(job, worker.target, path, min(timeout, 600))
+            doc = executors.executor_for(worker.target).execute(job, worker.target, path, min(timeout, 600))
         doc.labels["network_path"] = label
     except Exception as exc:  # noqa: BLE001 - the training result stands; the cell says why no network figures
-        from dlbench.execution.base import failed_document
-
         doc = failed_document(job, f"network measurement failed: {type(exc).__name__}: {exc}")
     doc.benchmark.parameters["scenario"] = Scenario.DISTRIBUTED.value
     doc.labels[aggregate.ROLE_LABEL] = "network"
@@ -261,14 +267,10 @@ def _measure_network(cell: Job, roles: Sequence[Role], targets: Sequence[Target]
 def _network_server(job: Job, client: Target, server: Target, targets: Sequence[Target]
                     ) -> Iterator[tuple[str | None, str]]:
     if client.access.network_peer is NetworkPeer.INSTANCE and server.instance_id != client.instance_id:
-        from dlbench.execution.peer import network_peer
-
         with network_peer(server, run_id=job.run_id) as address:
             yield address, (f"{client.runtime} worker instance -> parameter-server instance "
                             f"({client.name} -> {server.name})")
         return
-    from dlbench.execution.placement import network_endpoint
-
     with network_endpoint(job, client, list(targets)) as endpoint:
         yield endpoint
 
@@ -279,8 +281,6 @@ def _network_server(job: Job, client: Target, server: Target, targets: Sequence[
 def _cpu_count(target: Target) -> int:
     """The CPUs of the target's machine (only asked for containers that take a cpuset)."""
     if isinstance(target.access, SSHHost):  # a remote machine
-        from dlbench.execution.transport import RemoteHost
-
         with RemoteHost.from_access(target.access) as host:
             status, out = host.run(["nproc"], 30)
         return int(out.strip()) if status == 0 and out.strip().isdigit() else 1
@@ -310,8 +310,6 @@ def co_located_pair(targets: Sequence[Target]) -> tuple[Target, Target] | None:
 
 
 def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
-    from dlbench.execution.placement import pick_target
-
     spec = get_profile(cell.profile).scenarios.shared
     ready = usable(cell, targets)
     target = pick_target(cell, ready)
@@ -353,8 +351,9 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     doc.labels["placement"] = (f"foreground on {fg_target.name}, background on {bg_target.name}, one host"
                                if pair is not None else f"one machine ({target.name})")
     if split_cpus and pair is None:
-        doc.labels["cpusets"] = json.dumps({"foreground": fg_target.access.cpuset,  # type: ignore[union-attr]
-                                            "background": bg_target.access.cpuset})  # type: ignore[union-attr]
+        fg_access, bg_access = fg_target.access, bg_target.access
+        assert isinstance(fg_access, ContainerLimits) and isinstance(bg_access, ContainerLimits)  # split_cpus
+        doc.labels["cpusets"] = json.dumps({"foreground": fg_access.cpuset, "background": bg_access.cpuset})
     return doc
 
 

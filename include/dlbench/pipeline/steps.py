@@ -13,19 +13,25 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from dlbench import paths
-from dlbench.errors import ConfigError, JobFailed, JobSkipped
+from dlbench import paths, reports, storage
+from dlbench.errors import ConfigError, JobFailed, JobSkipped, MachineBusy, ScenarioSkipped
+from dlbench.execution import executors
+from dlbench.execution.base import failed_document
+from dlbench.execution.machine_lock import claim_machines, holder_text
 from dlbench.execution.placement import cell_targets, network_endpoint, pick_target
 from dlbench.execution.targets import HOST_LABEL, Target
 from dlbench.jobs import Job
 from dlbench.pipeline.aggregate import is_role_document
 from dlbench.pipeline.progress import job_progress
+from dlbench.pipeline.scenarios import run_scenario
 from dlbench.profiles import get_profile, parse_user_profiles
 from dlbench.providers.base import Tags
 from dlbench.providers.datasets import ensure_dataset
 from dlbench.providers.registry import backend_for, backend_for_request
+from dlbench.providers.run_secrets import materialized
 from dlbench.request import BenchmarkRequest, parse_request, plan_jobs
 from dlbench.settings import DEFAULT_EXPIRY, SCHEDULED_REQUEST
+from dlbench.warehouse import archive as warehouse_archive
 from dlbench.workloads.profiles import ProfileError, Scenario, job_timeout, register_profile
 from dlbench.workloads.result import ResultDocument, Status
 
@@ -126,10 +132,8 @@ def archive_run(run_id: str, request: dict[str, Any], dag_id: str, tags: dict[st
                 scheduled: bool = False) -> None:
     """Archive what describes the run (request, DAG, provider, tags: no secrets) beside its
     documents before any job runs, so a warehouse rebuilt from the archive alone is complete."""
-    from dlbench.warehouse import archive
-
     req = request_from(request)
-    archive.write_run_info(safe_run_id(run_id), {
+    warehouse_archive.write_run_info(safe_run_id(run_id), {
         "dag_id": dag_id, "dag_run_id": run_id, "provider": req.provider_names, "profile": req.profile,
         "scheduled": scheduled, "request": request, "tags": tags})
 
@@ -189,8 +193,6 @@ def run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float |
         register_profile(req.resolved_profile)
     the_job = Job.model_validate(job)
     seconds = job_timeout_for(the_job, timeout, max_timeout)
-    from dlbench.providers.run_secrets import materialized
-
     with job_progress(the_job.label, seconds, _position(req, the_job)):
         # The run's key (a run secret) and pinned host keys as private files for this task only.
         with materialized(targets) as local_targets:
@@ -204,7 +206,7 @@ def _position(request: BenchmarkRequest | None, job: Job) -> str:
     """``k/N``: the job's place in the run's plan (its index in the planned jobs + 1),
     or "" outside Airflow or without the request."""
     try:
-        from airflow.sdk import get_current_context
+        from airflow.sdk import get_current_context  # optional: absent outside Airflow (the CLI, tests)
 
         get_current_context()
         planned = [j.job_id for j in plan_jobs(request, job.run_id)] if request is not None else []
@@ -229,20 +231,13 @@ def _run_job(job: dict[str, Any], targets: list[dict[str, Any]], timeout: float)
 
 def _publish(run_id: str, staged: list[Path]) -> None:
     """The job's documents (its own, a scenario's roles) from this worker's staging to the store."""
-    from dlbench.warehouse import archive
-
     for path in dict.fromkeys(staged):
         if path.exists():
-            archive.publish(run_id, path)
+            warehouse_archive.publish(run_id, path)
 
 
 def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
                 staged: list[Path]) -> dict[str, Any]:
-    from dlbench.errors import MachineBusy
-    from dlbench.execution.base import failed_document
-    from dlbench.execution.executors import executor_for
-    from dlbench.execution.machine_lock import claim_machines, holder_text
-
     try:
         if the_job.scenario is Scenario.SINGLE and target.skip_reason:
             raise JobSkipped(target.skip_reason)
@@ -257,7 +252,7 @@ def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive
                 with network_endpoint(the_job, target, all_targets) as (peer, path):
                     if peer is not None:
                         the_job = the_job.model_copy(update={"args": {**the_job.args, "server": peer}})
-                    doc = executor_for(target).execute(the_job, target, archive, timeout)
+                    doc = executors.executor_for(target).execute(the_job, target, archive, timeout)
         except MachineBusy as busy:  # raised only while claiming: nothing of the job ran
             doc = failed_document(the_job, str(busy))
             doc.write(archive)
@@ -291,9 +286,6 @@ def _conclude(doc: ResultDocument, the_job: Job, archive: Path, where: str) -> d
 def _run_scenario(job: Job, targets: list[Target], archive: Path, timeout: float,
                   staged: list[Path] | None = None) -> dict[str, Any]:
     """A distributed or shared cell: its roles run together; the cell's document aggregates them."""
-    from dlbench.errors import ScenarioSkipped
-    from dlbench.pipeline.scenarios import run_scenario
-
     def role_path(j: Job) -> Path:
         path = archive_path(j.run_id, j.job_id)
         if staged is not None:
@@ -321,18 +313,14 @@ def summarize(doc: ResultDocument, job: Job, archive: Path) -> dict[str, Any]:
 
 def archive_path(run_id: str, job_id: str) -> Path:
     """Where a job's raw document is archived (the layout is the warehouse archive's)."""
-    from dlbench.warehouse import archive
-
-    return archive.archive_path(run_id, job_id)
+    return warehouse_archive.archive_path(run_id, job_id)
 
 
 def outcome(run_id: str, expected_jobs: int) -> dict[str, Any]:
     """Count the archived documents of a run by status; used to fail the run visibly."""
     counts = {s.value: 0 for s in Status}
     problems = []
-    from dlbench.warehouse import archive
-
-    for item in archive.run_documents(safe_run_id(run_id)):
+    for item in warehouse_archive.run_documents(safe_run_id(run_id)):
         doc = item if isinstance(item, ResultDocument) else ResultDocument.read(item)
         if doc.benchmark.suite == "provisioning" or is_role_document(doc.labels):
             continue  # per-node provisioning timings and a scenario's roles: not cells of the matrix
@@ -364,13 +352,13 @@ def describe_outcome(outcome: dict[str, Any], *, report_missing: bool = False) -
 
 def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None) -> dict[str, Any]:
     """Load every archived document of the run into the warehouse (idempotent)."""
-    from dlbench.warehouse import archive, db, load
+    from dlbench.warehouse import db, load  # heavy: SQLAlchemy (and Alembic), only for the load task
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
     db.upgrade(engine)
-    documents = archive.run_documents(safe)  # from the shared store: any worker's documents
-    archived = archive.run_info(safe)
+    documents = warehouse_archive.run_documents(safe)  # from the shared store: any worker's documents
+    archived = warehouse_archive.run_info(safe)
     if archived:
         info = load.RunInfo.from_archive(archived)
     else:
@@ -384,16 +372,14 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
 
 def report_run(run_id: str, url: str | None) -> dict[str, str]:
     """Regenerate the run's report from the warehouse: HTML path and the text table."""
-    from dlbench import storage
-    from dlbench.reports import build_report, text_table
-    from dlbench.warehouse import db
+    from dlbench.warehouse import db  # heavy: SQLAlchemy, only for the report task
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
-    html = build_report(engine, safe, paths.reports_dir() / safe)  # staged here, then into the store
+    html = reports.build_report(engine, safe, paths.reports_dir() / safe)  # staged here, then into the store
     store = storage.store()
     store.upload_dir(html.parent, f"reports/{safe}")
-    return {"html": store.url_of(f"reports/{safe}/{html.name}"), "table": text_table(engine, safe)}
+    return {"html": store.url_of(f"reports/{safe}/{html.name}"), "table": reports.text_table(engine, safe)}
 
 
 def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None,
@@ -401,8 +387,8 @@ def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None
     """This run's cases against their history (dlbench.reports.regression, docs/regressions.md):
     the regressions as JSON-able dicts and as text, also written to the run's report directory
     (``regressions.json``)."""
-    from dlbench.reports import regression
-    from dlbench.warehouse import db
+    from dlbench.reports import regression  # heavy: pandas and SQLAlchemy, only for the regressions task
+    from dlbench.warehouse import db  # heavy: SQLAlchemy (as above)
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
@@ -410,8 +396,6 @@ def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None
                               **({"window": window} if window else {}))
     items = [r.as_dict() for r in found]
     text = "\n".join(str(r) for r in found) or "no regression"
-    from dlbench import storage
-
     storage.store().write_text(f"reports/{safe}/regressions.json", json.dumps(
         {"run_id": safe, "baseline_run": baseline_run, "regressions": items}, indent=2))
     log.info("regressions of run %s: %s", safe, text)

@@ -13,6 +13,7 @@ from pathlib import Path
 from dlbench import paths
 from dlbench.providers.backend import RunRequest
 from dlbench.workloads.profiles import DataKind
+from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,6 @@ def ensure_dataset(request: RunRequest) -> str | None:
     classes = min(spec.num_classes for spec in profile.tf_cnn.values())
     target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"
     if not (target / ".complete").exists():
-        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
-
         log.info("generating demo ImageNet-format TFRecords in %s", target)
         write_imagenet_tfrecords(target, images=128, shards=4, image_size=size, num_classes=classes)
         (target / ".complete").write_text("ok\n")

@@ -16,11 +16,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from dlbench import storage
+from dlbench.execution.engine import sweep_containers, sweep_networks
+from dlbench.execution.image import docker_available
 from dlbench.providers.base import RunIsActive, SweepAction, Tags
+from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
 from dlbench.providers.settings import MachineSettings, ProviderSettings
@@ -85,12 +90,6 @@ def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_
     (``runs/<run>``: tags, known_hosts), when expired, DAG run no longer running, or released in
     this sweep. A setup that failed removes its own; this catches a process that was killed before
     it could (its tags are written before its key, so a killed setup's key is always found)."""
-    import json
-    import time
-
-    from dlbench import storage
-    from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
-
     now = now or datetime.now(UTC)
     store = storage.store()
     actions = []
@@ -149,11 +148,7 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
         # Networks go when expired or when their run's resources were released in this sweep.
         report["networks"] = []
         try:
-            from dlbench.execution.image import docker_available
-
             if docker_available()[0]:
-                from dlbench.execution.docker import sweep_containers, sweep_networks
-
                 report["containers"] = sweep_containers(now=now, dry_run=dry_run)
                 over = {r["run_id"] for r in report["released"] if r["released"]}
                 report["networks"] = sweep_networks(now=now, dry_run=dry_run, runs_over=over)

@@ -110,6 +110,12 @@ def _annotations(tags: Tags) -> dict[str, str]:
     return {ANNOTATION_PREFIX + k: v for k, v in tags.as_dict().items()}
 
 
+def _listed(listing: Any) -> list[Any]:
+    """The items of a ``list_*`` answer. The API server fills what this module reads of them
+    (``metadata.name``, ``spec``, ``status``); the client's models declare every field optional."""
+    return listing.items
+
+
 def tags_of(namespace: Any) -> Tags | None:
     annotations = namespace.metadata.annotations or {}
     return Tags.from_dict({k.removeprefix(ANNOTATION_PREFIX): v for k, v in annotations.items()
@@ -138,7 +144,7 @@ class KubernetesBackend(ProviderBackend):
         from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.settings.node_selector.items()))
-        items = client.CoreV1Api(self.api).list_node(label_selector=selector or None).items
+        items = _listed(client.CoreV1Api(self.api).list_node(label_selector=selector or None))
         ready = [n for n in items if not n.spec.unschedulable and any(
             c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])]
         ready.sort(key=lambda n: n.metadata.name)
@@ -151,8 +157,9 @@ class KubernetesBackend(ProviderBackend):
         core = client.CoreV1Api(self.api)
         ns = namespace_for(self.settings, tags.run_id)
         lease = datetime.now(UTC) + timedelta(minutes=self.settings.lease_minutes)
-        body = {"metadata": {"name": ns, "labels": k8s_labels(tags.run_id),
-                             "annotations": _annotations(dataclasses.replace(tags, lease_until=lease))}}
+        # A dict body, sent as it is: the client accepts one, though its annotation names only V1Namespace.
+        body: Any = {"metadata": {"name": ns, "labels": k8s_labels(tags.run_id),
+                                  "annotations": _annotations(dataclasses.replace(tags, lease_until=lease))}}
         core.create_namespace(body)
         try:
             return self._targets(request, tags, ns)
@@ -199,7 +206,7 @@ class KubernetesBackend(ProviderBackend):
 
         lease = datetime.now(UTC) + timedelta(minutes=self.settings.lease_minutes)
         core = client.CoreV1Api(self.api)
-        for ns in core.list_namespace(label_selector=run_selector(tags.run_id)).items:
+        for ns in _listed(core.list_namespace(label_selector=run_selector(tags.run_id))):
             core.patch_namespace(ns.metadata.name, {"metadata": {"annotations": {
                 ANNOTATION_PREFIX + LEASE_KEY: lease.isoformat()}}})
 
@@ -214,7 +221,7 @@ def delete_run(api: Any, run_id: str) -> list[str]:
 
     core = client.CoreV1Api(api)
     deleted = []
-    for ns in core.list_namespace(label_selector=run_selector(run_id)).items:
+    for ns in _listed(core.list_namespace(label_selector=run_selector(run_id))):
         try:
             core.delete_namespace(ns.metadata.name, propagation_policy="Background")
         except ApiException as exc:
@@ -250,7 +257,7 @@ def find_namespaces(api: Any) -> dict[str, list[tuple[str, Tags]]]:
     from kubernetes import client  # kubernetes: heavy, only where a cluster is used
 
     found: dict[str, list[tuple[str, Tags]]] = {}
-    for ns in client.CoreV1Api(api).list_namespace(label_selector="dlbench=1").items:
+    for ns in _listed(client.CoreV1Api(api).list_namespace(label_selector="dlbench=1")):
         tags = tags_of(ns)
         if tags is not None and ns.status.phase != "Terminating":
             found.setdefault(tags.run_id, []).append((ns.metadata.name, tags))

@@ -23,13 +23,16 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from dlbench.execution.engine import remove_run_containers
 from dlbench.execution.gpus import Allotment, allot, local_facts
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
+from dlbench.execution.image import docker_available, ensure_image
 from dlbench.execution.targets import LocalDocker, LocalProcess, SSHDocker, SSHHost, Target
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import Tags
 from dlbench.providers.datasets import ensure_dataset
-from dlbench.providers.qemu import LocalVMSettings
+from dlbench.providers.machines import MachineBackend
+from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
 from dlbench.providers.settings import ProviderSettings, Runtime
 from dlbench.workloads.result import Platform
 
@@ -59,10 +62,7 @@ class LocalBackend(ProviderBackend):
     def __init__(self, settings: LocalSettings | None = None) -> None:
         self.settings = settings or LocalSettings()
 
-    def _vm_backend(self):  # noqa: ANN202 - MachineBackend, imported lazily (paramiko, cryptography)
-        from dlbench.providers.machines import MachineBackend
-        from dlbench.providers.qemu import QemuDriver
-
+    def _vm_backend(self) -> MachineBackend:
         return MachineBackend(self.settings.vm, QemuDriver(self.settings.vm))
 
     @staticmethod
@@ -122,16 +122,12 @@ class LocalBackend(ProviderBackend):
     def _release_dead_guests() -> None:
         """Guests of killed runs (lease lapsed or expired) would compete for this host's CPUs:
         released before new ones boot, as the janitor would (runs with a live lease are kept)."""
-        from dlbench.providers.qemu import sweep_local_vms
-
         actions, _ = sweep_local_vms(lambda _tags: True)
         for action in actions:
             log.warning("released guest %s of run %s left behind: %s", action.name, action.run_id, action.reason)
 
     @staticmethod
     def _container_target(tags: Tags, data_dir: str | None, gpus: Allotment) -> Target:
-        from dlbench.execution.image import docker_available, ensure_image
-
         image, skip = WORKLOAD_IMAGE, None
         ok, reason = docker_available()
         if not ok:
@@ -151,18 +147,12 @@ class LocalBackend(ProviderBackend):
     def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:
         """The run's guests' lease, renewed while a task of the run lives (nothing to renew on
         this host otherwise): a SIGKILLed run's guests are released by the janitor."""
-        from dlbench.providers.qemu import vms_dir
-
         if not vms_dir().is_dir():
             return nullcontext()
         return self._vm_backend().keep_alive(tags)
 
     def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
-        from dlbench.execution.image import docker_available
-
         if docker_available()[0]:
-            from dlbench.execution.docker import remove_run_containers
-
             remove_run_containers(tags.run_id)
         vm_request = self._vm_request(request)
         if vm_request is not None:

@@ -116,7 +116,8 @@ class NovaSettings(OpenStackSettings):
     vcpus: int = Field(default=2, ge=1, le=1024, description="without a flavor: the smallest flavor with this many")
     ram_mb: int = Field(default=2048, ge=64, le=16 * 1024 * 1024)
     disk_gb: int = Field(default=10, ge=0, le=100_000)
-    gpus: int = Field(default=0, ge=0, le=16, description="PCI-passthrough GPUs per VM (flavor alias count)")
+    gpus: int = Field(  # type: ignore[assignment]  # Nova's own count (PCI passthrough); allot() takes an int too
+        default=0, ge=0, le=16, description="PCI-passthrough GPUs per VM (flavor alias count)")
     gpu_alias: Name | None = Field(default=None, description="the nova.conf [pci] alias name of the GPUs")
     image: Name = Field(default="dlbench-node", description="Glance image name or id")
     image_file: AbsolutePath | None = Field(

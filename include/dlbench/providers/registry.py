@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
 from pydantic import Field, TypeAdapter
 
@@ -73,10 +73,16 @@ PROVIDERS: dict[str, Provider] = {
     "magnum": Provider(MagnumSettings, MagnumBackend, MagnumDriver),  # a cluster per run
 }
 
-ProviderSettingsUnion = Annotated[
-    Union[tuple(p.settings for p in PROVIDERS.values())],  # noqa: UP007 - built from the registry
-    Field(discriminator="name"),
-]
+if TYPE_CHECKING:
+    # What a type checker can know of a union built at run time: each member is a ProviderSettings.
+    ProviderSettingsUnion = ProviderSettings
+else:
+    ProviderSettingsUnion = Annotated[
+        Union[tuple(p.settings for p in PROVIDERS.values())],  # noqa: UP007 - built from the registry
+        Field(discriminator="name"),
+    ]
+    """One provider's settings, validated by the model its ``name`` picks (pydantic's discriminated
+    union over every model of :data:`PROVIDERS`)."""
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ProviderSettingsUnion)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dlbench import settings
+from dlbench import settings, storage
 from dlbench.execution.targets import secret_field_of
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def _in_airflow_task() -> bool:
     if "airflow.sdk" not in sys.modules:  # a task has it loaded; never initialise Airflow here
         return False
     try:
-        from airflow.sdk import get_current_context
+        from airflow.sdk import get_current_context  # optional: absent in the CLI (secrets live in memory there)
 
         get_current_context()
         return True
@@ -86,7 +86,7 @@ def _mask(value: str) -> None:
     """Redact the value in this task's logs: whole, and each long line of it (a PEM key logged
     a line at a time, e.g. in a traceback, is redacted too)."""
     try:
-        from airflow.sdk.log import mask_secret
+        from airflow.sdk.log import mask_secret  # optional: absent in the CLI (secrets live in memory there)
     except Exception:  # noqa: BLE001 - outside Airflow there is no task log to mask
         return
     try:
@@ -99,8 +99,6 @@ def _mask(value: str) -> None:
 
 
 def _index(run_id: str) -> list[str]:
-    from dlbench import storage
-
     try:
         return list(json.loads(storage.store().read_text(storage.run_state_key(run_id, INDEX))))
     except (FileNotFoundError, ValueError):
@@ -108,8 +106,6 @@ def _index(run_id: str) -> list[str]:
 
 
 def _write_index(run_id: str, names: list[str]) -> None:
-    from dlbench import storage
-
     storage.store().write_text(storage.run_state_key(run_id, INDEX), json.dumps(sorted(set(names))))
 
 
@@ -124,7 +120,7 @@ def put_secret(run_id: str, name: str, data: str) -> str:
     _write_index(run_id, [*_index(run_id), name])  # the name first: a killed task leaves it findable
     _mask(data)
     if backend() == "airflow":
-        from airflow.sdk import Variable
+        from airflow.sdk import Variable  # optional: absent in the CLI (secrets live in memory there)
 
         Variable.set(key, data, description=f"dlbench: secret {name} of run {run_id}; deleted at release")
     else:
@@ -148,7 +144,7 @@ def get_secret(run_id: str, name: str) -> str | None:
 def delete_secret(run_id: str, name: str) -> None:
     key = variable_key(run_id, name)
     if backend() == "airflow":
-        from airflow.sdk import Variable
+        from airflow.sdk import Variable  # optional: absent in the CLI (secrets live in memory there)
 
         try:
             Variable.delete(key)
@@ -261,8 +257,6 @@ def materialized(targets: list[dict]) -> Iterator[list[dict]]:
     if not any(k or h for k, h in wanted):
         yield targets
         return
-    from dlbench import storage
-
     run_ids = sorted({k[0] for k, _ in wanted if k})
     with private_dir("-".join(run_ids)[:40] or "run") as directory:
         files: dict[tuple[str, str], str] = {}

@@ -32,6 +32,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from dlbench import settings
+from dlbench.reports.charts import line_chart
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def capacity(engine: Engine, hardware: str, model: str, *, data: str | None = No
             cost = price / (per_host * 3600) * 1000 if price is not None and per_host > 0 else None
             out.append(CapacityRow(platform, n, per_instance, deg, per_host, cost, currency,
                                    len(run_count.get(platform, ()))))
-    from dlbench.reports.compare import PLATFORM_ORDER
+    from dlbench.reports.compare import PLATFORM_ORDER  # heavy: pandas, which the rest of this module does not need
 
     order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
     return sorted(out, key=lambda r: (order.get(r.platform, len(order)), r.platform, r.instances_per_host))
@@ -147,8 +148,6 @@ def best(rows: Sequence[CapacityRow]) -> CapacityRow | None:
 
 def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300) -> str:
     """'density vs degradation': degradation (%) against instances per host, one line per platform."""
-    from dlbench.reports.charts import line_chart
-
     series: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         series.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_pct))

@@ -43,9 +43,11 @@ import statistics as pystats
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import sqlalchemy
 from sqlalchemy import delete, select
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from dlbench.reports import compare, metrics
@@ -310,7 +312,9 @@ def pin(engine: sqlalchemy.Engine, run_id: str, *, suite: str | None = None, not
 def unpin(engine: sqlalchemy.Engine, *, suite: str | None = None) -> bool:
     """Remove the pin (of ``suite``, or the all-suites pin); whether there was one."""
     with Session(engine) as session, session.begin():
-        result = session.execute(delete(BaselinePin).where(BaselinePin.scope == (suite or ALL_SUITES)))
+        # A DELETE's result is a CursorResult (its row count); Session.execute is typed for any statement.
+        statement = delete(BaselinePin).where(BaselinePin.scope == (suite or ALL_SUITES))
+        result = cast(CursorResult[Any], session.execute(statement))
         return bool(result.rowcount)
 
 

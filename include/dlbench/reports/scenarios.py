@@ -226,10 +226,10 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
 
     Bars and their texts carry ids ``bar-<figure>-<platform>-<group index>`` and
     ``value-<figure>-<platform>-<group index>`` so a reader (or a test) can pair them."""
-    import matplotlib
+    import matplotlib  # heavy: matplotlib takes most of a second to import; only drawing a figure needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy: after the Agg backend is chosen (no display on a worker)
 
     groups = list(dict.fromkeys(b.group for b in bars))
     platforms = _platforms([b.platform for b in bars])
@@ -240,9 +240,9 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
         fig, ax = plt.subplots(figsize=(max(5.0, width_in), 4.4), dpi=100)
         tops, bottoms = [reference], [reference]
         for i, platform in enumerate(platforms):
-            mine = [(g, next((b for b in bars if b.group == group and b.platform == platform), None))
-                    for g, group in enumerate(groups)]
-            mine = [(g, b) for g, b in mine if b is not None]
+            found = [(g, next((b for b in bars if b.group == group and b.platform == platform), None))
+                     for g, group in enumerate(groups)]
+            mine = [(g, b) for g, b in found if b is not None]
             if not mine:
                 continue
             xs = [g + (i - (len(platforms) - 1) / 2) * width for g, _ in mine]

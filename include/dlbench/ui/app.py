@@ -30,7 +30,9 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dlbench import settings
+from dlbench import settings, storage
+from dlbench.reports import capacity as cap
+from dlbench.reports import regression
 from dlbench.reports.charts import bar_chart, line_chart
 from dlbench.ui import explorer
 from dlbench.ui.page import PAGE
@@ -43,8 +45,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_. +#=/%()-]{1,200}$")
 def _reports() -> list[tuple[str, datetime, str]]:
     """(run id, written at, key of its report.html) of every report in the shared store
     (:mod:`dlbench.storage`: the store the report task wrote to), newest first."""
-    from dlbench import storage
-
     store = storage.store()
     found = []
     for run in store.children("reports"):
@@ -58,7 +58,7 @@ def _reports() -> list[tuple[str, datetime, str]]:
 def default_engine() -> Engine:
     """The warehouse by the DAG's precedence, migrated when this role may (a fresh deployment
     shows an empty explorer)."""
-    from dlbench.warehouse import db
+    from dlbench.warehouse import db  # heavy: Alembic, only when the app opens the default warehouse itself
 
     try:
         url, _ = settings.warehouse_location()
@@ -199,8 +199,6 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
     @app.get("/api/capacity")
     def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), model: str | None = None,
                  data: str | None = None) -> dict[str, Any]:
-        from dlbench.reports import capacity as cap
-
         f = filters(runs, None, None, "tf_cnn", model, data, None, [], None)
         result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
         rows = [cap.CapacityRow(**r) for r in result["rows"]]
@@ -215,15 +213,11 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
 
     @app.get("/api/pins")
     def list_pins() -> list[dict[str, Any]]:
-        from dlbench.reports import regression
-
         return regression.pins(warehouse())
 
     @app.post("/api/pins")
     def change_pin(request: PinRequest) -> list[dict[str, Any]]:
         """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
-        from dlbench.reports import regression
-
         _check(request.run_id, _RUN_ID)
         suite = _check(request.suite)
         if request.remove:
@@ -237,8 +231,6 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
 
     @app.get("/runs/{run_id}/{name}")
     def report_file(run_id: str, name: str) -> Response:
-        from dlbench import storage
-
         if not _RUN_ID.match(run_id) or not _FILE.match(name) or ".." in run_id:
             raise HTTPException(status_code=404, detail="no such report")
         store = storage.store()

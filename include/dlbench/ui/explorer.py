@@ -17,7 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare, metrics
+from dlbench.reports import capacity as cap
+from dlbench.reports import compare, metrics, stats
 from dlbench.reports.regression import change_points
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 
@@ -46,8 +47,8 @@ def options(engine: Engine) -> dict[str, Any]:
                             .order_by(Run.started_at.desc().nulls_last(), Run.id.desc()).limit(MAX_RUNS)).all()
         benches = conn.execute(select(Benchmark.suite, Benchmark.name, Benchmark.parameters)).all()
         platforms = [r[0] for r in conn.execute(select(Execution.platform).distinct())]
-        hardware = sorted({r[0] or r[1] for r in conn.execute(
-            select(Environment.gpu_model, Environment.cpu_model).distinct()) if r[0] or r[1]})
+        hardware = sorted({name for r in conn.execute(
+            select(Environment.gpu_model, Environment.cpu_model).distinct()) if (name := r[0] or r[1])})
     order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     suites = sorted({b.suite for b in benches})
     return {
@@ -125,8 +126,6 @@ def _num(v: float | None) -> float | None:
 def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
     """Per case, metric and platform over the selected runs: n (executions), mean, std, normalized to
     bare metal, its confidence interval and the verdict (dlbench.reports.stats: Welch's t)."""
-    from dlbench.reports import stats
-
     if not f.runs and f.since is None and f.until is None:
         f.runs = latest_runs(engine)
     rows = _case_rows(engine, f, run_filter=True)
@@ -189,8 +188,6 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
 
 
 def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = None) -> dict[str, Any]:
-    from dlbench.reports import capacity as cap
-
     kinds = cap.hardware_types(engine)
     hardware = hardware if hardware in kinds else (kinds[0] if kinds else None)
     model = f.model

@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlbench import paths
+from dlbench import paths, storage
+from dlbench.workloads.result import ResultDocument
 
 
 def _component(kind: str, value: str) -> str:
@@ -57,13 +58,12 @@ def archive_key(run_id: str, name: str) -> str:
 def publish(run_id: str, path: str | os.PathLike[str]) -> str:
     """Put a staged document into the shared store (atomically: readers see all of it or nothing);
     the staged copy is dropped when the store is elsewhere. Returns where it is now."""
-    from dlbench import storage
-
     source = Path(path)
     store = storage.store()
     key = archive_key(run_id, source.name)
     where = store.upload(source, key)
-    if store.local_path(key) is None or store.local_path(key).resolve() != source.resolve():  # type: ignore[union-attr]
+    local = store.local_path(key)
+    if local is None or local.resolve() != source.resolve():
         source.unlink(missing_ok=True)
     return where
 
@@ -71,8 +71,6 @@ def publish(run_id: str, path: str | os.PathLike[str]) -> str:
 def write_run_info(run_id: str, info: dict[str, Any]) -> str:
     """Archive what the controller knows about a run (no secrets: request and tags only) in the
     store, atomically, so ``reload-archive`` rebuilds the run row completely."""
-    from dlbench import storage
-
     text = json.dumps({"run_id": run_id, **info}, indent=2, sort_keys=True, default=str) + "\n"
     return storage.store().write_text(archive_key(run_id, RUN_INFO), text)
 
@@ -84,8 +82,6 @@ def read_run_info(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def run_info(run_id: str) -> dict[str, Any] | None:
     """The run's ``run.info.json`` from the store (None when it has none)."""
-    from dlbench import storage
-
     try:
         return json.loads(storage.store().read_text(archive_key(run_id, RUN_INFO)))
     except FileNotFoundError:
@@ -95,9 +91,6 @@ def run_info(run_id: str) -> dict[str, Any] | None:
 def run_documents(run_id: str) -> list[Any]:
     """Every archived document of a run in the store: local paths on ``file://`` (the warehouse
     records where each came from), parsed :class:`ResultDocument` objects elsewhere."""
-    from dlbench import storage
-    from dlbench.workloads.result import ResultDocument
-
     store = storage.store()
     keys = [k for k in store.list(f"results/{_component('run_id', run_id)}", suffix=".json")
             if k.rsplit("/", 1)[-1] != RUN_INFO]

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 
 from dlbench import settings
 
@@ -21,8 +24,6 @@ def default_url() -> str:
 
 def describe_url(url: str | None) -> str:
     """The URL with its password hidden (what logs and messages may show)."""
-    from sqlalchemy.engine import make_url
-
     return make_url(url or default_url()).render_as_string(hide_password=True)
 
 
@@ -68,16 +69,12 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
 def head_revision() -> str:
     """The newest migration shipped with this build."""
-    from alembic.script import ScriptDirectory
-
     head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
     assert head is not None, "no migrations shipped"
     return head

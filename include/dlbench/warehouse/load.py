@@ -20,7 +20,8 @@ from sqlalchemy import ColumnElement, Engine, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from dlbench.warehouse.archive import archive_files
+from dlbench import storage
+from dlbench.warehouse.archive import archive_files, read_run_info, run_documents, run_info
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 from dlbench.workloads.result import ResultDocument
 
@@ -221,8 +222,6 @@ def reload_archive(engine: Engine, path: str | os.PathLike[str] | None = None) -
     (``DLBENCH_STORAGE_URL``: an object store in a multi-worker deployment, docs/storage.md); a
     ``path`` is a local copy (one file, one run's directory or a whole tree).
     """
-    from dlbench.warehouse.archive import read_run_info
-
     if path is None:
         return _reload_store(engine)
     files = archive_files(path)
@@ -237,9 +236,6 @@ def reload_archive(engine: Engine, path: str | os.PathLike[str] | None = None) -
 
 def _reload_store(engine: Engine) -> LoadSummary:
     """Every run of the shared store's archive (``results/<run>/``), one transaction per run."""
-    from dlbench import storage
-    from dlbench.warehouse.archive import run_documents, run_info
-
     runs = storage.store().children("results")
     if not runs:
         raise FileNotFoundError(f"no result archive at {storage.store().url_of('results')}")

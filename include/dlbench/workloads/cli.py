@@ -12,12 +12,15 @@ normal end it is not), 2 bad arguments.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
+from dlbench.workloads import harness
 from dlbench.workloads.profiles import (
     PROFILES_FILE_ENV,
     Profile,
@@ -44,6 +47,25 @@ def command(name: str) -> Callable[[Callable[[argparse.ArgumentParser], None]], 
         return with_run
 
     return register
+
+
+def load(module: str) -> ModuleType:
+    """A module of the workloads imported by name when it is needed, not when this module is: the
+    suites' command modules (:data:`SUITE_MODULES`) and the code a command runs. Registering every
+    command then stays light, and a workload's process (whose age is the document's
+    ``elapsed_time``, from process start) imports only what the command it runs needs."""
+    return importlib.import_module(module)
+
+
+def run_from(module: str) -> Callable[[argparse.Namespace], int]:
+    """A command's run that lives in ``module`` (its ``main(args) -> int``), imported by :func:`load`
+    when the command runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        main: Callable[[argparse.Namespace], int] = load(module).main
+        return main(args)
+
+    return run
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -124,10 +146,8 @@ SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.tf_cnn.command
 
 
 def load_commands() -> dict[str, Command]:
-    import importlib
-
     for module in SUITE_MODULES:
-        importlib.import_module(module)
+        load(module)
     return COMMANDS
 
 
@@ -140,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         add_common(p)
         add_args(p)
     _make_tfrecords_args(sub.add_parser("make-tfrecords", help="write a small ImageNet-format TFRecord set"))
-    serve = sub.add_parser("net-serve", help="serve the network benchmark's endpoints (iperf3 + latency echo)")
-    serve.add_argument("--bind", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=5201)
-    serve.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until killed)")
+    net_serve = sub.add_parser("net-serve", help="serve the network benchmark's endpoints (iperf3 + latency echo)")
+    net_serve.add_argument("--bind", default="127.0.0.1")
+    net_serve.add_argument("--port", type=int, default=5201)
+    net_serve.add_argument("--seconds", type=float, default=None,
+                           help="stop after this long (default: until killed)")
     sub.add_parser("schema", help="print the result document's JSON Schema")
     sub.add_parser("profiles", help="print the profiles as JSON")
     args = parser.parse_args(argv)
@@ -155,20 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v.model_dump(mode="json") for k, v in all_profiles(profiles_file()).items()}, indent=2))
         return 0
     if args.command == "net-serve":
-        from dlbench.workloads.micro.network import serve
-
+        serve: Callable[[str, int, float | None], None] = load("dlbench.workloads.micro.network").serve
         serve(args.bind, args.port, args.seconds)
         return 0
     if args.command == "make-tfrecords":
-        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
-
-        paths = write_imagenet_tfrecords(
+        write: Callable[..., list[Path]] = load("dlbench.workloads.tf_cnn.data").write_imagenet_tfrecords
+        paths = write(
             args.out, images=args.images, shards=args.shards, image_size=args.image_size, num_classes=args.num_classes
         )
         print("\n".join(str(p) for p in paths))
         return 0
-    from dlbench.workloads import harness
-
     _used_profile[:] = [resolve_profile(parser, args)]
     if not _hook_registered:
         harness.register_counter_hook(_label_profile)

@@ -15,6 +15,7 @@ thread, so the document is still written: a role whose normal end is being stopp
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import sys
@@ -50,8 +51,6 @@ def process_age() -> float:
     with CLOCK_BOOTTIME now gives the age with tick resolution (10 ms) on any kernel, a VM's or a
     container's host. (Adding it to /proc/stat's whole-second ``btime`` and comparing with the wall
     clock, as before, was biased by up to a second, and differently on every machine.)"""
-    import os
-
     try:
         stat = Path("/proc/self/stat").read_text()
         start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
@@ -100,8 +99,6 @@ def host_load_labels(before: dict[str, float], after: dict[str, float], own_cpu_
     ``host_steal_share`` (share of the machine's CPU time stolen by the hypervisor) and
     ``host_other_cpu_share`` (share used by other processes). The report flags a loaded machine
     from them (:func:`dlbench.reports.stats.load_flag`)."""
-    import os
-
     labels: dict[str, str] = {}
     if "load1" in before:
         labels["host_load1_before"] = f"{before['load1']:.2f}"
@@ -209,13 +206,14 @@ def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
     the process without a document. Here the blocking call runs in a daemon thread; SIGTERM
     raises :class:`Stopped` in the waiting main thread, and the helper thread is abandoned (see
     :func:`abandoned_threads`). ``fn``'s exceptions are re-raised in the caller."""
-    outcome: dict[str, object] = {}
+    values: list[_T] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            outcome["value"] = fn()
+            values.append(fn())
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=target, name="dlbench-workload", daemon=True)
     thread.start()
@@ -225,9 +223,9 @@ def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
     except BaseException:
         _abandoned.append(thread)
         raise
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def abandoned_threads() -> list[threading.Thread]:

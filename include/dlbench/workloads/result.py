@@ -18,12 +18,12 @@ import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_VERSION = 1
-SCHEMA_ID = "dlbench.result"
+SCHEMA_VERSION: Final = 1
+SCHEMA_ID: Final = "dlbench.result"
 
 
 class Platform(StrEnum):

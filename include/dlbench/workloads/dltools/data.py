@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlbench.workloads.profiles import DLTOOLS_TRAIN_EXAMPLES, LSTM_SEQUENCE_LENGTH, DLToolModel
+from dlbench.workloads.profiles import DLTOOLS_TRAIN_EXAMPLES, LSTM_SEQUENCE_LENGTH, DLToolModel, DLToolsData
 
-DATA_MODES = ("auto", "real", "synthetic")
+DATA_MODES = tuple(mode.value for mode in DLToolsData)
 """auto: the real data set when it is in the data directory, else generated; real: it must be there."""
 
 MNIST_DIRS = ("", "mnist", "MNIST_data")
@@ -127,7 +127,7 @@ def find_ptb(data_dir: str | os.PathLike[str]) -> Path | None:
 def read_idx(path: str | os.PathLike[str]) -> Any:
     """An idx file (MNIST's format): 2 zero bytes, a type byte (0x08 = uint8), the number of
     dimensions, each dimension as a big-endian uint32, then the data."""
-    import numpy as np
+    import numpy as np  # heavy: only generating or reading data needs numpy
 
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as handle:
@@ -155,7 +155,7 @@ def read_mnist(images_path: Path, labels_path: Path) -> tuple[Any, Any]:
 def read_cifar10(fmt: str, files: list[Path]) -> tuple[Any, Any]:
     """The python batches (a pickled dict: b"data" N x 3072 uint8, channel planes, b"labels") or the
     binary ones (records of 1 label byte + 3072 pixel bytes) -> N x 32 x 32 x 3 images, labels."""
-    import numpy as np
+    import numpy as np  # heavy: only generating or reading data needs numpy
 
     images, labels = [], []
     for path in files:
@@ -179,7 +179,7 @@ def read_cifar10(fmt: str, files: list[Path]) -> tuple[Any, Any]:
 def read_ptb_words(path: Path, vocabulary: int = PTB_VOCABULARY) -> tuple[Any, int]:
     """Word ids of ptb.train.txt as the PTB reader builds them: every line ends with <eos>, ids by
     decreasing frequency (ties alphabetical). The model's vocabulary is 10000 (the PTB's)."""
-    import numpy as np
+    import numpy as np  # heavy: only generating or reading data needs numpy
 
     words = path.read_text(encoding="utf-8").replace("\n", f" {EOS} ").split()
     counts = Counter(words)
@@ -270,7 +270,7 @@ def _read_real(model: DLToolModel, data_dir: str | os.PathLike[str]) -> Training
 
 
 def _generate(model: DLToolModel, needed: int | None, seed: int) -> TrainingData:
-    import numpy as np
+    import numpy as np  # heavy: only generating or reading data needs numpy
 
     rng = np.random.default_rng(seed)
     examples = DLTOOLS_TRAIN_EXAMPLES[model] if needed is None else min(needed, DLTOOLS_TRAIN_EXAMPLES[model])

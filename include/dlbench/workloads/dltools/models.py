@@ -46,7 +46,7 @@ def build(model: DLToolModel | str) -> Any:
 
 
 def fcn5() -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     keras = tf.keras
     inputs = keras.Input((FCN5_LAYERS[0],), name="pixels")
@@ -58,7 +58,7 @@ def fcn5() -> Any:
 
 
 def alexnet_cifar10() -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     keras = tf.keras
     layers = keras.layers
@@ -80,7 +80,7 @@ def alexnet_cifar10() -> Any:
 
 
 def _channel_pad_layer() -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     class ChannelPad(tf.keras.layers.Layer):
         """Option A shortcut: zero channels added on both sides (no parameters)."""
@@ -103,7 +103,7 @@ def _channel_pad_layer() -> Any:
 
 
 def resnet50_cifar10() -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     keras = tf.keras
     layers = keras.layers
@@ -143,7 +143,7 @@ def resnet50_cifar10() -> Any:
 def lstm_ptb(vocabulary: int = PTB_VOCABULARY) -> Any:
     """Inputs: word ids (batch, 32) and the 2 x (h, c) states; outputs: logits (batch, 32, vocab)
     and the new states, so the caller carries them to the next batch (truncated BPTT)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     keras = tf.keras
     layers = keras.layers
@@ -168,6 +168,6 @@ def lstm_ptb(vocabulary: int = PTB_VOCABULARY) -> Any:
 
 
 def trainable_parameters(model: Any) -> int:
-    import numpy as np
+    import numpy as np  # heavy: numpy loads with TensorFlow, only when a model is built
 
     return int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))

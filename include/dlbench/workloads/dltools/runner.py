@@ -52,7 +52,7 @@ def summarize_epoch(epoch: int, batch_times: list[float]) -> EpochSummary:
 def _image_batches(train: datasets.TrainingData, model: DLToolModel, batch_size: int) -> Iterator[tuple[Any, Any]]:
     """tf.data over the images in memory: scaled to [0, 1] (FCN5: flattened to 784), batched,
     prefetched (the tools' parallel data loading). The pass wraps around, as the tools' readers do."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     flat = model is DLToolModel.FCN5
 
@@ -93,7 +93,7 @@ def train(
     clock: Clock = time.perf_counter,
 ) -> list[EpochSummary]:
     """Load or generate the data, build the network, train ``spec.epochs`` epochs and add the samples."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     t0 = clock()
     model_spec = spec.model(model_name)
@@ -130,7 +130,7 @@ def train(
             return loss, new_states
 
         def epoch_steps() -> Callable[[], None]:
-            state = {"i": 0, "states": zeros}  # the state starts at zero every epoch, as the reader's epochs do
+            state: dict[str, Any] = {"i": 0, "states": zeros}  # zero every epoch, as the reader's epochs do
 
             def run() -> None:
                 i = state["i"] % windows

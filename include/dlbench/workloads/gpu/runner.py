@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TypedDict
 
 from dlbench.workloads.micro.tools import ToolError, ToolOutputError, run_tool
 from dlbench.workloads.profiles import GpuSpec
@@ -70,7 +71,17 @@ def parse_lines(stdout: str) -> list[tuple[str, float, str, dict[str, str]]]:
     return results
 
 
-def fit(spec: GpuSpec, free_bytes: int) -> dict[str, object]:
+class GpuSizes(TypedDict):
+    """The sizes :func:`fit` chose for one device: each program's problem size."""
+
+    conv: int
+    gemm: tuple[int, int, int]
+    histogram: int
+    transpose: int
+    bandwidth_mb: int
+
+
+def fit(spec: GpuSpec, free_bytes: int) -> GpuSizes:
     """Scale the study's sizes down to 70% of the device's free memory (recorded per sample)."""
     budget = 0.7 * free_bytes
     conv = spec.conv_size

@@ -8,11 +8,10 @@ document inside the harness. Only the extra command-line options differ.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 
 from dlbench.workloads import harness
-from dlbench.workloads.cli import command, common_kwargs
+from dlbench.workloads.cli import command, common_kwargs, load
 from dlbench.workloads.profiles import get_profile
 from dlbench.workloads.result import Benchmark
 
@@ -35,7 +34,7 @@ def register_suite(name: str, module: str, add_args: Callable[[argparse.Argument
     """Register ``name`` as a subcommand running ``<module>.run(doc, spec, *extra(args))``."""
 
     def run(args: argparse.Namespace) -> int:
-        suite = importlib.import_module(module)  # heavy imports (TensorFlow...) only when run
+        suite = load(module)  # its imports (TensorFlow...) only when it runs
         spec = getattr(get_profile(args.profile).micro, name)
         benchmark = Benchmark(suite=name, name=name,
                               parameters={"profile": args.profile, **spec.model_dump(mode="json")})

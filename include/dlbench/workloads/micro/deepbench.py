@@ -8,7 +8,7 @@ kernels (``paper``) or tiny ones (``smoke``). Each kernel reports time per op an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dlbench.workloads.profiles import DeepBenchSpec
@@ -41,13 +41,13 @@ def timed(fn: Callable[[], Any], iterations: int) -> float:
 
 
 def _sync(tensors: Any) -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     return tf.add_n([tf.reduce_sum(t) for t in tf.nest.flatten(tensors)])
 
 
 def run_gemm(doc: ResultDocument, shapes: list[tuple[int, int, int]], iterations: int) -> None:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     for m, n, k in shapes:
         a, b = tf.random.normal((m, k)), tf.random.normal((k, n))
@@ -56,8 +56,8 @@ def run_gemm(doc: ResultDocument, shapes: list[tuple[int, int, int]], iterations
         doc.add("deepbench_tflops", 2 * m * n * k / seconds / 1e12, "TFLOPS", kernel="gemm", shape=f"{m}x{n}x{k}")
 
 
-def run_conv(doc: ResultDocument, shapes: list[tuple[int, ...]], iterations: int) -> None:
-    import tensorflow as tf
+def run_conv(doc: ResultDocument, shapes: Sequence[tuple[int, ...]], iterations: int) -> None:
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     for w, h, c, n, k, r, s, pad_h, pad_w, stride_h, stride_w in shapes:
         x = tf.random.normal((n, h + 2 * pad_h, w + 2 * pad_w, c))
@@ -85,7 +85,7 @@ def run_conv(doc: ResultDocument, shapes: list[tuple[int, ...]], iterations: int
 
 
 def run_rnn(doc: ResultDocument, shapes: list[tuple[int, int, int, str]], iterations: int) -> None:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     layers = {"vanilla": tf.keras.layers.SimpleRNN, "lstm": tf.keras.layers.LSTM, "gru": tf.keras.layers.GRU}
     for hidden, batch, steps, cell in shapes:
@@ -114,7 +114,7 @@ def run_rnn(doc: ResultDocument, shapes: list[tuple[int, int, int, str]], iterat
 
 def run_allreduce(doc: ResultDocument, sizes: list[int], iterations: int) -> None:
     """All-reduce across this host's GPUs (NCCL), or across two logical CPU devices without GPUs."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     gpus = tf.config.list_logical_devices("GPU")
     devices = [d.name for d in gpus] if len(gpus) > 1 else [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -141,7 +141,7 @@ def run_allreduce(doc: ResultDocument, sizes: list[int], iterations: int) -> Non
 
 def configure_logical_cpus() -> None:
     """Two logical CPU devices when the host has no GPUs, so the all-reduce path is exercised."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     if not tf.config.list_physical_devices("GPU"):
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -150,7 +150,7 @@ def configure_logical_cpus() -> None:
 
 def run(doc: ResultDocument, spec: DeepBenchSpec) -> None:
     configure_logical_cpus()
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running the kernels needs it
 
     doc.environment.versions["tensorflow"] = tf.__version__
     run_gemm(doc, GEMM[spec.shapes], spec.iterations)

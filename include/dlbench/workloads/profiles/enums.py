@@ -1,6 +1,6 @@
 """The closed vocabularies of the studies: models, data kinds, scenarios, synchronisation modes,
-the DL-tool networks. Enums, so a request or a profile naming anything else fails with the allowed
-values."""
+distributed roles, the DL-tool networks and their data sources. Enums, so a request or a profile
+naming anything else fails with the allowed values."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ class DistributedMode(StrEnum):
     MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
 
 
+class DistributedRole(StrEnum):
+    """A process's role in a distributed job: a parameter server (``distributed_replicated`` only)
+    or a worker. The profile's roles, the workload's ``--role`` and the ``--cluster`` keys."""
+
+    PS = "ps"
+    WORKER = "worker"
+
+
 class DLToolModel(StrEnum):
     """Study 001's deep-learning-tool networks (Table VII): FCN5 on MNIST, AlexNet and ResNet-50 on
     CIFAR-10, a 2-layer LSTM on PTB (architectures: docs/dltools.md)."""
@@ -47,3 +55,13 @@ class DLToolModel(StrEnum):
     ALEXNET = "alexnet"
     RESNET50 = "resnet50"
     LSTM = "lstm"
+
+
+class DLToolsData(StrEnum):
+    """Where a DL-tool network's data comes from: ``auto`` the real data set when it is in the data
+    directory, else generated data of its shapes; ``real`` it must be there; ``synthetic`` always
+    generated."""
+
+    AUTO = "auto"
+    REAL = "real"
+    SYNTHETIC = "synthetic"

@@ -10,25 +10,23 @@ processes of one job on several machines and aggregate their documents:
   the same parameters.
 - ``shared``: a job measured alone or beside others on one physical machine (``--condition``,
   ``--tenants``); a background load runs with ``--loop`` until the executor stops it.
+
+This module holds what the command accepts; :mod:`dlbench.workloads.tf_cnn.main` runs it and is
+imported only then (:func:`dlbench.workloads.cli.run_from`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from dlbench.workloads import harness
-from dlbench.workloads.cli import command, common_kwargs
-from dlbench.workloads.profiles import DataKind, ModelName, get_profile
-from dlbench.workloads.result import Benchmark
+from dlbench.workloads.cli import command, run_from
+from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName
 
 SCENARIOS = ("single", "distributed", "shared")
 CONDITIONS = ("alone", "with_background", "background", "tenant")
 
 
 def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
-    from dlbench.workloads.tf_cnn.distributed import MODES, ROLES
-
     parser.add_argument("--model", required=True, choices=[m.value for m in ModelName])
     parser.add_argument("--data", default="synthetic", choices=[d.value for d in DataKind])
     parser.add_argument("--data-dir", default=None, help="ImageNet-format TFRecords (for --data real)")
@@ -37,9 +35,10 @@ def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="override the profile's batch_size_per_device")
     parser.add_argument("--scenario", choices=SCENARIOS, default="single", help="the study's scenario (default single)")
     dist = parser.add_argument_group("distributed scenario")
-    dist.add_argument("--mode", choices=MODES, default=None,
+    dist.add_argument("--mode", choices=[m.value for m in DistributedMode], default=None,
                       help="distributed_replicated (the study's: parameter servers) or multi_worker_mirrored")
-    dist.add_argument("--role", choices=ROLES, default=None, help="this process's role in the cluster")
+    dist.add_argument("--role", choices=[r.value for r in DistributedRole], default=None,
+                      help="this process's role in the cluster")
     dist.add_argument("--task-index", type=int, default=None, help="this process's index among its role's tasks")
     dist.add_argument("--cluster", default=None,
                       help='JSON {"ps": ["host:port", ...], "worker": ["host:port", ...]} (no "ps" for '
@@ -52,7 +51,7 @@ def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
                         help="after warm-up, repeat windows of the measured steps until SIGTERM (a background load)")
 
 
-def _usage_problem(args: argparse.Namespace) -> str | None:
+def usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of arguments (argparse checks each one alone)."""
     distributed = args.scenario == "distributed"
     given = [f"--{n.replace('_', '-')}" for n in ("mode", "role", "task_index", "cluster")
@@ -72,54 +71,4 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-@command("tf-cnn")(_tf_cnn_args)
-def _tf_cnn(args: argparse.Namespace) -> int:
-    from dlbench.workloads.tf_cnn import distributed, runner
-
-    problem = _usage_problem(args)
-    role = None
-    if problem is None and args.scenario == "distributed":
-        try:
-            role = distributed.parse_role(args.mode, args.role, args.task_index, args.cluster)
-        except ValueError as exc:
-            problem = str(exc)
-    if problem is not None:
-        print(f"python -m dlbench.workloads tf-cnn: error: {problem}", file=sys.stderr)
-        return 2
-
-    spec = get_profile(args.profile).training(args.model)
-    overrides = {
-        k: v for k, v in (("warmup_steps", args.warmup_steps), ("measured_steps", args.measured_steps),
-                          ("batch_size_per_device", args.batch_size)) if v is not None
-    }
-    spec = spec.model_copy(update=overrides)
-    model, data = ModelName(args.model), DataKind(args.data)
-    parameters = {"profile": args.profile, "data": data.value, **spec.model_dump()}
-    if args.scenario != "single":
-        parameters["scenario"] = args.scenario
-    if role is not None:
-        parameters.update(role.parameters())
-    if args.scenario == "shared":
-        parameters.update(condition=args.condition, tenants=args.tenants or 1)
-    if args.loop:
-        parameters["loop"] = True
-    benchmark = Benchmark(suite="tf_cnn", name=model.value, parameters=parameters)
-    labels = role.labels() if role is not None else {}
-    with harness.workload(benchmark, versions=runner.versions, labels=labels, **common_kwargs(args)) as doc:
-        train = {"model_name": model, "spec": spec, "data": data, "data_dir": args.data_dir}
-        if role is None:
-            runner.train(doc, loop=args.loop, **train)
-        elif role.role == "ps":
-            distributed.run_parameter_server(doc, role)
-        elif role.mode == "distributed_replicated":
-            import tensorflow as tf
-
-            # Graph mode for the whole process, before any TF op (and before the helper thread,
-            # which takes its execution mode from this default).
-            tf.compat.v1.disable_eager_execution()
-            distributed.run_worker_interruptibly(
-                doc, lambda d: distributed.train_replicated_worker(d, role, **train))
-        else:
-            distributed.run_worker_interruptibly(
-                doc, lambda d: distributed.train_mirrored_worker(d, role, **train))
-    return 0
+command("tf-cnn")(_tf_cnn_args)(run_from("dlbench.workloads.tf_cnn.main"))

@@ -18,7 +18,7 @@ TFRECORD_PATTERN = "train-*"
 
 def synthetic_batch(batch_size: int, image_size: int, num_classes: int, seed: int = 0) -> tuple[Any, Any]:
     """One batch generated once, reused every step: no input pipeline cost (tf_cnn_benchmarks' synthetic)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only making the data needs it
 
     gen = tf.random.Generator.from_seed(seed)
     images = gen.uniform((batch_size, image_size, image_size, 3), dtype=tf.float32)
@@ -38,7 +38,7 @@ def tfrecord_files(data_dir: str | os.PathLike[str]) -> list[str]:
 
 def real_dataset(data_dir: str | os.PathLike[str], batch_size: int, image_size: int, num_classes: int) -> Any:
     """tf.data pipeline: parallel reads, JPEG decode, resize, batch, prefetch."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only making the data needs it
 
     autotune = tf.data.AUTOTUNE
     files = tf.data.Dataset.from_tensor_slices(tfrecord_files(data_dir)).shuffle(1024, seed=0)
@@ -79,8 +79,8 @@ def write_imagenet_tfrecords(
     seed: int = 0,
 ) -> list[Path]:
     """Write ``images`` random JPEGs as ImageNet-format TFRecord shards ``train-0000i-of-0000n``."""
-    import numpy as np
-    import tensorflow as tf
+    import numpy as np  # heavy: only generating or reading data needs numpy
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only making the data needs it
 
     if images < 1 or shards < 1 or num_classes < 2:
         raise ValueError("images and shards must be >= 1 and num_classes >= 2")

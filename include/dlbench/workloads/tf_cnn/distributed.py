@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.workloads import harness
-from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
+from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName, TrainingSpec
 from dlbench.workloads.result import ResultDocument
+from dlbench.workloads.tf_cnn import data as datasets
+from dlbench.workloads.tf_cnn import models, runner
 from dlbench.workloads.tf_cnn.runner import (
     Clock,
     StepSummary,
@@ -48,8 +50,8 @@ from dlbench.workloads.tf_cnn.runner import (
     timed_steps,
 )
 
-MODES = ("distributed_replicated", "multi_worker_mirrored")
-ROLES = ("ps", "worker")
+MODES = tuple(mode.value for mode in DistributedMode)
+ROLES = tuple(role.value for role in DistributedRole)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def parse_role(mode: str | None, role: str | None, task_index: int | None, clust
 
 
 def _start_server(role: ClusterRole) -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     server = tf.distribute.Server(tf.train.ClusterSpec(role.cluster), job_name=role.role,
                                   task_index=role.task_index, protocol="grpc", start=True)
@@ -166,7 +168,7 @@ class _ReplicatedVariables:
     pairs: list[list[tuple[Any, Any]]] = field(default_factory=list)  # per tower: (local, global)
 
     def factory(self, tower: int, device: str) -> Callable[[str, list[int], Any, bool], Any]:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         if not self.ps_bytes:
             self.ps_bytes = [0] * len(self.ps_devices)
@@ -204,7 +206,7 @@ class _Barriers:
         self.count = 0
 
     def barrier(self, name: str, after: Sequence[Any] = ()) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         self.count += 1
         with tf.device(self.ps_devices[self.count % len(self.ps_devices)]):
@@ -233,7 +235,7 @@ class _ReplicatedGraph:
 
 def _tower_inputs(spec: TrainingSpec, data: DataKind, data_dir: str | None, tower: int, device: str,
                   batch: int, iterator: Any) -> tuple[Any, Any]:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     if data is DataKind.SYNTHETIC:
         # Generated once into local variables on the tower's device (tf_cnn_benchmarks' synthetic
@@ -251,10 +253,7 @@ def _tower_inputs(spec: TrainingSpec, data: DataKind, data_dir: str | None, towe
 
 def _build_replicated_graph(role: ClusterRole, model_name: ModelName, spec: TrainingSpec, data: DataKind,
                             data_dir: str | None, towers: Sequence[str], worker_cpu: str) -> _ReplicatedGraph:
-    import tensorflow as tf
-
-    from dlbench.workloads.tf_cnn import data as datasets
-    from dlbench.workloads.tf_cnn import models
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only a training run needs it
 
     graph = tf.Graph()
     with graph.as_default():
@@ -309,7 +308,7 @@ def _build_replicated_graph(role: ClusterRole, model_name: ModelName, spec: Trai
 
 def _worker_devices(role: ClusterRole) -> tuple[list[str], str, str]:
     """(tower devices, the worker's CPU, local_parameter_device): every GPU of the worker, else its CPU."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     worker = f"/job:worker/replica:0/task:{role.task_index}"
     gpus = tf.config.list_physical_devices("GPU")
@@ -330,7 +329,7 @@ def train_replicated_worker(
     init_poll: float = 0.2,
 ) -> StepSummary:
     """One worker of distributed_replicated (graph mode: call ``disable_eager_execution`` first)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     t0 = clock()
     towers, worker_cpu, local_parameter_device = _worker_devices(role)
@@ -396,9 +395,7 @@ def train_mirrored_worker(
     (TF_CONFIG must be set before TensorFlow creates its context: call this before any TF op)."""
     os.environ["TF_CONFIG"] = json.dumps({"cluster": role.cluster,
                                           "task": {"type": "worker", "index": role.task_index}})
-    import tensorflow as tf
-
-    from dlbench.workloads.tf_cnn import runner
+    import tensorflow as tf  # heavy: seconds to import; only a worker needs it (here, after TF_CONFIG is set)
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     port = role.address.rpartition(":")[2]

@@ -181,7 +181,7 @@ ARCHITECTURES: dict[ModelName, Callable[[Net, Any, int], Any]] = {
 
 
 def _conv_initializer() -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     # tf.compat.v1.variance_scaling_initializer()'s defaults, what convnet_builder.conv uses.
     return tf.keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="truncated_normal")
@@ -196,7 +196,7 @@ def fused_batch_norm_layer(bn: BatchNorm, **kwargs: Any) -> Any:
     """A Keras layer doing what the harness's batch norm does: ``FusedBatchNormV3`` (one kernel
     for statistics and normalisation; Keras 3's BatchNormalization runs moments and normalisation
     as separate ops) and moving averages with decay ``bn.decay``."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     class FusedBatchNorm(tf.keras.layers.Layer):
         def build(self, input_shape: Any) -> None:
@@ -227,7 +227,7 @@ def fused_batch_norm_layer(bn: BatchNorm, **kwargs: Any) -> Any:
 
 
 def _is_batch_norm(layer: Any) -> bool:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     return isinstance(layer, tf.keras.layers.BatchNormalization) or type(layer).__name__ == "FusedBatchNorm"
 
@@ -236,7 +236,7 @@ class KerasNet:
     """:class:`Net` as Keras layers on symbolic tensors (a functional model)."""
 
     def __init__(self) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         self.layers = tf.keras.layers
 
@@ -264,7 +264,7 @@ class KerasNet:
         return self.layers.AveragePooling2D(size, stride, padding=padding.lower())(x)
 
     def dense(self, x: Any, units: int, *, relu: bool) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         init = tf.keras.initializers.TruncatedNormal(stddev=_dense_stddev(_channels(x), relu))
         return self.layers.Dense(units, activation="relu" if relu else None, kernel_initializer=init)(x)
@@ -287,7 +287,7 @@ class KerasNet:
 
 def build(model: ModelName | str, spec: TrainingSpec) -> Any:
     """A Keras model producing logits for ``spec.num_classes`` classes on NHWC input."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     model = ModelName(model)
     inputs = tf.keras.Input(shape=(spec.image_size, spec.image_size, 3), name="images")
@@ -302,7 +302,7 @@ def l2_variables(model: Any) -> list[Any]:
 
 def weight_decay_loss(variables: Sequence[Any], weight_decay: float = WEIGHT_DECAY) -> Any:
     """``weight_decay * sum(tf.nn.l2_loss(v))``, the term the harness adds to the loss."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     return weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in variables])
 
@@ -341,7 +341,7 @@ class GraphBuilder:
 
     def conv(self, x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
              bn: BatchNorm | None = None, relu: bool = True) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         name = self._name("conv")
         if padding == "SAME_RESNET":
@@ -364,7 +364,7 @@ class GraphBuilder:
 
     def batch_norm(self, x: Any, bn: BatchNorm, *, name: str) -> Any:
         """Fused batch norm in training mode: batch statistics, moving averages updated (decay ``bn.decay``)."""
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         channels = _channels(x)
         ones, zeros = tf.compat.v1.ones_initializer(), tf.compat.v1.zeros_initializer()
@@ -383,7 +383,7 @@ class GraphBuilder:
         return y
 
     def dense(self, x: Any, units: int, *, relu: bool) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         name = self._name("affine")
         fan_in = _channels(x)
@@ -396,42 +396,42 @@ class GraphBuilder:
 
     @staticmethod
     def max_pool(x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.nn.max_pool2d(x, size, stride, padding)
 
     @staticmethod
     def avg_pool(x: Any, size: int, stride: int, padding: str = "VALID") -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.nn.avg_pool2d(x, size, stride, padding)
 
     def dropout(self, x: Any, rate: float) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.nn.dropout(x, rate=rate) if self.training else x
 
     @staticmethod
     def flatten(x: Any) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.reshape(x, [-1, math.prod(int(d) for d in x.shape[1:])])
 
     @staticmethod
     def spatial_mean(x: Any) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.reduce_mean(x, axis=[1, 2])
 
     @staticmethod
     def concat(xs: Sequence[Any]) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.concat(list(xs), axis=3)
 
     @staticmethod
     def add_relu(a: Any, b: Any) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
         return tf.nn.relu(a + b)
 

@@ -15,8 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dlbench.workloads import harness
 from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
 from dlbench.workloads.result import ResultDocument
+from dlbench.workloads.tf_cnn import data as datasets
+from dlbench.workloads.tf_cnn import models
 
 Clock = Callable[[], float]
 
@@ -120,7 +123,7 @@ def timed_steps(step: Callable[[], Any], total_steps: int, clock: Clock = time.p
 def make_strategy(spec: TrainingSpec) -> tuple[Any, str, int]:
     """All visible GPUs of the instance (CUDA_VISIBLE_DEVICES limits them), variables where the
     profile says (:func:`strategy_for`); no GPU: TensorFlow's default strategy on the CPU."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if not gpus:
@@ -135,7 +138,7 @@ def strategy_for(devices: list[str], spec: TrainingSpec) -> tuple[Any, str, int]
     the label would lie) or the first device; ``mirrored`` keeps a copy on every device.
     Returns (strategy, placement label, replicas). Separate from device discovery so a test can
     check the placement on logical CPU devices where no GPU exists."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     if spec.variable_update == "parameter_server":
         parameter_device = "/cpu:0" if spec.local_parameter_device == "cpu" else devices[0]
@@ -192,8 +195,6 @@ def loop_windows(step: Callable[[], Any], window_steps: int, clock: Clock = time
     :func:`harness.deferred_stop`, so a step that completed is always recorded. Returns every
     completed step's time, the number of complete windows, and the wall time (:func:`realtime`)
     when the last step ended."""
-    from dlbench.workloads import harness
-
     times: list[float] = []
     ended = realtime()
     try:
@@ -258,11 +259,7 @@ def train(
     ``before_measured`` (a barrier across workers) runs between warm-up and the measured steps.
     ``loop``: repeat windows of measured steps until SIGTERM (a shared-resource background).
     """
-    import tensorflow as tf
-
-    from dlbench.workloads import harness
-    from dlbench.workloads.tf_cnn import data as datasets
-    from dlbench.workloads.tf_cnn import models
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only a training run needs it
 
     t0 = clock()
     if strategy is None:
@@ -377,7 +374,7 @@ def train(
 
 
 def versions() -> dict[str, str]:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     build = tf.sysconfig.get_build_info()
     out = {"tensorflow": tf.__version__, "keras": tf.keras.__version__ if hasattr(tf.keras, "__version__") else ""}
