@@ -52,8 +52,8 @@ def _choices(enum: type) -> list[str]:
 PARAMS = {
     "provider": Param(
         "local", enum=provider_names(), title="Provider",
-        description="local: this host and its Docker engine (no cloud). ironic: OpenStack bare metal, nova: "
-        "OpenStack VMs (fill in the object of that name below).",
+        description="; ".join(f"{name}: {provider.summary}" for name, provider in PROVIDERS.items())
+        + " (fill in the object of that name below).",
     ),
     "providers": Param(
         [], type="array", items={"type": "string", "enum": provider_names()}, title="Several providers",

@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dlbench.execution.docker import DockerExecutor, container_name, labels_for, remove_run_containers, sweep_containers
+from dlbench.execution.container import container_name, labels_for
+from dlbench.execution.docker import DockerExecutor
+from dlbench.execution.engine import remove_run_containers, sweep_containers
 from dlbench.execution.targets import LocalDocker, Target
 from dlbench.jobs import Job
 from dlbench.workloads.result import Platform, ResultDocument, Status

@@ -25,7 +25,8 @@ import pytest
 
 from dlbench.execution.base import STOPPED, StopWatch, on_stop
 from dlbench.execution.container import container_name, workload_launch
-from dlbench.execution.docker import NETWORK_RANGE, DockerExecutor, job_network, network_name, sweep_networks
+from dlbench.execution.docker import DockerExecutor
+from dlbench.execution.engine import NETWORK_RANGE, job_network, network_name, sweep_networks
 from dlbench.execution.local import LocalProcessExecutor
 from dlbench.execution.targets import LocalDocker, LocalProcess, Target
 from dlbench.jobs import Job, job_id_for

@@ -6,8 +6,8 @@ label by the run's teardown or the janitor. The jobs of a group may share a user
 (:func:`job_network`, labelled the same way and swept the same way). Results come back through a bind-mounted directory
 and are archived on the controller by :func:`dlbench.execution.base.finish`.
 
-The sweeps, the job networks and the bridge's gateway live in :mod:`dlbench.execution.engine`
-(re-exported here): what needs them does not load this executor (nor ``requests``).
+The sweeps, the job networks and the bridge's gateway live in :mod:`dlbench.execution.engine`:
+what needs them does not load this executor (nor ``requests``).
 """
 
 from __future__ import annotations
@@ -32,33 +32,14 @@ from dlbench.execution.base import (
     read_document,
     timed_out,
 )
-from dlbench.execution.container import (
-    DATA_MOUNT,
-    LABEL,
-    RESULTS_MOUNT,
-    container_name,
-    labels_for,
-    workload_launch,
-)
-from dlbench.execution.engine import (
-    NETWORK_RANGE,
-    bridge_gateway,
-    engine_client,
-    job_network,
-    network_name,
-    remove_run_containers,
-    remove_run_networks,
-    sweep_containers,
-    sweep_networks,
-)
+from dlbench.execution.container import container_name, workload_launch
+from dlbench.execution.engine import engine_client
 from dlbench.execution.machine_lock import ensure_local_busy
 from dlbench.execution.targets import LocalDocker, Target
 from dlbench.jobs import Job
 from dlbench.workloads.result import ResultDocument
 
-__all__ = ["DATA_MOUNT", "LABEL", "NETWORK_RANGE", "RESULTS_MOUNT", "DockerExecutor", "bridge_gateway",
-           "container_name", "job_network", "labels_for", "network_name", "remove_run_containers",
-           "remove_run_networks", "sweep_containers", "sweep_networks"]
+__all__ = ["DockerExecutor"]
 
 
 class DockerExecutor(Executor):

@@ -41,6 +41,8 @@ class Sweeper(Protocol):
 class Provider:
     """One provider, whole: what the request validates, what provisions, what runs the lifecycle."""
 
+    summary: str
+    """What it provides, in a few words (the trigger form's Provider field lists them)."""
     settings: type[ProviderSettings]
     backend: Callable[[Any], ProviderBackend]
     """Called with the validated settings (a machine provider's: :class:`MachineBackend` over its driver)."""
@@ -65,12 +67,14 @@ def _machines(driver: type[Driver]) -> Callable[[Any], ProviderBackend]:
 
 
 PROVIDERS: dict[str, Provider] = {
-    "local": Provider(LocalSettings, LocalBackend),  # this host (and its QEMU guests)
-    "ironic": Provider(IronicSettings, _machines(IronicDriver), IronicDriver),
-    "nova": Provider(NovaSettings, _machines(NovaDriver), NovaDriver),
-    # an existing cluster, a namespace per run
-    "kubernetes": Provider(KubernetesSettings, KubernetesBackend, sweeper=sweep_namespaces),
-    "magnum": Provider(MagnumSettings, MagnumBackend, MagnumDriver),  # a cluster per run
+    "local": Provider("this host and its Docker engine (no cloud), QEMU guests for the VM platforms",
+                      LocalSettings, LocalBackend),
+    "ironic": Provider("OpenStack bare metal", IronicSettings, _machines(IronicDriver), IronicDriver),
+    "nova": Provider("OpenStack VMs", NovaSettings, _machines(NovaDriver), NovaDriver),
+    "kubernetes": Provider("an existing Kubernetes cluster, a namespace per run", KubernetesSettings,
+                           KubernetesBackend, sweeper=sweep_namespaces),
+    "magnum": Provider("a Kubernetes cluster per run from OpenStack Magnum", MagnumSettings, MagnumBackend,
+                       MagnumDriver),
 }
 
 if TYPE_CHECKING:
