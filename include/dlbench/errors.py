@@ -9,7 +9,7 @@ Imports nothing: every layer may raise these.
 
     DlbenchError
     ├── ConfigError (ValueError)            fix the request / profile / settings field it names
-    │   └── CloudConfigError                fix clouds.yaml or the Airflow connection it names
+    ├── CloudConfigError (ValueError)       fix clouds.yaml or the Airflow connection it names
     ├── ProvisioningError (RuntimeError)    the cloud refused or failed; its own words are quoted
     │   ├── NoCapacity                      free or enroll machines, or ask for fewer
     │   └── each provider's own (IronicError, NovaError... in its module)
@@ -36,9 +36,10 @@ class ConfigError(DlbenchError, ValueError):
     values. Fix that field: nothing was provisioned."""
 
 
-class CloudConfigError(ConfigError):
+class CloudConfigError(DlbenchError, ValueError):
     """The cloud cannot be reached as configured (unknown cloud, missing credentials): fix the
-    clouds.yaml entry or Airflow connection the message names."""
+    clouds.yaml entry or Airflow connection the message names. A sibling of :class:`ConfigError`,
+    not a kind of it: the validate step reports it under the provider's name (``ironic: ...``)."""
 
 
 class ProvisioningError(DlbenchError, RuntimeError):
