@@ -1,4 +1,4 @@
-"""Deadlines, polling and retries for cloud APIs: every wait of the providers goes through here.
+"""Deadlines, polling and retries: every wait of dlbench (cloud APIs, machines, processes, locks) goes through here.
 
 Why our own loop: openstacksdk's ``wait_for_*`` poll every 2 s and retry nothing, which both
 dominates test time and turns a 30-second API restart into a failed run. Here every wait has a
@@ -15,6 +15,12 @@ until done), :func:`wait_for_status` (one resource until a status, a failure sta
 cloud's own reason, like openstacksdk's ``wait_for_status``) and :func:`poll_each` (several
 resources in rounds, one :class:`~dlbench.errors.WaitTimeout` naming those still pending). A
 ``WaitTimeout`` names what was awaited and the last state seen.
+
+The execution layer waits for machines, processes, pods and locks with the same helpers: a wait
+that raises its own error at the deadline passes :func:`poll` a ``give_up``; one that only wants
+to know whether the condition came in time (to escalate a signal, to report what is left) asks
+:func:`until`. ``time.sleep`` elsewhere in dlbench marks a pause that is no wait (a guard test
+holds it to a ``# not a wait:`` comment), so every wait has one home for its interval and deadline.
 """
 
 from __future__ import annotations
@@ -55,8 +61,11 @@ def is_transient(exc: BaseException) -> bool:
 class Deadline:
     """A point in monotonic time; ``remaining`` never goes negative."""
 
-    def __init__(self, seconds: float, what: str) -> None:
-        if seconds <= 0:
+    def __init__(self, seconds: float, what: str, *, may_be_spent: bool = False) -> None:
+        """``may_be_spent``: ``seconds`` <= 0 is the rest of a budget already used up, not a
+        configuration error (a wait then checks once and gives up), e.g. the second of several
+        claims sharing one wait, or a caller's own timeout passed through as it is."""
+        if seconds <= 0 and not may_be_spent:
             raise ValueError(f"timeout for {what} must be > 0 (got {seconds})")
         self.what = what
         self.seconds = seconds
@@ -145,7 +154,7 @@ def _fetch(fetch: Callable[[], T], deadline: Deadline, interval: float, what: st
 
 def poll(fetch: Callable[[], T], done: Callable[[T], bool], deadline: Deadline, interval: float,
          describe: Callable[[T], str] = str, *, retry: bool = True, what: str | None = None,
-         timeout: Callable[[T], str] | None = None) -> T:
+         timeout: Callable[[T], str] | None = None, give_up: Callable[[T], BaseException] | None = None) -> T:
     """Call ``fetch`` every ``interval`` s until ``done(value)``; raise :class:`WaitTimeout` with
     the last state seen once the deadline passes.
 
@@ -153,7 +162,9 @@ def poll(fetch: Callable[[], T], done: Callable[[T], bool], deadline: Deadline, 
     ``retry``: transient errors of ``fetch`` are retried (the API may restart mid-wait; logged
     as ``what``, default the deadline's); False where ``fetch`` retries its own calls or cannot
     fail transiently, so its errors propagate as they are. ``timeout(last value)``: the
-    WaitTimeout's text (default: what was awaited, for how long, and ``describe(last)``)."""
+    WaitTimeout's text (default: what was awaited, for how long, and ``describe(last)``).
+    ``give_up(last value)``: the error raised at the deadline instead of a WaitTimeout, where the
+    caller's callers expect its own (a peer that does not serve, a machine still claimed)."""
     last: T | None = None
 
     def unanswered(exc: BaseException) -> str:
@@ -169,10 +180,28 @@ def poll(fetch: Callable[[], T], done: Callable[[T], bool], deadline: Deadline, 
             return value
         last = value
         if deadline.expired():
+            if give_up is not None:
+                raise give_up(value)
             raise WaitTimeout(timeout(value) if timeout is not None else
                               f"{deadline.what}: not done within {deadline.seconds:.0f} s; "
                               f"last seen: {describe(value)}")
         deadline.pause(interval)
+
+
+def until(condition: Callable[[], bool], deadline: Deadline | None, interval: float) -> bool:
+    """True as soon as ``condition()`` is, asked every ``interval`` s; False once the deadline has
+    passed first (a last ask at the deadline). For the waits whose running out is no error of its
+    own: the caller escalates (SIGTERM, then SIGKILL), reports what is left, or tries another way.
+    ``deadline`` None: no deadline, the condition itself ends the wait (a child process that runs
+    as long as its work, or a signal). The condition's own errors propagate."""
+    while not condition():
+        if deadline is None:
+            time.sleep(interval)
+            continue
+        if deadline.expired():
+            return False
+        deadline.pause(interval)
+    return True
 
 
 def wait_for_status(fetch: Callable[[], T], status: Callable[[T], object], deadline: Deadline, interval: float, *,

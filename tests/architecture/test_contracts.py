@@ -198,6 +198,54 @@ def test_function_local_imports_are_heavy_or_optional_and_say_why():
     assert not wrong, "\n".join(wrong)
 
 
+NOT_A_WAIT = "# not a wait:"
+"""The mark of a ``time.sleep`` that is no wait for a condition (tailing a log, a fixed grace),
+with the reason after it; every wait goes through dlbench.polling (its interval, its deadline)."""
+
+
+def _unmarked_sleeps(source: str) -> list[int]:
+    """Lines calling ``time.sleep`` (or ``sleep`` imported from ``time``) without ``# not a wait: <why>``."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    names = {alias.asname or alias.name for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and node.module == "time" for alias in node.names
+             if alias.name == "sleep"}
+    modules = {alias.asname or alias.name for node in ast.walk(tree)
+               if isinstance(node, ast.Import) for alias in node.names if alias.name == "time"}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if ((isinstance(func, ast.Attribute) and func.attr == "sleep" and isinstance(func.value, ast.Name)
+             and func.value.id in modules) or (isinstance(func, ast.Name) and func.id in names)):
+            line = lines[node.lineno - 1]
+            if not (NOT_A_WAIT in line and line.split(NOT_A_WAIT, 1)[1].strip()):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_sleep_finder_finds_unmarked_sleeps():
+    assert _unmarked_sleeps("import time\ntime.sleep(1)\ntime.sleep(2)  # not a wait: a fixed grace\n") == [2]
+    assert _unmarked_sleeps("from time import sleep as nap\nnap(1)\n") == [2]
+    assert _unmarked_sleeps("import time as t\nt.sleep(1)  # not a wait:\n") == [2]  # the reason is missing
+    assert _unmarked_sleeps("import asyncio\nasyncio.sleep(1)\n") == []
+
+
+def test_every_wait_goes_through_polling():
+    """No ``time.sleep`` in dlbench outside dlbench.polling (the one home of intervals and
+    deadlines) and the workloads (they run on the benchmarked machine and may not import it),
+    unless its line says ``# not a wait: <why>``."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative == Path("polling.py") or relative.parts[0] == "workloads":
+            continue
+        wrong.extend(f"{path.relative_to(ROOT)}:{n}" for n in _unmarked_sleeps(path.read_text()))
+    assert not wrong, ("time.sleep outside dlbench.polling (wait with polling.poll/until, or mark a pause "
+                       f"that is no wait '{NOT_A_WAIT} <why>'): " + ", ".join(wrong))
+
+
 def test_the_type_checker_passes():
     """mypy over include/ (pyproject.toml's [tool.mypy]) with zero errors."""
     result = _run(str(BIN / "mypy"))

@@ -37,6 +37,7 @@ from dlbench.execution.engine import engine_client
 from dlbench.execution.machine_lock import ensure_local_busy
 from dlbench.execution.targets import LocalDocker, Target
 from dlbench.jobs import Job
+from dlbench.polling import Deadline, until
 from dlbench.workloads.result import ResultDocument
 
 __all__ = ["DockerExecutor"]
@@ -150,14 +151,16 @@ def _remove_container(client: Any, container: Any, wait: float = 60.0) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:
             raise
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             client.containers.get(container.id)
         except docker.errors.NotFound:
-            return
-        time.sleep(0.2)
-    container.remove(force=True)
+            return True
+        return False
+
+    if not until(gone, Deadline(wait, f"removal of container {container.id}"), 0.2):
+        container.remove(force=True)
 
 
 def _remove_leftover(client: Any, job: Job) -> None:

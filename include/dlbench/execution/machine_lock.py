@@ -38,7 +38,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +49,7 @@ from dlbench.errors import MachineBusy
 from dlbench.execution.shell import command_line
 from dlbench.execution.targets import SSHHost, Target
 from dlbench.execution.transport import RemoteHost
+from dlbench.polling import Deadline, poll
 
 if TYPE_CHECKING:
     from paramiko import Channel  # heavy at run time (paramiko, cryptography): a type only
@@ -179,20 +180,9 @@ def _claim_local(holder: str, wait_s: float) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        deadline, next_log = time.monotonic() + wait_s, time.monotonic() + 2.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                now = time.monotonic()
-                if now >= deadline:
-                    raise MachineBusy(f"{THIS_HOST} is busy: claimed by {_read_holder(path)} ({path}); "
-                                      f"waited {wait_s:.0f} s") from None
-                if now >= next_log:
-                    log.info("waiting for %s: claimed by %s", THIS_HOST, _read_holder(path))
-                    next_log = now + LOG_EVERY_S
-                time.sleep(0.2)
+        deadline = Deadline(wait_s, f"claim of {THIS_HOST}", may_be_spent=True)
+        _lock_within(fd, deadline, lambda: f"claimed by {_read_holder(path)}", lambda: MachineBusy(
+            f"{THIS_HOST} is busy: claimed by {_read_holder(path)} ({path}); waited {wait_s:.0f} s"))
         _await_no_workload(deadline)
         os.ftruncate(fd, 0)
         os.pwrite(fd, holder.encode(), 0)
@@ -205,27 +195,36 @@ def _claim_local(holder: str, wait_s: float) -> Iterator[None]:
         os.close(fd)
 
 
-def _await_no_workload(deadline: float) -> None:
+def _await_no_workload(deadline: Deadline) -> None:
     """With the machine held: wait until no workload process holds this host's busy file (one
     left running by a job whose worker died), up to ``deadline``."""
     fd = _open_local_busy()
     try:
-        next_log = time.monotonic() + 2.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return
-            except BlockingIOError:
-                now = time.monotonic()
-                if now >= deadline:
-                    raise MachineBusy(f"{THIS_HOST} is busy: {_ORPHAN_TEXT}") from None
-                if now >= next_log:
-                    log.info("waiting for %s: %s", THIS_HOST, _ORPHAN_TEXT)
-                    next_log = now + LOG_EVERY_S
-                time.sleep(0.2)
+        _lock_within(fd, deadline, lambda: _ORPHAN_TEXT, lambda: MachineBusy(f"{THIS_HOST} is busy: {_ORPHAN_TEXT}"))
+        fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _lock_within(fd: int, deadline: Deadline, holder: Callable[[], str], busy: Callable[[], MachineBusy]) -> None:
+    """Lock ``fd`` exclusively, trying every 0.2 s: a blocking ``flock`` could not give up at the
+    deadline (then ``busy()`` is raised) nor say who holds the machine while it waits (logged
+    from 2 s on, then every LOG_EVERY_S: "waiting for this host: ``holder()``")."""
+    next_log = time.monotonic() + 2.0
+
+    def locked() -> bool:
+        nonlocal next_log
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            now = time.monotonic()
+            if now >= next_log and not deadline.expired():  # at the deadline the error says it
+                log.info("waiting for %s: %s", THIS_HOST, holder())
+                next_log = now + LOG_EVERY_S
+            return False
+
+    poll(locked, bool, deadline, 0.2, retry=False, give_up=lambda _: busy())
 
 
 _ORPHAN_TEXT = "a workload still runs on it whose job's claim has ended (its worker died?)"
@@ -282,6 +281,7 @@ def _await_claim(channel: Channel, host: RemoteHost, key: MachineKey, wait_s: fl
     output = b""
     deadline, next_log = time.monotonic() + wait_s + 15, time.monotonic() + 2.0
     channel.settimeout(0.2)
+    # Not a poll: it reads the holder's output as it comes; recv's timeout paces it, no sleep.
     while CLAIMED.encode() not in output:
         try:
             data = channel.recv(4096)

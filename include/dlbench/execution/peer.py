@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -27,6 +26,7 @@ from dlbench.errors import PeerError
 from dlbench.execution.container import server_launch
 from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost
+from dlbench.polling import Deadline, poll, until
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,9 @@ def _stop_group(host: RemoteHost, pgid: str) -> None:
     """
     for signal, wait in (("TERM", 10.0), ("KILL", 5.0)):
         host.run(["sh", "-c", 'kill -s "$1" -- -"$2" 2>/dev/null; true', "sh", signal, pgid], 30)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if host.run(["sh", "-c", _ALIVE, "sh", pgid], 30)[0] != 0:
-                return
-            time.sleep(0.2)
+        if until(lambda: host.run(["sh", "-c", _ALIVE, "sh", pgid], 30)[0] != 0,
+                 Deadline(wait, f"net-serve process group {pgid} after SIG{signal}"), 0.2):
+            return
     raise PeerError(f"net-serve process group {pgid} on {host.address} still alive after SIGKILL")
 
 
@@ -142,13 +140,15 @@ def _remove_if_ours(host: RemoteHost, engine: str, name: str, run_id: str) -> No
 
 
 def _wait_ready(host: RemoteHost, read_log: list[str], alive: list[str], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        _, text = host.run(read_log, 30)
+    """Until the server's log says it serves; PeerError when it exits first or the timeout passes."""
+
+    def serving(text: str) -> bool:
         if READY in text:
-            return
+            return True
         if host.run(alive, 30)[0] != 0:
             raise PeerError(f"{what} on {host.address} exited before serving: {text.strip()[-600:]}")
-        if time.monotonic() > deadline:
-            raise PeerError(f"{what} on {host.address} not serving within {timeout:.0f} s: {text.strip()[-600:]}")
-        time.sleep(0.3)
+        return False
+
+    poll(lambda: host.run(read_log, 30)[1], serving, Deadline(timeout, f"{what} on {host.address}", may_be_spent=True),
+         0.3, retry=False, give_up=lambda text: PeerError(
+             f"{what} on {host.address} not serving within {timeout:.0f} s: {text.strip()[-600:]}"))

@@ -43,6 +43,7 @@ from dlbench.execution.machine_lock import ENSURE_REMOTE_BUSY, REMOTE_BUSY, REMO
 from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost, ssh_errors
 from dlbench.jobs import Job
+from dlbench.polling import Deadline, until
 from dlbench.workloads.result import ResultDocument
 
 log = logging.getLogger(__name__)
@@ -239,11 +240,9 @@ def _end_group(host: RemoteHost, pgid: str, wait: float = 5.0) -> str:
     if host.run(["sh", "-c", _GROUP_ALIVE, "sh", pgid], 30)[0] != 0:
         return ""
     host.run(["sh", "-c", _KILL_GROUP, "sh", pgid], 30)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if host.run(["sh", "-c", _GROUP_ALIVE, "sh", pgid], 30)[0] != 0:
-            return ""
-        time.sleep(0.2)
+    if until(lambda: host.run(["sh", "-c", _GROUP_ALIVE, "sh", pgid], 30)[0] != 0,
+             Deadline(wait, f"process group {pgid} after SIGKILL"), 0.2):
+        return ""
     return f"process group {pgid} of the workload still alive on {host.address} after SIGKILL"
 
 

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dlbench.errors import ExecutionError
 from dlbench.execution.shell import command_line
+from dlbench.polling import Deadline, poll
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import SSHHost
@@ -375,22 +376,28 @@ def wait_reachable(address: str, user: str, key_path: str, timeout: float, inter
     :class:`ExecutionError` with the last failure after ``timeout``. ``address`` may carry a
     port (``host:2222``)."""
     started = time.monotonic()
+    deadline = Deadline(timeout, f"{user}@{address} over SSH", may_be_spent=True)
     last = "never tried"
     host, port = _split_address(address)
-    while True:
-        remaining = timeout - (time.monotonic() - started)
-        if remaining <= 0:
-            raise ExecutionError(f"{user}@{address} not reachable over SSH within {timeout:.0f} s: {last}")
-        attempt = min(10.0, max(remaining, 0.5))
+
+    def logged_in() -> bool:
+        nonlocal last
+        if deadline.expired():  # no try at the deadline: one may take up to 10 s more
+            return False
+        attempt = min(10.0, max(deadline.remaining(), 0.5))
         try:
             with RemoteHost(host, port=port, user=user, key_path=key_path, known_hosts=known_hosts,
                             connect_timeout=attempt) as remote:
                 status, _ = remote.run(["true"], attempt)
                 if status == 0:
-                    return time.monotonic() - started
+                    return True
                 last = "'true' failed" if status is not None else "'true' timed out"
         except ssh_errors() as exc:
             last = f"{type(exc).__name__}: {exc}"
-        time.sleep(min(interval, max(0.0, timeout - (time.monotonic() - started))))
+        return False
+
+    poll(logged_in, bool, deadline, interval, retry=False, give_up=lambda _: ExecutionError(
+        f"{user}@{address} not reachable over SSH within {timeout:.0f} s: {last}"))
+    return time.monotonic() - started
 
 

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from dlbench import paths, settings
 from dlbench.pipeline import steps
 from dlbench.pipeline.progress import Progress
+from dlbench.polling import Deadline, until
 
 _END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
 _PREFIX = re.compile(r"^\S+ \[\w+\s*\] ")
@@ -36,7 +37,7 @@ def _follow(log_path: Path, out: TextIO, stop: threading.Event, started: float |
         while not stop.is_set():
             line = handle.readline()
             if not line:
-                time.sleep(0.2)
+                time.sleep(0.2)  # not a wait: tails the log as it grows, until the run is over (stop)
                 continue
             if (match := _END.search(line)) is not None:
                 task, index = match.groups()
@@ -73,8 +74,8 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while child.poll() is None and not interrupted:
-            time.sleep(0.2)
+        # No deadline: the run takes as long as it takes; the child's exit or a signal ends the wait.
+        until(lambda: child.poll() is not None or bool(interrupted), None, 0.2)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -93,10 +94,8 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
             os.killpg(child.pid, sig)
         except ProcessLookupError:
             return
-        deadline = time.monotonic() + grace
-        while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if child.poll() is not None:
+        if until(lambda: child.poll() is not None, Deadline(grace, f"the run's process {child.pid} after {sig.name}"),
+                 0.1):
             return
 
 
@@ -162,7 +161,7 @@ def run_dag(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        time.sleep(0.5)
+        time.sleep(0.5)  # not a wait: the follower's last half second to echo the run's final lines
         stop.set()
         follower.join(timeout=2)
     minutes = (time.monotonic() - started) / 60

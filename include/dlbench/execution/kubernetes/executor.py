@@ -27,6 +27,7 @@ from dlbench.execution.kubernetes.pods import WAITING_FAILURES, api_message, con
 from dlbench.execution.kubernetes.results import BEGIN, EMIT, RESULT_PATH, WRAPPER, decode_result
 from dlbench.execution.kubernetes.services import ensure_headless_service, role_group, service_name
 from dlbench.jobs import Job
+from dlbench.polling import Deadline, until
 from dlbench.workloads.result import ResultDocument
 
 if TYPE_CHECKING:
@@ -191,10 +192,16 @@ class KubernetesExecutor(Executor):
         run; (error or "", the pod or None)."""
         from kubernetes.client.exceptions import ApiException  # heavy client library, only when a cluster is called
 
-        deadline = time.monotonic() + timeout + self.grace + 60
-        unschedulable_since = backoff_since = None
-        pod = None
-        while True:
+        deadline = Deadline(timeout + self.grace + 60, f"job {ns}/{name}", may_be_spent=True)
+        unschedulable_since: float | None = None
+        backoff_since: float | None = None
+        pod: Any = None
+        outcome: tuple[str, Any] | None = None
+
+        def observe() -> tuple[str, Any] | None:
+            """One look at the Job and its pod: (error or "", the pod or None) once it has ended
+            or cannot run, None while it may still run."""
+            nonlocal pod, unschedulable_since, backoff_since
             job = batch.read_namespaced_job(name, ns)
             pods = core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
             if pods:
@@ -230,9 +237,18 @@ class KubernetesExecutor(Executor):
                     return failed + warning_events(core, ns, pod.metadata.name), None
             elif failed:
                 return failed, None
-            if time.monotonic() > deadline:
-                return timed_out(timeout, f"job {ns}/{name} still {pod.status.phase if pod else 'without pod'}"), pod
-            time.sleep(POLL_S)
+            return None
+
+        def ended() -> bool:
+            nonlocal outcome
+            outcome = observe()
+            return outcome is not None
+
+        # API errors are not retried here: the run reports the cluster's refusal as it is.
+        if not until(ended, deadline, POLL_S):
+            return timed_out(timeout, f"job {ns}/{name} still {pod.status.phase if pod else 'without pod'}"), pod
+        assert outcome is not None  # until() is True only once observe() has returned one
+        return outcome
 
     @staticmethod
     def _read_back(core: Any, ns: str, pod: Any) -> tuple[str, ResultDocument | None, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +22,7 @@ from dlbench.execution.kubernetes.labels import k8s_annotations, k8s_labels
 from dlbench.execution.kubernetes.pods import WAITING_FAILURES, api_message, container_state, warning_events
 from dlbench.execution.peer import READY
 from dlbench.jobs import Job
+from dlbench.polling import Deadline, poll, until
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import KubernetesAccess, Target
@@ -96,26 +96,37 @@ def network_peer_pod(peer: Target, run_id: str, port: int = PEER_PORT, *, api: A
             raise PeerError(f"the cluster refused the network peer pod on {node}: {exc.status} {exc.reason}: "
                             f"{api_message(exc)}") from exc
         created = True
-        deadline = time.monotonic() + ready_timeout
-        while True:
+
+        def look() -> tuple[Any, Any, str]:
+            """The pod, its container's state, and its log once the container has started."""
             pod = core.read_namespaced_pod(name, ns)
             state = container_state(pod)
             text = ""
             if state is not None and (state.running is not None or state.terminated is not None):
                 text = core.read_namespaced_pod_log(name, ns, container="netserve", _preload_content=False
                                                     ).data.decode(errors="replace")
+            return pod, state, text
+
+        def serving(seen: tuple[Any, Any, str]) -> bool:
+            pod, state, text = seen
             if READY in text and pod.status.pod_ip and pod.status.phase == "Running":
-                break
+                return True
             waiting = state.waiting if state is not None else None
             if pod.status.phase in ("Failed", "Succeeded") or (waiting is not None
                                                               and waiting.reason in WAITING_FAILURES):
                 why = waiting.reason if waiting is not None and waiting.reason else pod.status.phase
                 raise PeerError(f"network peer pod {ns}/{name} on {node} did not serve ({why}): {text.strip()[-600:]}"
                                 + warning_events(core, ns, name))
-            if time.monotonic() > deadline:
-                raise PeerError(f"network peer pod {ns}/{name} on {node} not serving within {ready_timeout:.0f} s "
-                                f"(phase {pod.status.phase}): {text.strip()[-600:]}" + warning_events(core, ns, name))
-            time.sleep(0.5)
+            return False
+
+        def not_serving(seen: tuple[Any, Any, str]) -> PeerError:
+            pod, _, text = seen
+            return PeerError(f"network peer pod {ns}/{name} on {node} not serving within {ready_timeout:.0f} s "
+                             f"(phase {pod.status.phase}): {text.strip()[-600:]}" + warning_events(core, ns, name))
+
+        # API errors are not retried: they reach the job as the cluster's answer.
+        pod, _, _ = poll(look, serving, Deadline(ready_timeout, f"network peer pod {ns}/{name}", may_be_spent=True),
+                         0.5, retry=False, give_up=not_serving)
         facts["host_network"] = "true" if pod.status.pod_ip == pod.status.host_ip else ""
         log.info("network peer pod %s/%s on %s at %s", ns, name, node, pod.status.pod_ip)
         yield pod.status.pod_ip, facts
@@ -133,13 +144,15 @@ def _delete_pod(core: Any, ns: str, name: str, timeout: float = 60.0) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise PeerError(f"could not delete network peer pod {ns}/{name}: {exc.status} {exc.reason}") from exc
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             core.read_namespaced_pod(name, ns)
         except ApiException as exc:
             if exc.status == 404:
-                return
+                return True
             raise
-        time.sleep(0.5)
-    raise PeerError(f"network peer pod {ns}/{name} still exists {timeout:.0f} s after its deletion")
+        return False
+
+    if not until(gone, Deadline(timeout, f"deletion of network peer pod {ns}/{name}"), 0.5):
+        raise PeerError(f"network peer pod {ns}/{name} still exists {timeout:.0f} s after its deletion")
