@@ -41,7 +41,7 @@ from dlbench.grammar import AbsolutePath, ImageReference, Name
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
-from dlbench.providers.sweep import decide
+from dlbench.providers.sweep import sweep_runs
 from dlbench.workloads.result import Platform
 
 ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
@@ -267,27 +267,12 @@ def find_namespaces(api: Any) -> dict[str, list[tuple[str, Tags]]]:
 def sweep(settings: KubernetesSettings, is_active: Any, *, now: datetime | None = None, dry_run: bool = False,
           api: Any = None) -> tuple[list[SweepAction], list[dict[str, str]]]:
     """Janitor: (released actions, kept runs) for one cluster, with the same lease/expiry rule as
-    the machine providers (:func:`dlbench.providers.janitor.decide`)."""
+    the machine providers (:func:`dlbench.providers.sweep.sweep_runs`)."""
     api = api or _client(settings)
-    now = now or datetime.now(UTC)
-    actions, kept = [], []
-    for run_id, namespaces in find_namespaces(api).items():
-        instances = [Instance(id=name, name=name, platform=settings.platform, provider="kubernetes", tags=tags)
-                     for name, tags in namespaces]
-        reason, keep = decide(instances, is_active, now)
-        if keep:
-            kept.append({"run_id": run_id, "resources": str(len(namespaces)), "reason": reason})
-            continue
-        error = ""
-        if not dry_run:
-            try:
-                delete_run(api, run_id)
-            except Exception as exc:  # noqa: BLE001 - reported, the sweep goes on
-                error = str(exc)
-        actions += [SweepAction(resource_id=name, name=f"namespace {name}", reason=reason,
-                                released=not dry_run and not error, error=error, run_id=run_id)
-                    for name, _ in namespaces]
-    return actions, kept
+    found = {run_id: [Instance(id=name, name=f"namespace {name}", platform=settings.platform, provider="kubernetes",
+                               tags=tags) for name, tags in namespaces]
+             for run_id, namespaces in find_namespaces(api).items()}
+    return sweep_runs(found, lambda run_id, _: delete_run(api, run_id), is_active, now=now, dry_run=dry_run)
 
 
 __all__ = ["KubernetesBackend", "delete_run", "find_namespaces", "namespace_for", "sweep"]

@@ -7,6 +7,7 @@ namespaces), so there is one rule for what is a leak.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from dlbench.polling import Deadline
@@ -35,12 +36,15 @@ def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> 
     return f"run still active, expires at {tags.expires_at.isoformat()}", True
 
 
-def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive, *, now: datetime | None = None,
-                 dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
-    """(released or would-release actions, kept runs with the reason) for one driver's resources."""
+def sweep_runs(found: dict[str, list[Instance]], release: Callable[[str, list[Instance]], object],
+               is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False
+               ) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """(released or would-release actions, kept runs with the reason) for resources found by run:
+    :func:`decide` per run, ``release(run_id, instances)`` for the runs it gives up (not in a dry
+    run). A failed release is reported on each of the run's resources and the sweep goes on."""
     now = now or datetime.now(UTC)
     actions, kept = [], []
-    for run_id, instances in driver.find().items():
+    for run_id, instances in found.items():
         reason, keep = decide(instances, is_active, now)
         if keep:
             kept.append({"run_id": run_id, "resources": str(len(instances)), "reason": reason})
@@ -48,7 +52,7 @@ def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive,
         error = ""
         if not dry_run:
             try:
-                driver.delete(instances, Deadline(release_timeout, f"janitor release of run {run_id}"))
+                release(run_id, instances)
             except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
                 error = str(exc)
         for inst in instances:
@@ -56,3 +60,10 @@ def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive,
                                        name=inst.name, reason=reason, released=not dry_run and not error, error=error,
                                        run_id=run_id))
     return actions, kept
+
+
+def sweep_driver(driver: Driver, release_timeout: float, is_active: RunIsActive, *, now: datetime | None = None,
+                 dry_run: bool = False) -> tuple[list[SweepAction], list[dict[str, str]]]:
+    """(released or would-release actions, kept runs with the reason) for one driver's resources."""
+    return sweep_runs(driver.find(), lambda run_id, instances: driver.delete(
+        instances, Deadline(release_timeout, f"janitor release of run {run_id}")), is_active, now=now, dry_run=dry_run)
