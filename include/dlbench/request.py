@@ -349,23 +349,34 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
     return out
 
 
+def platform_order(platforms: list[Platform], repetition: int) -> list[Platform]:
+    """The order the platforms run a cell in on ``repetition``: rotated by one place per repetition
+    (a Latin square: over n repetitions of n platforms each platform runs each position once), so
+    drift over the run (a machine warming up, a neighbour starting) falls on every platform alike
+    instead of always on the one that runs second."""
+    shift = repetition % len(platforms) if platforms else 0
+    return [*platforms[shift:], *platforms[:shift]]
+
+
 def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
     """Expand a request into jobs. Repetitions are the outer loop, so a run cut short still has
-    a complete first pass over the matrix rather than many repetitions of its first cell. With
-    ``every_machine`` each cell is planned once per machine of its platform (machine innermost: a
-    run cut short has surveyed the whole fleet on its first cells)."""
+    a complete first pass over the matrix rather than many repetitions of its first cell. Within a
+    repetition the platforms of one cell run back to back (:func:`platform_order`: interleaved, their
+    order rotated per repetition), so the values a comparison pairs were measured minutes apart, not
+    a whole matrix apart. With ``every_machine`` each cell is planned once per machine of its
+    platform (machine innermost: a run cut short has surveyed the whole fleet on its first cells)."""
     jobs = []
     profile = request.resolved_profile
     digest = profile_digest(profile)
     for repetition in range(max(request.repetitions_for(suite) for suite in request.suites)):
-        for platform in request.platforms:
-            for suite in request.suites:
-                if repetition >= request.repetitions_for(suite):
-                    continue
-                for scenario in request.scenarios:
-                    machines = request.machines_of(platform) if scenario is Scenario.SINGLE else [None]
-                    for args in suite_cells(request, suite, scenario):
-                        timeout, _ = job_timeout(profile, suite.value, args, scenario.value)
+        for suite in request.suites:
+            if repetition >= request.repetitions_for(suite):
+                continue
+            for scenario in request.scenarios:
+                for args in suite_cells(request, suite, scenario):
+                    timeout, _ = job_timeout(profile, suite.value, args, scenario.value)
+                    for platform in platform_order(list(request.platforms), repetition):
+                        machines = request.machines_of(platform) if scenario is Scenario.SINGLE else [None]
                         for machine in machines:
                             jobs.append(Job(
                                 job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario,

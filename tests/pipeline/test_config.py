@@ -20,6 +20,26 @@ def test_defaults_are_the_embedded_matrix():
     assert [j.repetition for j in jobs[:22]] == [0] * 22  # a full first pass before repeating
 
 
+def test_platforms_interleave_per_cell_and_rotate_per_repetition():
+    """Each cell's platforms run back to back, first one first on even repetitions and last on odd
+    ones: drift over the run cannot land on one platform only."""
+    request = parse_request({"platforms": ["bare_metal", "container_on_bare_metal", "virtual_machine"],
+                             "suites": ["tf_cnn"], "models": ["alexnet"], "data": ["synthetic", "real"],
+                             "repetitions": 3})
+    jobs = plan_jobs(request, "r")
+    by_rep = [[j for j in jobs if j.repetition == r] for r in range(3)]
+    for r, rep_jobs in enumerate(by_rep):
+        for first in range(0, len(rep_jobs), 3):  # three platforms of one cell, consecutive
+            cell = rep_jobs[first:first + 3]
+            assert len({(j.args["model"], j.args["data"]) for j in cell}) == 1
+            assert [j.platform.value for j in cell] == [
+                *["bare_metal", "container_on_bare_metal", "virtual_machine"][r:],
+                *["bare_metal", "container_on_bare_metal", "virtual_machine"][:r]]
+    # over the three repetitions every platform ran in every position once (a Latin square)
+    positions = {(j.platform.value, i % 3) for rep_jobs in by_rep for i, j in enumerate(rep_jobs)}
+    assert len(positions) == 9
+
+
 def test_repetitions_per_suite_follow_the_profile():
     paper = parse_request({"profile": "paper", "platforms": ["bare_metal"], "models": ["alexnet"],
                            "data": ["synthetic"], "suites": ["tf_cnn", "disk"]})
