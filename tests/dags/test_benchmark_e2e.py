@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import text
 
 from dlbench import paths
+from dlbench.pipeline.embedded import in_plan_order
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import db
 from tests.conftest import ROOT
@@ -20,7 +21,8 @@ def dag(airflow_db):
 
 
 def test_embedded_run(dag, workload_image):
-    run = dag.test(run_conf={"profile": "smoke", "repetitions": 1})
+    with in_plan_order():  # as make run does (dlbench.pipeline.embedded)
+        run = dag.test(run_conf={"profile": "smoke", "repetitions": 1})
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state).endswith("success"), states
     jobs = {k: v for k, v in states.items() if k[0] == "run_job"}
@@ -29,6 +31,11 @@ def test_embedded_run(dag, workload_image):
     skipped = [k for k, v in jobs.items() if v.endswith("skipped")]
     assert len(skipped) <= 2, states
     assert all(v.endswith(("success", "skipped")) for v in states.values()), states
+    # The jobs ran in plan order (a cell's platforms back to back), not in dag.test()'s set order.
+    started = sorted((ti for ti in run.get_task_instances() if ti.task_id == "run_job" and ti.start_date),
+                     key=lambda ti: ti.start_date)
+    assert [ti.map_index for ti in started] == sorted(ti.map_index for ti in started), \
+        [ti.map_index for ti in started]
 
     engine = db.engine_for(None)
     with engine.connect() as conn:
