@@ -1,5 +1,6 @@
 """dlbench.reports.stats against independent computations: printed t tables, a numerical
-integration of the t density, numpy, hand-worked Welch examples, and the report's own output."""
+integration of the t density, numpy, a hand-worked log-ratio interval, Fieller's closed form, a
+Monte-Carlo coverage run, and the report's own output."""
 
 from __future__ import annotations
 
@@ -60,39 +61,123 @@ def test_t_quantile_inverts_the_integrated_density(df, p):
     assert t_cdf_by_integration(q, df) == pytest.approx(p, abs=2e-6)
 
 
-def test_welch_interval_and_verdict_by_hand():
-    platform, bare = [80.0, 90.0, 85.0], [100.0, 110.0, 90.0]
-    # By hand: means 85 and 100; variances 25 and 100; se² = 25/3 + 100/3; Welch-Satterthwaite df.
-    se2 = 25 / 3 + 100 / 3
-    df = se2 ** 2 / ((25 / 3) ** 2 / 2 + (100 / 3) ** 2 / 2)
-    assert df == pytest.approx(2.941176, rel=1e-6)
+def test_ratio_interval_by_hand():
+    """Equal relative spreads and n = 3 on both sides make Welch-Satterthwaite's df exactly 4, so
+    the quantile is the printed table's t(0.975, 4) = 2.776 and everything else is arithmetic."""
+    platform, bare = [90.0, 100.0, 110.0], [108.0, 120.0, 132.0]  # means 100 and 120, CV 10 % both
+    v = 0.1 ** 2 / 3  # s²/(n x̄²) on each side
+    se, df = math.sqrt(2 * v), (2 * v) ** 2 / (v ** 2 / 2 + v ** 2 / 2)
+    assert df == 4.0
+    low, high = 100 / 120 * math.exp(-2.776 * se), 100 / 120 * math.exp(2.776 * se)
+    # se = sqrt(0.02 / 3) = 0.08165, t se = 0.22666, 0.83333 x exp(∓0.22666) = 0.66434, 1.04533
+    assert (round(low, 4), round(high, 4)) == (0.6643, 1.0453)
     result = stats.compare(platform, bare, higher_is_better=True)
-    assert result.difference == pytest.approx(-15.0)
-    assert result.df == pytest.approx(df, rel=1e-12)
-    half = (result.ci_high - result.ci_low) / 2
-    # The half-width's quantile integrates the density to 0.975.
-    assert t_cdf_by_integration(half / math.sqrt(se2), df) == pytest.approx(0.975, abs=2e-6)
-    # |t| = 15 / se = 2.32 < t(0.975, 2.94) ≈ 3.2: Welch's test does not reject, the interval contains 0.
-    assert result.ci_low < 0 < result.ci_high
+    assert result.ratio == pytest.approx(100 / 120, rel=1e-15) and result.df == pytest.approx(4.0, rel=1e-12)
+    assert result.ratio_low == pytest.approx(low, abs=2e-4) and result.ratio_high == pytest.approx(high, abs=2e-4)
+    # Symmetric in relative terms: the ratio is the geometric middle of its interval, and bare
+    # metal over the platform has exactly the reciprocal interval.
+    assert result.ratio_low * result.ratio_high == pytest.approx(result.ratio ** 2, rel=1e-12)
+    inverse = stats.compare(bare, platform, higher_is_better=True)
+    assert inverse.ratio_low == pytest.approx(1 / result.ratio_high, rel=1e-12)
+    assert inverse.ratio_high == pytest.approx(1 / result.ratio_low, rel=1e-12)
+    # 1 is inside: no significant difference; the point Diff% (16.7 %) is inside its interval.
     assert result.verdict is stats.Verdict.NO_SIGNIFICANT_DIFFERENCE
-    scaled = result.scaled(100.0)
-    assert scaled["normalized_ci_low"] == pytest.approx(1 + result.ci_low / 100)
-    assert scaled["diff_pct_ci_high"] == pytest.approx(-result.ci_low)  # Diff% = -(D - H) / H x 100
-    assert scaled["diff_pct_ci_low"] < 15.0 < scaled["diff_pct_ci_high"]  # the point Diff% is inside
+    scaled = result.scaled(120.0)
+    assert scaled["diff_pct_ci_low"] < 100 * (1 - 100 / 120) < scaled["diff_pct_ci_high"]
+    assert scaled["ci_low"] == pytest.approx(120 * (result.ratio_low - 1), rel=1e-12)  # D - H, in images/s
+
+
+def fieller(values: list[float], baseline: list[float], t: float) -> tuple[float, float]:
+    """Fieller's interval of mean(values)/mean(baseline): the roots of
+    (D - rho H)^2 = t^2 (s_D^2/n_D + rho^2 s_H^2/n_H), a quadratic in rho (independent samples)."""
+    d, h = np.mean(values), np.mean(baseline)
+    a, b = np.var(values, ddof=1) / len(values), np.var(baseline, ddof=1) / len(baseline)
+    qa, qb, qc = h * h - t * t * b, -2 * d * h, d * d - t * t * a
+    root = math.sqrt(qb * qb - 4 * qa * qc)
+    return (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+
+
+def test_ratio_interval_agrees_with_fieller_at_benchmark_spreads():
+    """Fieller's interval is exact for normal means; at a 1 % CV the delta method on the log scale
+    must land on it (with the same t quantile, read from the result's own df)."""
+    platform = [88.1, 89.3, 90.2, 90.9, 89.6]
+    bare = [99.2, 100.4, 101.1, 99.8, 100.6]
+    result = stats.compare(platform, bare, higher_is_better=True)
+    low, high = fieller(platform, bare, stats.t_quantile(0.975, result.df))
+    assert result.ratio_low == pytest.approx(low, rel=5e-4)
+    assert result.ratio_high == pytest.approx(high, rel=5e-4)
+    assert result.verdict is stats.Verdict.WORSE
+
+
+def _coverage(n: int, cv_platform: float, cv_bare: float, true_ratio: float, draws: int, seed: int,
+              quantile: float | None = None) -> float:
+    """Share of simulated intervals that contain the true ratio; ``quantile`` replaces t by a
+    fixed value (to show that a wrong interval fails the same check)."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(draws):
+        bare = rng.normal(100.0, 100.0 * cv_bare, n).tolist()
+        platform = rng.normal(100.0 * true_ratio, 100.0 * true_ratio * cv_platform, n).tolist()
+        result = stats.compare(platform, bare, higher_is_better=True)
+        low, high = result.ratio_low, result.ratio_high
+        if quantile is not None:  # the same interval with another quantile: widths scale on the log scale
+            half = math.log(result.ratio_high / result.ratio) * quantile / stats.t_quantile(0.975, result.df)
+            low, high = result.ratio * math.exp(-half), result.ratio * math.exp(half)
+        hits += low <= true_ratio <= high
+    return hits / draws
+
+
+def test_ratio_interval_covers_the_true_ratio_95_percent_of_the_time():
+    """Monte Carlo, fixed seed: a container 10 % slower and four times noisier than bare metal (the
+    case Welch's df is for), n = 5. 4000 draws: the share's standard error is 0.0034, so the
+    ±0.015 tolerance is 4 standard errors, and the same interval with the normal quantile instead
+    of t (too narrow for n = 5) covers visibly less and fails it."""
+    assert 0.935 <= _coverage(5, 0.08, 0.02, 0.9, draws=4000, seed=22) <= 0.965
+    assert _coverage(5, 0.08, 0.02, 0.9, draws=4000, seed=22, quantile=1.959964) < 0.92
+
+
+def test_ratio_intervals_are_positive_and_state_one_interval_on_every_scale():
+    """Wild data (CV up to 60 %, n = 3 to 6, the 0.781 [-0.852, 2.41] of issue 22): never a
+    negative or unbounded ratio, Diff% exactly (1 - ratio) x 100, the verdict exactly what the
+    interval says."""
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n, cv = int(rng.integers(3, 7)), float(rng.uniform(0.01, 0.6))
+        bare = np.abs(rng.normal(100.0, 100.0 * cv, n)).tolist()
+        platform = np.abs(rng.normal(100.0 * rng.uniform(0.5, 1.5), 100.0 * cv, n)).tolist()
+        higher = bool(rng.integers(2))
+        result = stats.compare(platform, bare, higher_is_better=higher)
+        assert 0 < result.ratio_low <= result.ratio <= result.ratio_high < math.inf
+        scaled = result.scaled(stats.mean(bare))
+        assert scaled["normalized_ci_low"] == result.ratio_low and scaled["normalized_ci_high"] == result.ratio_high
+        assert scaled["diff_pct_ci_low"] == (1 - result.ratio_high) * 100
+        assert scaled["diff_pct_ci_high"] == (1 - result.ratio_low) * 100
+        if result.ratio_low > 1:
+            assert result.verdict is (stats.Verdict.BETTER if higher else stats.Verdict.WORSE)
+        elif result.ratio_high < 1:
+            assert result.verdict is (stats.Verdict.WORSE if higher else stats.Verdict.BETTER)
+        else:
+            assert result.verdict is stats.Verdict.NO_SIGNIFICANT_DIFFERENCE
 
 
 def test_verdict_follows_the_metric_direction_and_needs_repetitions():
     faster, base = [110.0, 111.0, 112.0], [100.0, 101.0, 102.0]
     assert stats.compare(faster, base, higher_is_better=True).verdict is stats.Verdict.BETTER
     assert stats.compare(faster, base, higher_is_better=False).verdict is stats.Verdict.WORSE
-    # The issue's example: container 85 % faster with n = 2 on a busy machine: no verdict.
+    # The issue's example: container 85 % faster with n = 2 on a busy machine: no verdict and no
+    # interval on any scale (issue 22: "too few repetitions" shows no interval at all).
     two = stats.compare([185.0, 150.0], [100.0, 80.0], higher_is_better=True)
-    assert two.verdict is stats.Verdict.TOO_FEW_REPETITIONS and not math.isnan(two.ci_low)
+    assert two.verdict is stats.Verdict.TOO_FEW_REPETITIONS and two.ratio == pytest.approx(167.5 / 90)
+    assert all(math.isnan(v) for v in [two.df, *two.scaled(90.0).values()])
     assert stats.compare([1.0], [1.0, 2.0, 3.0], True).verdict is stats.Verdict.TOO_FEW_REPETITIONS
     exact = stats.compare([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], higher_is_better=True)
-    assert exact.verdict is stats.Verdict.BETTER and exact.ci_low == exact.ci_high == 1.0
+    assert exact.verdict is stats.Verdict.BETTER and exact.ratio_low == exact.ratio_high == 2.0
+    assert exact.scaled(1.0)["ci_low"] == exact.scaled(1.0)["ci_high"] == 1.0
     same = stats.compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], higher_is_better=True)
     assert same.verdict is stats.Verdict.NO_SIGNIFICANT_DIFFERENCE
+    # A counter that stayed at 0 has no logarithm: no ratio interval, not compared.
+    zero = stats.compare([0.0, 0.0, 0.0], [2.0, 3.0, 4.0], higher_is_better=False)
+    assert zero.verdict is stats.Verdict.NOT_COMPARED and math.isnan(zero.ratio_low)
 
 
 def test_descriptive_statistics_against_numpy():
@@ -174,16 +259,20 @@ def test_the_comparison_carries_intervals_verdicts_and_flags(engine, tmp_path):
     assert exported["fields"] == list(next(iter(table.values())).keys())
     rows = {r["platform"]: r for r in exported["rows"]}
     row = table["container_on_bare_metal"]
-    # Independent: numpy moments, Welch-Satterthwaite by hand, the quantile from the integrated density.
-    vd, vh = np.var(container, ddof=1) / 5, np.var(bare, ddof=1) / 5
+    # Independent: numpy moments, the log ratio's Welch-Satterthwaite df by hand, the quantile from
+    # the integrated density.
+    d, h = np.mean(container), np.mean(bare)
+    vd, vh = np.var(container, ddof=1) / (5 * d * d), np.var(bare, ddof=1) / (5 * h * h)
     df = (vd + vh) ** 2 / (vd ** 2 / 4 + vh ** 2 / 4)
     half = stats.t_quantile(0.975, df) * math.sqrt(vd + vh)
     assert t_cdf_by_integration(half / math.sqrt(vd + vh), df) == pytest.approx(0.975, abs=2e-6)
-    h = np.mean(bare)
-    low, high = 1 + (np.mean(container) - h - half) / h, 1 + (np.mean(container) - h + half) / h
+    low, high = d / h * math.exp(-half), d / h * math.exp(half)
     for source in (row, rows["container_on_bare_metal"]):
         assert float(source["normalized_ci_low"]) == pytest.approx(low, rel=1e-9)
         assert float(source["normalized_ci_high"]) == pytest.approx(high, rel=1e-9)
+        assert float(source["diff_pct_ci_low"]) == pytest.approx((1 - high) * 100, rel=1e-9)
+        assert float(source["diff_pct_ci_high"]) == pytest.approx((1 - low) * 100, rel=1e-9)
+        assert float(source["ci_low"]) == pytest.approx(h * (low - 1), rel=1e-9)
         assert float(source["df"]) == pytest.approx(df, rel=1e-9)
         assert source["verdict"] == "worse"
         assert float(source["robust_mean"]) == pytest.approx(np.mean(sorted(container)[1:-1]))

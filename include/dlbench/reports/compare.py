@@ -185,8 +185,13 @@ COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n
            "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
            "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
-"""The comparison's fields, in the order of comparison.csv and comparison.json. ``ci_low``/``ci_high``:
-Welch interval of mean - bare metal's mean; ``*_ci_*``: the same on the Diff% and normalized scales."""
+"""The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
+row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: Welch t on the log of
+mean / bare metal's mean): ``normalized_ci_*`` is the interval of the ratio itself (always
+positive), ``diff_pct_ci_*`` = (1 - that interval) x 100, ``ci_low``/``ci_high`` = bare metal's
+mean x (that interval - 1), the difference of the means in the metric's unit; ``df`` is its
+Welch-Satterthwaite degrees of freedom. All are empty (NaN) for bare metal, rows not compared and
+rows with too few repetitions: ``verdict`` says which."""
 
 
 def step_outliers(engine: Engine, run_id: str | None) -> dict[str, int]:
@@ -262,7 +267,7 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
 
 
 def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float) -> None:
-    """Robust mean, the Welch interval against bare metal on every scale, and the verdict."""
+    """Robust mean, the ratio interval against bare metal on every scale, and the verdict."""
     stats["robust_mean"] = [st.robust_mean(v) for v in stats["_values"]]
     rows: list[dict[str, Any]] = []
     for values, base, platform, ok, higher in zip(stats["_values"], stats["_base_values"], stats["platform"],
@@ -276,8 +281,7 @@ def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float
                        diff_pct_ci_low=float("nan"), diff_pct_ci_high=float("nan"))
         else:
             result = st.compare(values, base, bool(higher), confidence)
-            row.update(ci_low=result.ci_low, ci_high=result.ci_high, df=result.df, verdict=result.verdict.value,
-                       **result.scaled(st.mean(base)))
+            row.update(df=result.df, verdict=result.verdict.value, **result.scaled(st.mean(base)))
         rows.append(row)
     for key in rows[0] if rows else []:
         stats[key] = [r[key] for r in rows]
