@@ -3,7 +3,11 @@
 The FastAPI app (dlbench.ui.app) is mounted by Airflow's API server at ``/dlbench``; it reads the
 warehouse named by DLBENCH_WAREHOUSE_URL or the ``dlbench_warehouse`` connection (else the
 embedded SQLite file). Its links are relative, so any ``[api] base_url`` prefix works.
-docs/explorer.md.
+
+``create_app(airflow=True)`` puts every route behind Airflow's own login and permissions
+(dlbench.ui.auth): a JWT or the UI's ``_token`` cookie, DAG read on dlbench_benchmark to read, DAG
+edit to pin a baseline; without them the explorer answers 401/403 like Airflow's REST API.
+docs/explorer.md "Access control".
 """
 
 from __future__ import annotations

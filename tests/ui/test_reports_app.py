@@ -37,7 +37,9 @@ def test_airflow_loads_the_plugin(airflow_db):
 
 def test_airflow_api_server_serves_the_explorer(airflow_db, tmp_path):
     """Airflow's own API server app (as `airflow api-server` builds it) mounts the plugin at
-    /dlbench: the page and the JSON API answer there, from the warehouse of DLBENCH_WAREHOUSE_URL."""
+    /dlbench: the page and the JSON API answer there, from the warehouse of DLBENCH_WAREHOUSE_URL.
+    Every request as an admin (the simple auth manager's all-admins mode): who else gets in is
+    tests/ui/test_auth.py's question."""
     code = (
         "from fastapi.testclient import TestClient\n"
         "from airflow.api_fastapi.app import create_app\n"
@@ -49,6 +51,7 @@ def test_airflow_api_server_serves_the_explorer(airflow_db, tmp_path):
         "print('served')\n"
     )
     env = {**os.environ, "DLBENCH_WAREHOUSE_URL": f"sqlite:///{tmp_path / 'warehouse.db'}",
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins")}
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0 and "served" in proc.stdout, proc.stderr[-3000:]

@@ -34,7 +34,7 @@ from dlbench import settings, storage
 from dlbench.reports import capacity as cap
 from dlbench.reports import regression
 from dlbench.reports.charts import bar_chart, line_chart
-from dlbench.ui import explorer
+from dlbench.ui import auth, explorer
 from dlbench.ui.page import PAGE
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,120}$")
@@ -121,7 +121,10 @@ class PinRequest(BaseModel):
 def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: bool = False) -> FastAPI:
     """The app; ``engine`` (or a factory) defaults to :func:`default_engine`, opened on first use.
     ``airflow``: running inside Airflow (the plugin), so Airflow Variables can be read."""
-    app = FastAPI(title="dlbench explorer", description="Benchmark results explorer and reports")
+    app = FastAPI(title="dlbench explorer", description="Benchmark results explorer and reports",
+                  # Inside Airflow: every route needs an Airflow user who may read the DAG (auth.py), and
+                  # no schema or docs page answers without one.
+                  dependencies=auth.read_access(airflow), openapi_url=None if airflow else "/openapi.json")
     holder: dict[str, Engine] = {}
 
     def warehouse() -> Engine:
@@ -215,7 +218,7 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
     def list_pins() -> list[dict[str, Any]]:
         return regression.pins(warehouse())
 
-    @app.post("/api/pins")
+    @app.post("/api/pins", dependencies=auth.edit_access(airflow))
     def change_pin(request: PinRequest) -> list[dict[str, Any]]:
         """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
         _check(request.run_id, _RUN_ID)
