@@ -121,7 +121,7 @@ def _report(sub: Any) -> None:
         except LookupError as exc:
             print(f"dlbench report: {exc}", file=sys.stderr)
             return 1
-        print(text_table(engine, run_id))
+        print(text_table(engine, run_id, page.parent))
         print(f"\nreport: {page}")
         return 0
 

@@ -2,6 +2,11 @@
 cell with 2, one noisy), the distributed and shared scenarios, micro-benchmarks, machine-load
 labels (one job on a loaded machine), a step-time outlier, a failure and a skip.
 
+Two more runs judge the decision-grade line (:func:`dlbench.reports.answer.decision_grade`):
+:func:`smoke_documents`, what ``make run`` produces (profile smoke: toy sizes, 2 repetitions, a
+loaded job), and :func:`decision_documents`, a run that answers (the paper's sizes, 3
+repetitions, quiet machines, no noise).
+
 ``python -m tests.reports.demo_run OUT_DIR`` writes the report of it (SQLite under OUT_DIR)."""
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument, Status
 from tests.reports.test_scenarios_report import RUN, distributed, shared_run
@@ -84,6 +90,68 @@ def documents(seed: int = 7) -> list[ResultDocument]:
     return [*docs, skipped, failed]
 
 
+SIZES = {"paper": {"inceptionv3": (32, 299), "resnet50": (32, 224), "alexnet": (512, 227)},
+         "smoke": {"inceptionv3": (4, 75), "resnet50": (4, 32), "alexnet": (8, 67)}}
+"""(batch per device, image px) per model of the built-in profiles (profiles.yaml)."""
+STEPS = {"paper": 100, "smoke": 5}
+SMOKE_RUN, DECISION_RUN = "smoke-run", "decision-run"
+
+
+def training_run(run_id: str, profile: str, platforms: dict[str, float], repetitions: int, *, noise: float,
+                 loaded: tuple[str, str, str, int] | None = None, seed: int = 5) -> list[ResultDocument]:
+    """Single-instance training (every model x data kind) and one CPU suite, as the runner writes
+    them: the profile's sizes and measured steps in the parameters. ``loaded``: (platform, model,
+    data, repetition) of one job that ran on a loaded machine."""
+    rng = random.Random(seed)
+    docs = []
+    for rep in range(repetitions):  # interleaved: each repetition visits every platform
+        for platform, speed in platforms.items():
+            for model, (images, seconds) in MODELS.items():
+                batch, px = SIZES[profile][model]
+                for data in ("synthetic", "real"):
+                    labels = dict(QUIET)
+                    if loaded == (platform, model, data, rep):
+                        labels.update(host_load1_before="21.50", host_other_cpu_share="0.4100")
+                    d = ResultDocument(job_id=f"{run_id}-{platform}-{model}-{data}-{rep}", run_id=run_id,
+                                       repetition=rep, labels=labels, environment=_env(platform),
+                                       benchmark=Benchmark(suite="tf_cnn", name=model, parameters={
+                                           "profile": profile, "data": data, "batch_size_per_device": batch,
+                                           "image_size": px, "warmup_steps": 2, "measured_steps": STEPS[profile]}))
+                    d.add("throughput", images * speed * rng.gauss(1, noise), "images/s", model=model, data=data,
+                          batch_size=batch)
+                    d.add("elapsed_time", seconds / speed * rng.gauss(1, noise), "s", scope="process_start_to_end")
+                    docs.append(d)
+            cpu = ResultDocument(job_id=f"{run_id}-{platform}-cpu-{rep}", run_id=run_id, repetition=rep,
+                                 labels=dict(QUIET), benchmark=Benchmark(suite="cpu", name="hpcc"),
+                                 environment=_env(platform))
+            cpu.add("hpl", 500 * speed * rng.gauss(1, noise), "GFLOPS")
+            cpu.add("stream_triad", 80 * speed * rng.gauss(1, noise), "GB/s")
+            docs.append(cpu)
+    return docs
+
+
+def smoke_documents() -> list[ResultDocument]:
+    """What a default ``make run`` writes: profile smoke, 2 repetitions, one job on a loaded machine."""
+    return training_run(SMOKE_RUN, "smoke", {"bare_metal": 1.0, "container_on_bare_metal": 0.98}, 2, noise=0.01,
+                        loaded=("container_on_bare_metal", "resnet50", "real", 1))
+
+
+def decision_documents() -> list[ResultDocument]:
+    """A run that answers: the paper's sizes, 3 repetitions, quiet machines, 0.2 % noise."""
+    return training_run(DECISION_RUN, "paper", {"bare_metal": 1.0, "container_on_bare_metal": 0.98,
+                                                "virtual_machine": 0.90}, 3, noise=0.002)
+
+
+def run_info(run_id: str, profile: str, *, platforms: list[str], repetitions: int,
+             scenarios: list[str] | None = None) -> Any:
+    """The run's record as the pipeline writes it (``runs.profile``, the validated request)."""
+    from dlbench.warehouse.load import RunInfo
+
+    return RunInfo(run_id=run_id, dag_id="dlbench_benchmark", profile=profile, provider="local",
+                   config={"profile": profile, "repetitions": repetitions, "platforms": platforms,
+                           "scenarios": scenarios or ["single"], "suites": ["tf_cnn", "cpu"]})
+
+
 def build(out: Path) -> Path:
     from dlbench.reports import build_report
     from dlbench.warehouse import db
@@ -91,7 +159,8 @@ def build(out: Path) -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     engine = db.upgrade(db.engine_for(f"sqlite:///{out / 'warehouse.db'}"))
-    load_documents(engine, documents())
+    load_documents(engine, documents(), run=run_info(RUN, "paper", platforms=[*PLATFORMS, "container_on_vm"],
+                                                     repetitions=5, scenarios=["single", "distributed", "shared"]))
     page = build_report(engine, RUN, out / "report")
     engine.dispose()
     return page

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import statistics as st
 import subprocess
 import sys
@@ -118,7 +119,10 @@ def test_real_runner_documents_against_an_independent_computation(engine, real_d
         assert f"{d / h:.3g}" in text  # the printed normalized value
     assert ("step_time", "bare_metal") not in table
     html = page.read_text()
-    assert html.count("data:image/png;base64,") == 2  # throughput and elapsed, normalized
+    # Issue 22: each chart once. Training's throughput and elapsed time are drawn in the study
+    # figures (SVG), no longer a second time as PNG charts of the tf_cnn suite.
+    assert html.count("data:image/png;base64,") == 0
+    assert "id=\"axes-single-throughput\"" in html and "id=\"axes-single-elapsed_time\"" in html
     assert "Diff% = (H − D) / H × 100" in html and "normalized = D / H" in html
 
 
@@ -144,18 +148,32 @@ def test_report_sections_problems_and_latest_run(engine, tmp_path):
     problems = html.split("Failed or skipped")[1].split("<h2>")[0]
     assert "container platform skipped: no Docker engine reachable" in problems
     assert "RuntimeError: out of memory" in problems and "skipped" in problems and "failed" in problems
-    assert html.count("data:image/png;base64,") == 4  # tf_cnn: 2 metrics; disk: 2 metrics
-    table = text_table(engine, "r1")
+    # Issue 22: each chart once: disk's 2 metrics as PNG; training only in the study figures (SVG).
+    assert html.count("data:image/png;base64,") == 2
+    table = text_table(engine, "r1", tmp_path / "r")
     assert "SKIPPED: container_on_vm tf_cnn/resnet50 r0: container platform skipped" in table
     assert "FAILED: virtual_machine" in table
-    # ioping latency is lower-is-better (unit us), bandwidth higher; both normalized to bare metal.
-    latency = next(line for line in table.splitlines() if "ioping_latency" in line and "container" in line)
-    assert "↓" in latency and f"{80.0 / 50.0:.3g}" in latency
-    bandwidth = next(line for line in table.splitlines() if "dd_write_bandwidth" in line and "container" in line)
-    assert "↑" in bandwidth and f"{150.5 / 200.5:.3g}" in bandwidth
-    # One repetition: no spread to report ("-"), not a zero; bare metal has no interval: it is the baseline.
-    single = next(line for line in text_table(engine, "old").splitlines() if "throughput" in line)
-    assert single.split()[-7:] == ["50", "-", "-", "0", "1", "-", "baseline"]
+    # Issue 22: the console answers first (training), the micro-benchmarks follow as one line per
+    # suite and platform, the full table is in the files it names.
+    lines = table.splitlines()
+    answer = lines.index("ANSWER: training, each platform against bare metal")
+    assert lines[answer + 1] == "single · synthetic data · TensorFlow"
+    assert lines[answer + 2].startswith("  resnet50 synthetic batch 4 32px (bare metal: 100.5 images/s, 10.5 s; n=2)")
+    row = lines[answer + 3].split()
+    assert row[:6] == ["container_on_bare_metal", "throughput", "↑", f"{90.5 / 100.5:.3g}×", "too-few", "n=2/2"]
+    assert "[" not in lines[answer + 3]  # too few repetitions: no interval at all
+    grade = next(i for i, line in enumerate(lines) if line.startswith("NOT DECISION-GRADE"))
+    assert answer < grade
+    micro = [line for line in lines if line.startswith("  disk ")]
+    assert len(micro) == 1 and "container_on_bare_metal" in micro[0] and "2 too-few" in micro[0]
+    # the least favourable disk metric: latency 80/50 us (lower is better) beats bandwidth 150.5/200.5
+    assert f"ioping_latency ↓ {80.0 / 50.0:.3g}×BM" in micro[0]
+    assert "ioping_latency" not in "\n".join(lines[:grade])  # micro-benchmarks never come before the answer
+    assert f"{tmp_path / 'r' / 'comparison.csv'}" in table and f"{tmp_path / 'r' / 'report.html'}" in table
+    # One repetition: no spread, no interval; only bare metal ran, so nothing compares with it.
+    old = text_table(engine, "old")
+    assert "(bare metal: 50 images/s, 20 s; n=1)" in old
+    assert "no training cell compares a platform with bare metal" in old
     with pytest.raises(LookupError, match="'nope' is not in the warehouse"):
         build_report(engine, "nope", tmp_path / "x")
 
@@ -178,8 +196,9 @@ def test_cli_upgrade_load_reload_and_report(warehouse_url, real_documents, tmp_p
         assert reloaded.returncode == 0 and "(3 new, 1 reloaded)" in reloaded.stdout, reloaded.stderr
         report = dlbench("report", "--out", str(tmp_path / "r"))
         assert report.returncode == 0, report.stderr
-        assert f"Run {RUN_ID}" in report.stdout and "throughput images/s" in report.stdout
+        assert f"Run {RUN_ID}" in report.stdout and "container_on_bare_metal  throughput ↑" in report.stdout
         assert f"report: {tmp_path / 'r' / 'report.html'}" in report.stdout
+        assert f"{tmp_path / 'r' / 'comparison.csv'}" in report.stdout  # --out: the files it wrote
         assert (tmp_path / "r" / "report.html").exists()
         default_out = dlbench("report", "--run-id", RUN_ID)
         assert default_out.returncode == 0
@@ -226,7 +245,8 @@ def test_the_dag_steps_load_and_report_an_archived_run(monkeypatch, tmp_path, re
     assert steps.load_run(airflow_run_id, request, "dlbench_benchmark", None)["documents"] == 4
     result = steps.report_run(airflow_run_id, None)
     assert Path(result["html"]) == tmp_path / "home" / "reports" / safe / "report.html"
-    assert "container_on_bare_metal" in result["table"] and "throughput images/s" in result["table"]
+    assert "container_on_bare_metal" in result["table"] and "throughput ↑" in result["table"]
+    assert "profile smoke (batch" in result["table"]  # runs.profile, recorded by the load step
     engine = db.engine_for(None)
     assert engine.url.database == str(tmp_path / "home" / "warehouse.db")
     with engine.connect() as conn:
@@ -265,3 +285,90 @@ def test_dltools_cases_are_named_by_dataset_and_batch():
     params = {"dataset": "cifar10", "batch_size": 64, "data": "synthetic", "epochs": 2}
     assert cell_name("dltools", "resnet50", params) == "resnet50 cifar10 batch 64"
     assert cell_name("dltools", "resnet50", {**params, "batch_size": 32}) != cell_name("dltools", "resnet50", params)
+
+
+def test_a_smoke_run_says_it_is_not_decision_grade_and_why(engine, tmp_path):
+    """What a default ``make run`` writes (tests.reports.demo_run.smoke_documents): the console and
+    the page say it is not decision-grade, naming the toy sizes, the repetitions and the flagged
+    cell, and what to run instead with the request's real keys."""
+    from dlbench.request import BenchmarkRequest
+    from tests.reports.demo_run import SMOKE_RUN, run_info, smoke_documents
+
+    load_documents(engine, smoke_documents(), run=run_info(SMOKE_RUN, "smoke", repetitions=2,
+                                                           platforms=["bare_metal", "container_on_bare_metal"]))
+    table = text_table(engine, SMOKE_RUN, tmp_path)
+    lines = table.splitlines()
+    assert lines[0] == f"Run {SMOKE_RUN}: profile smoke (batch 4-8, images 32-75 px, 5 measured steps)."
+    grade = [line for line in lines if "DECISION-GRADE" in line]
+    assert len(grade) == 1 and grade[0].startswith("NOT DECISION-GRADE: ")
+    assert "profile smoke is toy-sized (batch 4-8, images 32-75 px, 5 measured steps)" in grade[0]
+    assert "12 of 12 training comparisons have n < 3 repetitions (as few as 2)" in grade[0]
+    assert "flags on 1 of 6 training cells (1 on a loaded machine)" in grade[0]
+    command = grade[0].split("make run RUN_CONF='")[1].split("'")[0]
+    assert json.loads(command) == {"profile": "paper", "repetitions": 5}
+    BenchmarkRequest.model_validate(json.loads(command))  # the keys the request really has
+    assert "on a quiet machine" in grade[0]
+    # The answer: every training cell of both data kinds, each with its ×BM and verdict.
+    assert "single · synthetic data · TensorFlow" in lines and "single · real data · TensorFlow" in lines
+    assert sum(1 for line in lines if line.startswith("    container_on_bare_metal  throughput ↑")) == 6
+    assert lines.index("single · synthetic data · TensorFlow") < lines.index(grade[0])
+    loaded = [line for line in lines if "loaded 1/2" in line]
+    # the flag sits on its cell's platform row: resnet50 on real data
+    assert len(loaded) == 1 and lines[lines.index(loaded[0]) - 1].startswith("  resnet50 real batch 4 32px")
+    page = build_report(engine, SMOKE_RUN, tmp_path / "r").read_text()
+    first = page.split("<h2 id='answer'>")[0]
+    assert "profile smoke (batch 4-8, images 32-75 px, 5 measured steps)" in first
+    assert html_escape(grade[0]) in first  # the same judgement, word for word
+    # Only single was requested: the other scenarios are not called "not run".
+    assert "Not run" not in page and "distributed: not run" not in table
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_a_run_that_answers_is_decision_grade(engine, tmp_path):
+    """The paper's sizes, 3 repetitions on every side, quiet machines: every training cell has a
+    verdict and the line says decision-grade (console and page)."""
+    from tests.reports.demo_run import DECISION_RUN, decision_documents, run_info
+
+    load_documents(engine, decision_documents(), run=run_info(
+        DECISION_RUN, "paper", repetitions=3, platforms=["bare_metal", "container_on_bare_metal", "virtual_machine"]))
+    table = text_table(engine, DECISION_RUN, tmp_path)
+    lines = table.splitlines()
+    assert lines[0] == f"Run {DECISION_RUN}: profile paper (batch 32-512, images 224-299 px, 100 measured steps)."
+    assert [line for line in lines if "DECISION-GRADE" in line] == [
+        "DECISION-GRADE: real-sized profile, every training comparison has a verdict (n >= 3 on both sides), no "
+        "flags on training cells."]
+    rows = [line for line in lines if line.startswith("    virtual_machine ")]
+    assert len(rows) == 6  # 3 models x 2 data kinds
+    for row in rows:  # 10 % slower, 0.2 % noise: worse, with an interval below 1 and n on both sides
+        ratio, low, high = (float(v) for v in re.search(
+            r"throughput ↑ ([\d.]+)× \[([\d.]+), ([\d.]+)\] worse n=3/3", row).groups())
+        assert 0.88 < low < ratio < high < 0.92 and "⚠" not in row
+    assert "  cpu       virtual_machine" in table
+    page = build_report(engine, DECISION_RUN, tmp_path / "r").read_text()
+    assert "<p class='grade yes' id='grade'>DECISION-GRADE: " in page
+
+
+def test_the_heading_promises_a_cost_only_when_prices_are_set(engine, tmp_path, monkeypatch):
+    from tests.reports.demo_run import DECISION_RUN, decision_documents, run_info
+
+    monkeypatch.setenv("DLBENCH_PRICES_FILE", str(tmp_path / "none.yaml"))
+    monkeypatch.delenv("AIRFLOW_VAR_DLBENCH_HOST_PRICES", raising=False)
+    load_documents(engine, decision_documents(), run=run_info(
+        DECISION_RUN, "paper", repetitions=3, platforms=["bare_metal", "container_on_bare_metal", "virtual_machine"]))
+    page = build_report(engine, DECISION_RUN, tmp_path / "a").read_text()
+    assert "<h2 id='answer'>Which platform: this run's answer</h2>" in page
+    assert "cost" not in page.split("<h2 id='answer'>")[1].split("<h2")[0].lower()
+    monkeypatch.setenv("AIRFLOW_VAR_DLBENCH_HOST_PRICES", '{"currency": "EUR", "host_hour": {"*": 3.6}}')
+    page = build_report(engine, DECISION_RUN, tmp_path / "b").read_text()
+    assert "<h2 id='answer'>Which platform, at what cost: this run's answer</h2>" in page
+    cost = page.split("<h3 id='cost'>")[1].split("</table>")[0]
+    # 3.6 EUR per host-hour = 1 EUR per 1000 s: cost per 1000 images = 1 / images per second.
+    rows = statistics(samples_frame(engine, DECISION_RUN))
+    bm = rows[(rows["platform"] == "bare_metal") & (rows["metric"] == "throughput") & (rows["case"].str.startswith(
+        "resnet50 single synthetic"))]["mean"].iloc[0]
+    assert f"<td>{1 / bm:.4g} EUR</td>" in cost

@@ -204,8 +204,9 @@ def bar_values(svg: ET.Element) -> dict[str, tuple[Any, ...]]:
 
 
 def fmt(values: list[float], unit: str) -> str:
-    """mean ± sample std, as the report prints it above a bar (4 and 2 significant digits)."""
-    return f"{st.mean(values):.4g} ± {st.stdev(values):.2g} {unit}"
+    """The mean and n, as the report prints them above a bar (4 significant digits). Issue 22: one
+    notion of uncertainty, the error bar's interval; the text no longer adds a ± std."""
+    return f"{st.mean(values):.4g} {unit} n={len(values)}"
 
 
 # -- tests -----------------------------------------------------------------------------------------
@@ -337,7 +338,8 @@ def test_degradation_figure_shows_the_cells_means_per_platform(engine, tmp_path)
                         [("background", "resnet50"), ("background", "alexnet"), ("tenants", "resnet50")][group]]
             assert len(expected) == 2
             assert bar.height == pytest.approx(st.mean(expected), rel=1e-12)
-            assert bar.error == pytest.approx(st.stdev(expected), rel=1e-9, abs=1e-12)
+            # Issue 22: no std error bar; a degradation is not compared, so it has no interval to draw.
+            assert not bar.has_interval
         assert {b.platform for b in bars} == set(PLATFORMS)
     # Bare metal degrades most here (as in the study): its elapsed-time bar with background is the highest.
     elapsed = scenarios.degradation_bars(stats, kinds, "degradation_elapsed_time")
@@ -404,24 +406,51 @@ def test_html_shows_the_three_scenarios_with_values_above_bars(engine, tmp_path)
             "failed: iperf3 refused") in columns["distributed"]
     table = text_table(engine, RUN)
     assert "Scenarios (tf_cnn): single: 1 cell; distributed: 1 cell; shared: 3 cells" in table
-    assert re.search(r"resnet50 distributed distributed_replicated synthetic batch 4 32px\s+throughput", table)
+    # Issue 22: the console's answer is grouped by scenario, data kind and framework, by cell name.
+    lines = table.splitlines()
+    group = lines.index("distributed · synthetic data · TensorFlow")
+    assert lines[group + 1].startswith("  resnet50 distributed_replicated synthetic batch 4 32px (bare metal: ")
 
 
 def test_a_single_only_run_renders_and_says_what_did_not_run(engine, tmp_path):
+    """Issue 22: "not run" only for what the request asked for. This run asked for all three
+    scenarios and only single came back."""
+    from dlbench.warehouse.load import RunInfo
+
     docs = [single(p, rep, t + rep, e) for p, t, e in (("bare_metal", 100.0, 10.0),
                                                      ("container_on_bare_metal", 90.0, 11.0)) for rep in (0, 1)]
-    load_documents(engine, docs)
+    load_documents(engine, docs, run=RunInfo(run_id=RUN, profile="smoke", config={
+        "profile": "smoke", "scenarios": ["single", "distributed", "shared"]}))
     page = build_report(engine, RUN, tmp_path / "r").read_text()
     single_col = page.split("<div id='scenario-single'>")[1].split("<div id='scenario-distributed'>")[0]
     dist_col = page.split("<div id='scenario-distributed'>")[1].split("<div id='scenario-shared'>")[0]
     shared_col = page.split("<div id='scenario-shared'>")[1]
     assert len(svgs(single_col)) == 2 and "Not run" not in single_col
-    assert "Not run: this run has no distributed cells" in dist_col and not svgs(dist_col)
-    assert "Not run: this run has no shared cells" in shared_col and not svgs(shared_col)
-    assert page.count("data:image/png;base64,") == 2  # the suite's own charts, unchanged
+    assert "Not run: the request's <code>scenarios</code> asked for distributed" in dist_col and not svgs(dist_col)
+    assert "Not run: the request's <code>scenarios</code> asked for shared" in shared_col and not svgs(shared_col)
+    assert page.count("data:image/png;base64,") == 0  # issue 22: each chart once (the study figures)
     values = bar_values(svgs(single_col)[0])
     assert values["single-throughput-container_on_bare_metal-0"][3] == fmt([90.0, 91.0], "images/s")
     assert "distributed: not run; shared: not run" in text_table(engine, RUN)
+
+
+def test_scenarios_not_requested_are_not_called_not_run(engine, tmp_path):
+    """A run that asked only for single says nothing of the other scenarios (no "not run", no
+    empty columns); a run loaded without its request cannot tell, so it calls nothing "not run"."""
+    from dlbench.warehouse.load import RunInfo
+
+    docs = [single(p, rep, t + rep, e) for p, t, e in (("bare_metal", 100.0, 10.0),
+                                                     ("container_on_bare_metal", 90.0, 11.0)) for rep in (0, 1)]
+    load_documents(engine, docs, run=RunInfo(run_id=RUN, profile="smoke", config={"scenarios": ["single"]}))
+    page = build_report(engine, RUN, tmp_path / "r").read_text()
+    assert "<div id='scenario-single'>" in page and len(svgs(page.split("<div id='scenario-single'>")[1])) >= 2
+    assert "scenario-distributed" not in page and "scenario-shared" not in page and "Not run" not in page
+    table = text_table(engine, RUN)
+    assert "Scenarios (tf_cnn): single: 1 cell" in table and "not run" not in table
+    # The legend lists the platforms that ran, in the palette's colours, and nothing else.
+    legend = page.split("<p class='note legend'>")[1].split("</p>")[0]
+    assert re.findall(r"data-platform='([a-z_]+)' style='background:(#[0-9a-f]{6})'", legend) == [
+        ("bare_metal", "#4c72b0"), ("container_on_bare_metal", "#55a868")]
 
 
 def test_a_failed_scenario_is_not_called_not_run(engine, tmp_path):

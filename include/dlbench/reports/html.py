@@ -1,10 +1,13 @@
 """The report as one self-contained HTML page, and :func:`build_report`, which writes it with the
 comparison's data files.
 
-The page leads with the answer (per scenario and data kind, each platform's throughput and
-elapsed time normalized to bare metal, with a 95 % confidence interval and a verdict), then the
-study's figures (:mod:`dlbench.reports.scenarios`, inline SVG with the values above the bars),
-then the micro-benchmarks that explain them (PNG charts, :mod:`dlbench.reports.figures`), then the
+The first screen names the profile and its sizes and says whether the run is decision-grade
+(:func:`dlbench.reports.answer.decision_grade`, the same judgement the console prints); then the
+answer (per scenario, data kind and framework, each platform's throughput and elapsed time
+normalized to bare metal, with its 95 % interval, verdict, n and flags), the cost per 1000 images
+when host prices are set (and only then does the heading promise a cost), then the study's
+figures (:mod:`dlbench.reports.scenarios`, inline SVG with the values above the bars), then the
+micro-benchmarks that explain them (PNG charts, :mod:`dlbench.reports.figures`), then the
 environment (hardware, versions, container limits, CPU affinity and NUMA, the machine's load),
 then failures and skips. Every statistic comes from :mod:`dlbench.reports.stats`; the same rows
 are written as comparison.csv and comparison.json (:mod:`dlbench.reports.exports`).
@@ -20,7 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare, metrics, regression, scenarios
+from dlbench.reports import answer, capacity, compare, metrics, regression, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
@@ -31,18 +34,20 @@ from dlbench.reports.run_data import (
     load_table,
     network_paths,
     resolve_run,
+    run_request,
     run_statistics,
 )
 from dlbench.warehouse.models import Environment, Execution, Run
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
-table{border-collapse:collapse;margin:1em 0}
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px;overflow-wrap:break-word}
+table{border-collapse:collapse;margin:1em 0}.scroll{max-width:100%;overflow-x:auto}
+.grade{padding:.5em .8em;border-radius:4px;margin:.5em 0}.grade.yes{background:#d9f2d9}.grade.no{background:#fff1cc}
 td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
 h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.bad{color:#a00}
 .v{padding:0 .35em;border-radius:3px;white-space:nowrap}.v.better{background:#d9f2d9;color:#155d15}
 .v.worse{background:#f8d7d7;color:#8a1111}.v.no_significant_difference{background:#eee;color:#444}
 .v.too_few_repetitions{background:#fff1cc;color:#7a5a00}.v.baseline{color:#555}.flag{color:#b35c00;font-size:.85em}
-.answer td{vertical-align:top;white-space:nowrap}
+.answer td{vertical-align:top}.answer .ci,.answer b{white-space:nowrap}
 .answer td:first-child{white-space:normal;min-width:12em}.answer .ci{color:#555;font-size:.85em}
 .summary li{margin:.2em 0}
 table.env td{text-align:left;font-size:.85em}td.nw{white-space:nowrap}img{max-width:100%}
@@ -55,10 +60,13 @@ MICRO_ORDER = ["gpu", "deepbench", "cpu", "network", "disk"]
 then the network and the disk."""
 
 
-DATA_ORDER = ["synthetic", "real"]
+ANSWER_METRICS = answer.ANSWER_METRICS
 
 
-ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
+def scroll(table: str) -> str:
+    """A wide table in its own horizontally scrolling box: the page itself never scrolls
+    sideways in a 1280-px window, whatever the number of columns."""
+    return f"<div class='scroll'>{table}</div>"
 
 
 def _verdict_html(row: Any, short: bool = False) -> str:
@@ -78,9 +86,7 @@ def _flags_html(row: Any, short: bool = False) -> str:
     if not flags:
         return ""
     if short:
-        words = [f"CV {row.cv * 100:.0f}%" if row.noisy else "", "outliers" if row.outlier_runs else "",
-                 "loaded" if row.loaded_runs else ""]
-        text = "⚠ " + ", ".join(w for w in words if w)
+        text = "⚠ " + answer.flag_words(row)
     else:
         text = f"⚠ {flags}"
     return f"<span class='flag' title='{html.escape(flags)}'>{html.escape(text)}</span>"
@@ -94,7 +100,7 @@ def _table_html(stats: pd.DataFrame) -> str:
         better = "↑" if row.higher_is_better else "↓"
         rows.append(
             f"<tr><td>{html.escape(row.case)}</td><td>{html.escape(row.metric)} ({html.escape(row.unit)}) {better}</td>"
-            f"<td>{html.escape(row.platform)}</td><td>{row.n}</td><td>{fmt(row.mean)}</td><td>{fmt(row.std, 3)}</td>"
+            f"<td>{html.escape(row.platform)}</td><td>{row.n}</td><td>{fmt(row.mean)}</td>"
             f"<td>{fmt(row.cv * 100 if row.cv == row.cv else None, 3)}</td><td>{fmt(row.robust_mean)}</td>"
             f"<td>{fmt(row.diff_pct, 3)}</td><td class='nw'>{ci_text(row.diff_pct_ci_low, row.diff_pct_ci_high)}</td>"
             f"<td>{fmt(row.normalized, 3)}</td><td class='nw'>{ci_text(row.normalized_ci_low, row.normalized_ci_high)}"
@@ -102,9 +108,12 @@ def _table_html(stats: pd.DataFrame) -> str:
             "</td></tr>"
         )
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
-    return ("<table><tr><th>case</th><th>metric</th><th>platform</th><th>n</th><th>mean</th><th>std</th>"
-            f"<th>CV %</th><th>robust mean</th><th>Diff %</th><th>Diff % {confidence} CI</th><th>normalized</th>"
-            f"<th>normalized {confidence} CI</th><th>verdict</th><th>flags</th></tr>" + "".join(rows) + "</table>")
+    # One notion of uncertainty: the interval (Diff% and ×BM are its two scales); the std stays in
+    # comparison.csv, CV % is here because the noise flag is read from it.
+    return scroll("<table><tr><th>case</th><th>metric</th><th>platform</th><th>n</th><th>mean</th>"
+                  f"<th>CV %</th><th>robust mean</th><th>Diff %</th><th>Diff % {confidence} CI</th><th>normalized</th>"
+                  f"<th>normalized {confidence} CI</th><th>verdict</th><th>flags</th></tr>" + "".join(rows)
+                  + "</table>")
 
 
 def _ranges(cpus: list[int]) -> str:
@@ -153,7 +162,7 @@ def _environments_html(engine: Engine, run_id: str) -> str:
             ",".join(map(str, numa)) if numa else None,
             "; ".join(f"{k} {v}" for k, v in sorted(versions.items())),
         )) + "</tr>")
-    return ("<table class='env'><tr><th>platform</th><th>host</th><th>CPU</th><th>cores</th><th>memory</th>"
+    return scroll("<table class='env'><tr><th>platform</th><th>host</th><th>CPU</th><th>cores</th><th>memory</th>"
             "<th>GPUs</th><th>container (limits)</th><th>CPU affinity</th><th>NUMA nodes</th><th>versions</th></tr>"
             f"{''.join(cells)}</table>")
 
@@ -183,9 +192,9 @@ def _load_html(engine: Engine, run_id: str) -> str:
             f"{st.STEAL_THRESHOLD * 100:.0f}% of the CPU time, or other processes used more than "
             f"{st.OTHER_CPU_THRESHOLD * 100:.0f}% of the machine's CPU while it ran (docs/statistics.md). In the "
             "shared scenario and for distributed roles on one host the other processes are the experiment.</p>"
-            "<table><tr><th>platform</th><th>jobs</th><th>max load before</th><th>max steal %</th>"
-            "<th>max other CPU %</th><th>loaded jobs</th></tr>"
-            + "".join(r for _, r in sorted(rows, key=lambda item: item[0])) + "</table>"
+            + scroll("<table><tr><th>platform</th><th>jobs</th><th>max load before</th><th>max steal %</th>"
+                     "<th>max other CPU %</th><th>loaded jobs</th></tr>"
+                     + "".join(r for _, r in sorted(rows, key=lambda item: item[0])) + "</table>")
             + (f"<ul class='note bad'>{items}</ul>" if items else ""))
 
 
@@ -211,14 +220,6 @@ def _network_note(engine: Engine, run_id: str) -> str:
             f"like-for-like comparison:</p><ul class='note'>{items}</ul>")
 
 
-def _data_kinds(frame: pd.DataFrame) -> dict[str, str]:
-    """case_key -> data kind (synthetic, real) of the training cases."""
-    if frame.empty:
-        return {}
-    rows = frame.drop_duplicates("case_key")
-    return {r.case_key: str((r.parameters or {}).get("data") or "-") for r in rows.itertuples()}
-
-
 def _answer_cell(row: Any | None) -> str:
     if row is None:
         return "<td class='note'>-</td>"
@@ -226,13 +227,14 @@ def _answer_cell(row: Any | None) -> str:
     if verdict is st.Verdict.NOT_COMPARED:
         return f"<td class='note'>{html.escape(value_text(row))}<br>no bare-metal result</td>"
     ci = ci_text(row.normalized_ci_low, row.normalized_ci_high)
-    return (f"<td><b>{fmt(row.normalized, 3)}</b> <span class='ci'>{ci}</span><br>"
+    interval = f" <span class='ci'>{ci}</span>" if ci != "-" else ""
+    return (f"<td><b>{fmt(row.normalized, 3)}</b>{interval} <span class='ci'>n={row.n}/{row.baseline_n}</span><br>"
             f"{_verdict_html(row, short=True)} {_flags_html(row, short=True)}</td>")
 
 
 def value_text(row: Any) -> str:
-    return scenarios.value_text(float(row.mean), row.std, str(row.unit),
-                                int(row.n))
+    """``61.2 images/s n=3``: a measured mean with its repetitions."""
+    return scenarios.bar_text(float(row.mean), str(row.unit), int(row.n))
 
 
 def _verdict_counts(rows: pd.DataFrame) -> str:
@@ -241,68 +243,104 @@ def _verdict_counts(rows: pd.DataFrame) -> str:
     return ", ".join(f"{int(counts[v.value])} {st.VERDICT_TEXT[v]}" for v in order if counts.get(v.value, 0))
 
 
+def profile_html(profile: answer.RunProfile, grade: answer.Grade, repetitions: str) -> str:
+    """The first screen's facts: the profile and its sizes, the repetitions, and whether the run
+    is decision-grade (with why not and what to run instead)."""
+    kind = "yes" if grade.decision_grade else "no"
+    return (f"<p id='profile'><b>{html.escape(profile.describe())}</b>"
+            + (f"; {html.escape(repetitions)}" if repetitions else "") + "</p>"
+            f"<p class='grade {kind}' id='grade'>{html.escape(grade.line())}</p>")
+
+
 def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
-    """The first screen: per scenario and data kind, each platform's throughput and elapsed time
-    normalized to bare metal with its confidence interval and verdict; a run without training
-    answers with the micro-benchmarks' headline metrics instead."""
+    """The answer: per scenario, data kind and framework, each platform's throughput and elapsed
+    time normalized to bare metal with its confidence interval, n, verdict and flags; a run
+    without training answers with the micro-benchmarks' headline metrics instead."""
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
     intro = (f"<p class='note'>Each platform against bare metal (×BM: 1.0 = bare metal) with its {confidence} "
-             "confidence interval (Welch's t, docs/statistics.md) and a verdict at that confidence: "
+             "interval (Welch's t on the log ratio, docs/statistics.md), n = repetitions (platform/bare metal), "
+             "and a verdict at that confidence: "
              "<span class='v better'>better</span>, <span class='v worse'>worse</span>, <span class='v "
              "no_significant_difference'>no significant difference</span> (the interval contains 1.0), or "
              f"<span class='v too_few_repetitions'>too few repetitions</span> (fewer than {st.MIN_REPETITIONS} on "
-             "either side: no verdict). ⚠ marks measurements flagged noisy (CV above "
+             "either side: no verdict and no interval). ⚠ marks measurements flagged noisy (CV above "
              f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, a loaded machine): their verdicts deserve a "
              "repeat.</p>")
     head = compare.headline(stats)
-    training = head[(head["suite"] == scenarios.SUITE) & head["metric"].isin([m for m, _ in ANSWER_METRICS])] \
-        if not head.empty else head
+    training = answer.training_rows(stats)
     if training.empty:
         return _micro_answer(head, intro)
-    platforms = [p for p in scenarios._platforms(list(training["platform"])) if p != compare.BASELINE]
+    platforms = [p for p in answer.platforms_that_ran(training) if p != compare.BASELINE]
     if not platforms:
         return intro + "<p>Only bare metal ran training in this run: no platform to compare with it.</p>"
-    kinds = _data_kinds(frame)
     summary = []
     for platform in platforms:
         mine = training[training["platform"] == platform]
         parts = [f"{label}: {_verdict_counts(mine[mine['metric'] == metric])}" for metric, label in ANSWER_METRICS
                  if not mine[mine["metric"] == metric].empty]
-        summary.append(f"<li><b>{html.escape(platform)}</b> vs bare metal, over {mine['case_key'].nunique()} "
+        cells = mine.groupby(["scenario", "cell"]).ngroups
+        summary.append(f"<li><b>{html.escape(platform)}</b> vs bare metal, over {cells} "
                        f"training cells: {html.escape('; '.join(parts))}</li>")
     parts = [intro, f"<ul class='summary'>{''.join(summary)}</ul>"]
-    for scenario in compare.SCENARIOS:
-        rows = training[training["scenario"] == scenario]
-        if rows.empty:
-            continue
-        found_kinds = {kinds.get(k, "-") for k in rows["case_key"]}
-        for kind in sorted(found_kinds, key=lambda k: (DATA_ORDER.index(k) if k in DATA_ORDER else len(DATA_ORDER), k)):
-            cells = rows[rows["case_key"].map(lambda k, kind=kind: kinds.get(k, "-") == kind)]
-            head_cells = "".join(f"<th colspan='{len(platforms)}'>{html.escape(label)} ×BM "
-                                 f"{'↑' if metric == 'throughput' else '↓'}</th>" for metric, label in ANSWER_METRICS)
-            sub = "".join(f"<th>{html.escape(p)}</th>" for _ in ANSWER_METRICS for p in platforms)
-            body = []
-            for cell in dict.fromkeys(cells["cell"]):
-                mine = cells[cells["cell"] == cell]
-                base = {m: mine[(mine["metric"] == m) & (mine["platform"] == compare.BASELINE)] for m, _ in
-                        ANSWER_METRICS}
-                measured = "; ".join(value_text(next(b.itertuples())) for b in base.values() if not b.empty)
-                row_cells = []
-                for metric, _ in ANSWER_METRICS:
-                    for platform in platforms:
-                        found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
-                        row_cells.append(_answer_cell(next(found.itertuples()) if not found.empty else None))
-                body.append(f"<tr><td>{html.escape(str(cell))}</td><td>{html.escape(measured or '-')}</td>"
-                            f"{''.join(row_cells)}</tr>")
-            parts.append(f"<h3>{html.escape(scenarios.TITLES.get(scenario, scenario))} · {html.escape(kind)} data</h3>"
-                         f"<table class='answer'><tr><th rowspan='2'>cell</th><th rowspan='2'>bare metal (mean ± "
-                         f"std)</th>{head_cells}</tr><tr>{sub}</tr>{''.join(body)}</table>")
+    for group in answer.answer_groups(stats, frame):
+        cells = group.rows
+        mine_platforms = [p for p in platforms if p in set(cells["platform"])]
+        head_cells = "".join(f"<th colspan='{len(mine_platforms)}'>{html.escape(label)} ×BM "
+                             f"{'↑' if metric == 'throughput' else '↓'}</th>" for metric, label in ANSWER_METRICS)
+        # Break long platform names at their underscores: the table fits a 1280-px window.
+        sub = "".join(f"<th>{html.escape(p).replace('_', '_<wbr>')}</th>" for _ in ANSWER_METRICS
+                      for p in mine_platforms)
+        body = []
+        for cell in dict.fromkeys(cells["cell"]):
+            mine = cells[cells["cell"] == cell]
+            base = mine[mine["platform"] == compare.BASELINE]
+            measured = "; ".join(value_text(b) for b in base.itertuples())
+            flags = " ".join(_flags_html(b, short=True) for b in base.itertuples())
+            row_cells = []
+            for metric, _ in ANSWER_METRICS:
+                for platform in mine_platforms:
+                    found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
+                    row_cells.append(_answer_cell(next(found.itertuples()) if not found.empty else None))
+            body.append(f"<tr><td>{html.escape(str(cell))}</td><td>{html.escape(measured or '-')} {flags}</td>"
+                        f"{''.join(row_cells)}</tr>")
+        title = f"{scenarios.TITLES.get(group.scenario, group.scenario)} · {group.data} data · {group.framework}"
+        parts.append(f"<h3>{html.escape(title)}</h3>" + scroll(
+            f"<table class='answer'><tr><th rowspan='2'>cell</th><th rowspan='2'>bare metal (mean, n)</th>"
+            f"{head_cells}</tr><tr>{sub}</tr>{''.join(body)}</table>"))
     relative = head[(head["suite"] == scenarios.SUITE) & head["metric"].isin(metrics.RELATIVE)] \
         if not head.empty else head
     if not relative.empty:
         parts.append("<p class='note'>Shared resource: the degradation of each platform's job next to a background "
                      "or other tenants is in the study figures below (figure 10).</p>")
     return "\n".join(parts)
+
+
+def cost_html(engine: Engine, run_id: str, frame: pd.DataFrame, prices: capacity.Prices | None) -> str:
+    """Cost per 1000 images per platform, model and data kind of this run's single-instance
+    training (:func:`dlbench.reports.capacity.capacity`, at the measured densities), when host
+    prices are set; "" otherwise (then the page's heading promises no cost)."""
+    if prices is None or frame.empty:
+        return ""
+    cells = frame[(frame["suite"] == scenarios.SUITE) & (frame["scenario"] == compare.SINGLE)]
+    pairs = list(dict.fromkeys((str(r.name), str((r.parameters or {}).get("data") or "")) for r in cells.itertuples()))
+    rows = []
+    for hardware in capacity.hardware_types(engine):
+        for model, data in pairs:
+            for r in capacity.capacity(engine, hardware, model, data=data or None, runs=[run_id], prices=prices):
+                if r.cost_per_1000 is not None:
+                    rows.append(f"<tr><td>{html.escape(hardware)}</td><td>{html.escape(model)}</td>"
+                                f"<td>{html.escape(data or '-')}</td><td>{html.escape(r.platform)}</td>"
+                                f"<td>{r.instances_per_host}</td><td>{r.n}</td><td>{fmt(r.per_host)}</td>"
+                                f"<td>{fmt(r.cost_per_1000)} {html.escape(r.currency or '')}</td>"
+                                f"<td class='nw'>{ci_text(r.cost_ci_low, r.cost_ci_high)}</td></tr>")
+    if not rows:
+        return ""
+    return ("<h3 id='cost'>Cost per 1000 images</h3><p class='note'>Host price per hour (Airflow Variable "
+            "<code>dlbench_host_prices</code> or prices.yaml, docs/capacity.md) / images per host-hour, from this "
+            "run's mean single-instance throughput and, per density, the measured tenant degradation.</p>"
+            + scroll("<table><tr><th>hardware</th><th>model</th><th>data</th><th>platform</th><th>instances per "
+                     "host</th><th>n</th><th>images/s per host</th><th>cost per 1000 images</th>"
+                     f"<th>{st.DEFAULT_CONFIDENCE * 100:.0f}% interval</th></tr>" + "".join(rows) + "</table>"))
 
 
 def _micro_answer(head: pd.DataFrame, intro: str) -> str:
@@ -313,8 +351,8 @@ def _micro_answer(head: pd.DataFrame, intro: str) -> str:
                    f"{'↑' if r.higher_is_better else '↓'}</td><td>{html.escape(r.platform)}</td>"
                    f"{_answer_cell(r)}</tr>" for r in rows.itertuples())
     return (intro + "<p>This run has no training results: the micro-benchmarks' headline metrics.</p>"
-            "<table class='answer'><tr><th>suite</th><th>case</th><th>metric</th><th>platform</th><th>×BM</th></tr>"
-            f"{body}</table>")
+            + scroll("<table class='answer'><tr><th>suite</th><th>case</th><th>metric</th><th>platform</th>"
+                     f"<th>×BM</th></tr>{body}</table>"))
 
 
 def _warnings_html(stats: pd.DataFrame, bad: pd.DataFrame, load: pd.DataFrame | None = None) -> str:
@@ -356,8 +394,8 @@ def _regressions_html(engine: Engine, run_id: str) -> str:
         f"<td>{r.change_pct:+.1f}</td><td>{fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}</td>"
         f"<td>{html.escape(', '.join(r.baseline_runs[-3:]))}{' …' if len(r.baseline_runs) > 3 else ''}</td></tr>"
         for r in found)
-    return (head + "<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th><th>this run</th>"
-            f"<th>change %</th><th>p</th><th>test</th><th>baseline runs</th></tr>{rows}</table>")
+    return head + scroll("<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th><th>this run</th>"
+                         f"<th>change %</th><th>p</th><th>test</th><th>baseline runs</th></tr>{rows}</table>")
 
 
 def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, head: pd.DataFrame) -> str:
@@ -365,13 +403,13 @@ def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, he
     parts = [f"<h2>{html.escape(suite)}</h2>"]
     if suite == "network":
         parts.append(_network_note(engine, run_id))
-    # Training's scenarios are charted in the study figures; here its single instance, as before.
-    charted = suite_head[suite_head["scenario"] == compare.SINGLE] if suite == scenarios.SUITE else suite_head
+    # Each chart once: training is drawn in the study figures (every scenario), so not again here.
+    charted = suite_head.iloc[0:0] if suite == scenarios.SUITE else suite_head
     for metric in list(dict.fromkeys(charted["metric"]))[:6]:
         rows = charted[charted["metric"] == metric]
         better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
         png = normalized_chart(charted, metric, f"{suite}: {metric} ({rows['unit'].iloc[0]}, {better} is better), "
-                                      "normalized to bare metal; + / − = significantly better / worse")
+                                      "normalized to bare metal, 95% interval; + / − = significantly better / worse")
         if png:
             parts.append(f"<img alt='{html.escape(metric)}' src='data:image/png;base64,{png}'>")
     if suite == scenarios.SUITE:  # the answer and the study figures show them; every number stays one click away
@@ -384,6 +422,12 @@ def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, he
         parts.append(f"<details><summary>All other metrics ({len(details)} rows: counters, step statistics)"
                      f"</summary>{_table_html(details)}</details>")
     return "\n".join(parts)
+
+
+def _span_text(values: pd.Series) -> str:
+    """``3`` or ``2-3``: the range of a column of counts."""
+    low, high = int(values.min()), int(values.max())
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Path:
@@ -402,6 +446,12 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     micro = sorted((s for s in suites if s != scenarios.SUITE),
                    key=lambda s: (MICRO_ORDER.index(s) if s in MICRO_ORDER else len(MICRO_ORDER), s))
     regressions = _regressions_html(engine, run_id)
+    profile_name, requested = run_request(engine, run_id)
+    profile = answer.run_profile(profile_name, requested, frame)
+    grade = answer.decision_grade(profile, stats)
+    training = answer.training_rows(stats)
+    reps = _span_text(training["n"]) if not training.empty else ""
+    cost = cost_html(engine, run_id, frame, capacity.load_prices())
     nav = [("answer", "Answer")] + ([("regressions", "Regressions")] if regressions else []) + (
         [("scenarios", "Study figures")] if scenarios.has_training(stats, bad) else []) + (
         [("micro", "Micro-benchmarks")] if micro else []) + [("environment", "Environment")] + (
@@ -411,13 +461,15 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         f"<style>{STYLE}</style></head><body><h1>Benchmark report: {html.escape(run_id)}</h1>",
         "<nav>" + "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in nav) + "</nav>",
         _emulated_note(engine, run_id),
-        "<h2 id='answer'>Which platform, at what cost: this run's answer</h2>",
+        profile_html(profile, grade, f"{reps} repetitions per training cell" if reps else ""),
+        f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
         _warnings_html(stats, bad, load_table(engine, run_id)),
         answer_html(stats, frame),
+        cost,
         regressions,
     ]
     if scenarios.has_training(stats, bad):
-        parts.append(scenarios.section_html(stats, frame, bad, _table_html))
+        parts.append(scenarios.section_html(stats, frame, bad, _table_html, profile.requested_list("scenarios")))
     if scenarios.SUITE in suites:
         parts.append(_suite_html(engine, run_id, scenarios.SUITE, stats, head))
     if micro:
@@ -434,7 +486,9 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
             f"{html.escape(str(r.error))}</li>"
             for r in bad.itertuples()) + "</ul>")
     parts.append(f"<p class='note'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the warehouse. Values are "
-                 "the mean ± std over repetitions; CV = std / mean; robust mean = the mean without the minimum and "
+                 "means over repetitions (n); the uncertainty shown is the 95% interval of each comparison, in the "
+                 "tables and as the charts' error bars (the std is in comparison.csv); CV = std / mean; robust "
+                 "mean = the mean without the minimum and "
                  f"the maximum (from {st.ROBUST_MIN_N} repetitions, as MLPerf). <b>Diff% = (H − D) / H × 100</b> "
                  "with H = bare metal and D = the platform (study 001): for higher-is-better metrics (↑, e.g. "
                  "images/s) a positive Diff% means the platform is slower; for lower-is-better metrics (↓, e.g. "

@@ -4,6 +4,8 @@ paths it measured and which platforms were emulated."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from sqlalchemy import Engine, select
 
@@ -22,6 +24,18 @@ def resolve_run(engine: Engine, run_id: str | None) -> str | None:
             known = conn.scalars(select(Run.run_id).order_by(Run.started_at.desc().nulls_last()).limit(5)).all()
             raise LookupError(f"run_id {run_id!r} is not in the warehouse; latest runs: {', '.join(known) or 'none'}")
     return run_id
+
+
+def run_request(engine: Engine, run_id: str) -> tuple[str | None, dict[str, Any]]:
+    """(profile, validated request) the warehouse recorded for the run (``runs.profile``,
+    ``runs.config``): the profile names the run's sizes, the request says what was asked for (a
+    scenario or platform not asked for is not "not run"). The request is empty for documents
+    loaded without one (``dlbench load``)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(Run.profile, Run.config).where(Run.run_id == run_id)).one_or_none()
+    if row is None:
+        return None, {}
+    return row.profile, dict(row.config or {})
 
 
 def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from dlbench.profiles import get_profile
-from dlbench.reports import compare, metrics
+from dlbench.reports import compare, metrics, palette
 
 SUITE = "tf_cnn"
 
@@ -51,22 +51,28 @@ DEGRADATION_METRICS = (("degradation_elapsed_time", "elapsed-time degradation"),
 BACKGROUND, CONTROL, TENANTS = "background", "control", "tenants"
 _KIND_ORDER = {BACKGROUND: 0, CONTROL: 1, TENANTS: 2}
 
-PLATFORM_COLORS = {"bare_metal": "#4c72b0", "container_on_bare_metal": "#55a868", "virtual_machine": "#dd8452",
-                   "container_on_vm": "#c44e52"}
-"""One colour per platform in every figure, so the eye follows a platform across scenarios."""
-
 
 @dataclass(frozen=True)
 class Bar:
     """One bar of a figure: its group on the x axis, its platform, its height (normalized to bare
-    metal, or a degradation %), the error bar on the same scale, and the text printed above it
-    (the measured mean ± std over repetitions, with its unit)."""
+    metal, or a degradation %), the ends of its error bar and the text printed above it (the
+    measured mean, its unit and n).
+
+    The error bar is the comparison's interval, the same the tables show
+    (``normalized_ci_low``/``normalized_ci_high``), never a std: one notion of uncertainty in the
+    whole report. ``low``/``high`` are NaN where there is no interval (bare metal, the reference;
+    too few repetitions; a degradation, which is not compared): then no error bar is drawn."""
 
     group: str
     platform: str
     height: float
-    error: float
+    low: float
+    high: float
     text: str
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
 
 
 def value_text(mean: float, std: float | None, unit: str, n: int) -> str:
@@ -76,6 +82,12 @@ def value_text(mean: float, std: float | None, unit: str, n: int) -> str:
     spread = f" ± {std:.2g}" if std is not None and not math.isnan(std) else ""
     suffix = "" if spread or n != 1 else " (n=1)"
     return f"{mean:.4g}{spread} {unit}{suffix}".strip()
+
+
+def bar_text(mean: float, unit: str, n: int) -> str:
+    """``61.2 images/s n=3``: what is printed above a bar (the measured mean and the repetitions
+    behind it; the spread is the error bar's interval, not a second number)."""
+    return f"{mean:.4g} {unit} n={n}".strip()
 
 
 def _platforms(values: Sequence[str]) -> list[str]:
@@ -93,15 +105,16 @@ def scenario_rows(stats: pd.DataFrame, scenario: str, metric: str) -> pd.DataFra
 def normalized_bars(stats: pd.DataFrame, scenario: str, metric: str,
                     kinds: Mapping[str, str] | None = None) -> list[Bar]:
     """Figures 2-9: per cell of the scenario, one bar per platform at mean / bare metal's mean
-    (bare metal = 1.0), error = std / bare metal's mean; cells without a bare-metal result have
-    no bars (:func:`unnormalized` names them). With ``kinds`` (shared cells' interference), the
-    cells come in figure 10's order: with background, the control, tenants."""
+    (bare metal = 1.0), its error bar the ×BM interval of the comparison (none for bare metal and
+    for too few repetitions); cells without a bare-metal result have no bars (:func:`unnormalized`
+    names them). With ``kinds`` (shared cells' interference), the cells come in figure 10's order:
+    with background, the control, tenants."""
     rows = scenario_rows(stats, scenario, metric)
     rows = rows[rows["normalized"].notna()]
     bars = [(_KIND_ORDER[kinds.get(str(r["case_key"]), BACKGROUND)] if kinds else 0,
              Bar(group=_group(rows, r), platform=str(r["platform"]), height=float(r["normalized"]),
-                 error=0.0 if math.isnan(r["std"]) else float(r["std"] / r["baseline"]),
-                 text=value_text(float(r["mean"]), r["std"], str(r["unit"]), int(r["n"]))))
+                 low=float(r["normalized_ci_low"]), high=float(r["normalized_ci_high"]),
+                 text=bar_text(float(r["mean"]), str(r["unit"]), int(r["n"]))))
             for _, r in rows.iterrows()]
     return [bar for _, bar in sorted(bars, key=lambda item: item[0])]
 
@@ -171,17 +184,18 @@ def shared_kinds(frame: pd.DataFrame) -> dict[str, str]:
 
 def degradation_bars(stats: pd.DataFrame, kinds: Mapping[str, str], metric: str) -> list[Bar]:
     """Figure 10: per shared cell, one bar per platform at the cell documents' mean degradation %
-    (positive = slower than alone), grouped background, then control, then tenants."""
+    (positive = slower than alone), grouped background, then control, then tenants. No error
+    bar: a degradation is already relative to the job alone, so the comparison states no interval
+    for it (:data:`dlbench.reports.metrics.RELATIVE`); n is printed above the bar."""
     rows = scenario_rows(stats, compare.SHARED, metric)
     bars = []
     for _, r in rows.iterrows():
         kind = kinds.get(str(r["case_key"]), BACKGROUND)
         # A cell's name already says "with background" or "N tenants"; the control needs saying.
         group = f"control: {_group(rows, r)}" if kind == CONTROL else _group(rows, r)
-        bars.append((_KIND_ORDER[kind], Bar(group=group,
-                                      platform=str(r["platform"]), height=float(r["mean"]),
-                                      error=0.0 if math.isnan(r["std"]) else float(r["std"]),
-                                      text=value_text(float(r["mean"]), r["std"], str(r["unit"]), int(r["n"])))))
+        bars.append((_KIND_ORDER[kind], Bar(group=group, platform=str(r["platform"]), height=float(r["mean"]),
+                                            low=math.nan, high=math.nan,
+                                            text=bar_text(float(r["mean"]), str(r["unit"]), int(r["n"])))))
     return [bar for _, bar in sorted(bars, key=lambda item: item[0])]
 
 
@@ -202,11 +216,20 @@ def uncovered_cells(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: (f["cell"], f["platform"], f["repetition"]))
 
 
-def scenario_status(stats: pd.DataFrame, bad: pd.DataFrame) -> dict[str, str]:
-    """Per scenario: "ran", "failed" (cell documents, none successful) or "not run"."""
+NOT_REQUESTED = "not requested"
+
+
+def scenario_status(stats: pd.DataFrame, bad: pd.DataFrame, requested: Sequence[str] | None = None
+                    ) -> dict[str, str]:
+    """Per scenario: "ran", "failed" (cell documents, none successful), "not run" (the request
+    asked for it and nothing came back) or :data:`NOT_REQUESTED`. ``requested``: the request's
+    scenarios; None (a run loaded without its request) calls nothing "not run": what was not
+    asked for is not missing."""
     ran = set(stats[stats["suite"] == SUITE]["scenario"]) if not stats.empty else set()
     failed = set(bad[bad["suite"] == SUITE]["scenario"]) if not bad.empty and "scenario" in bad else set()
-    return {s: "ran" if s in ran else "failed" if s in failed else "not run" for s in compare.SCENARIOS}
+    asked = set(requested or ())
+    return {s: "ran" if s in ran else "failed" if s in failed else "not run" if s in asked else NOT_REQUESTED
+            for s in compare.SCENARIOS}
 
 
 def has_training(stats: pd.DataFrame, bad: pd.DataFrame) -> bool:
@@ -220,12 +243,26 @@ def _gid(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
 
 
+def y_limits(bars: Sequence[Bar], reference: float) -> tuple[float, float]:
+    """The value axis' range: it always contains 0 (bars start there), the reference line, every
+    bar and every end of its interval, with room above (and below, for negative bars) for the
+    vertical value texts."""
+    tops = [reference, 0.0] + [b.height for b in bars] + [b.high for b in bars if b.has_interval]
+    bottoms = [reference, 0.0] + [b.height for b in bars] + [b.low for b in bars if b.has_interval]
+    low, high = min(bottoms), max(tops)
+    span = (high - low) or 1.0
+    return low - (0.55 * span if low < 0 else 0.0), high + 0.6 * span
+
+
 def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, reference: float) -> str:
     """Grouped bars (one group per cell, one bar per platform) as inline SVG, each bar's text
-    above it; ``reference`` draws the line a reader compares against (1.0 = bare metal, 0 %).
+    above it and its interval as an error bar; ``reference`` draws the line a reader compares
+    against (1.0 = bare metal, 0 %). The legend names only the platforms drawn.
 
-    Bars and their texts carry ids ``bar-<figure>-<platform>-<group index>`` and
-    ``value-<figure>-<platform>-<group index>`` so a reader (or a test) can pair them."""
+    Bars, their texts and error bars carry ids ``bar-<figure>-<platform>-<group index>``,
+    ``value-...`` and ``err-...``, the plot area ``axes-<figure>`` and the legend's swatches
+    ``legend-<figure>-<platform>``, so a reader (or a test) can pair them and check that every
+    bar lies inside its axes."""
     import matplotlib  # heavy: matplotlib takes most of a second to import; only drawing a figure needs it
 
     matplotlib.use("Agg")
@@ -238,35 +275,42 @@ def svg_figure(bars: Sequence[Bar], *, figure_id: str, title: str, ylabel: str, 
         # About 0.4 in per bar and at least 1.6 in per group: the wrapped group names never overlap.
         width_in = 0.9 + max(0.4 * len(platforms), 1.6) * len(groups)
         fig, ax = plt.subplots(figsize=(max(5.0, width_in), 4.4), dpi=100)
-        tops, bottoms = [reference], [reference]
+        ax.patch.set_gid(_gid("axes", figure_id))
+        drawn = []
         for i, platform in enumerate(platforms):
             found = [(g, next((b for b in bars if b.group == group and b.platform == platform), None))
                      for g, group in enumerate(groups)]
             mine = [(g, b) for g, b in found if b is not None]
             if not mine:
                 continue
+            drawn.append(platform)
             xs = [g + (i - (len(platforms) - 1) / 2) * width for g, _ in mine]
-            heights = [b.height for _, b in mine]
-            errors = [b.error for _, b in mine]
-            rects = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=platform,
-                           color=PLATFORM_COLORS.get(platform, "#8c8c8c"), error_kw={"elinewidth": 0.8})
-            texts = ax.bar_label(rects, labels=[b.text for _, b in mine], rotation=90, fontsize=7.5, padding=2)
-            for (g, _), rect, text in zip(mine, rects.patches, texts, strict=True):
+            rects = ax.bar(xs, [b.height for _, b in mine], width, label=platform,
+                           color=palette.platform_color(platform))
+            for x, (g, b) in zip(xs, mine, strict=True):
+                if b.has_interval:
+                    err = ax.errorbar([x], [b.height], yerr=[[b.height - b.low], [b.high - b.height]], fmt="none",
+                                      ecolor="black", elinewidth=0.8, capsize=2)
+                    for artist in (*err.lines[1], *err.lines[2]):
+                        artist.set_gid(_gid("err", figure_id, platform, str(g)))
+            for x, (g, b), rect in zip(xs, mine, rects.patches, strict=True):
                 rect.set_gid(_gid("bar", figure_id, platform, str(g)))
+                # Above the bar, or above its error bar's cap when it has one (below, for a negative bar).
+                up = b.height >= 0
+                end = (max(b.height, b.high) if up else min(b.height, b.low)) if b.has_interval else b.height
+                text = ax.annotate(b.text, xy=(x, end), xytext=(0, 2 if up else -2), textcoords="offset points",
+                                   rotation=90, ha="center", va="bottom" if up else "top", fontsize=7.5)
                 text.set_gid(_gid("value", figure_id, platform, str(g)))
-            tops += [h + e for h, e in zip(heights, errors, strict=True)]
-            bottoms += [h - e for h, e in zip(heights, errors, strict=True)]
-        low, high = min(0.0, *bottoms), max(0.0, *tops)
-        span = (high - low) or 1.0
-        # Room above (and below, for negative bars) for the vertical value texts.
-        ax.set_ylim(low - (0.55 * span if low < 0 else 0.0), high + 0.6 * span)
+        ax.set_ylim(*y_limits(bars, reference))
         ax.axhline(reference, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([textwrap.fill(g, 24) for g in groups], fontsize=7.5)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.set_title(textwrap.fill(title, 55), fontsize=9)
-        fig.legend(loc="lower center", ncol=max(1, len(platforms)), fontsize=7, frameon=False)
+        legend = fig.legend(loc="lower center", ncol=max(1, len(drawn)), fontsize=7, frameon=False)
+        for platform, handle in zip(drawn, legend.get_patches(), strict=True):
+            handle.set_gid(_gid("legend", figure_id, platform))
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})
@@ -282,19 +326,22 @@ STYLE = """.scenario-grid{display:grid;grid-template-columns:1fr;gap:1em}
 .scenario-grid>div{border:1px solid #ddd;padding:.5em;min-width:0}.scenario-grid svg{max-width:100%;height:auto}
 .figrow{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}.figrow>div{max-width:100%}
 .scenario-grid h3{margin:.2em 0}.notrun{color:#a00;font-weight:bold}.figure10 svg{max-width:100%;height:auto}
-.swatch{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}"""
+.swatch{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}
+.scenario-grid figure,.figure10{margin:0;max-width:100%;overflow-x:auto}"""
 
 
-def _legend() -> str:
-    return "<p class='note'>" + "".join(
-        f"<span class='swatch' style='background:{color}'></span>{html.escape(platform)}"
-        for platform, color in PLATFORM_COLORS.items()) + "</p>"
+def legend_html(platforms: Sequence[str]) -> str:
+    """Colour swatches of ``platforms`` (those that ran: a legend never lists a platform with
+    nothing drawn), each in its :func:`~dlbench.reports.palette.platform_color`."""
+    return "<p class='note legend'>" + "".join(
+        f"<span class='swatch' data-platform='{html.escape(p)}' style='background:{palette.platform_color(p)}'>"
+        f"</span>{html.escape(p)}" for p in _platforms(platforms)) + "</p>"
 
 
 def _status_text(scenario: str, status: str, bad: pd.DataFrame) -> str:
     if status == "not run":
-        return (f"<p class='notrun'>Not run: this run has no {html.escape(scenario)} cells (the request's "
-                "<code>scenarios</code> did not include it).</p>")
+        return (f"<p class='notrun'>Not run: the request's <code>scenarios</code> asked for {html.escape(scenario)}, "
+                f"but this run has no {html.escape(scenario)} cells (no result, no failure).</p>")
     count = int(((bad["suite"] == SUITE) & (bad["scenario"] == scenario)).sum()) if not bad.empty else 0
     return (f"<p class='notrun'>No successful {html.escape(scenario)} cell: {count} failed or skipped "
             "(reasons: <a href='#problems'>failures and skips</a>, at the end).</p>")
@@ -360,18 +407,24 @@ def _coverage_html(uncovered: Sequence[Mapping[str, Any]]) -> str:
             f"<ul class='note bad'>{items}</ul>")
 
 
-def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, table: Any) -> str:
+def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, table: Any,
+                 requested: Sequence[str] | None = None) -> str:
     """The Scenarios section: at a glance, then per scenario (columns) throughput and elapsed time
     normalized to bare metal (rows), then the shared scenario's degradation (figure 10).
-    ``table`` renders comparison rows as an HTML table (the report's own)."""
-    status = scenario_status(stats, bad)
+    ``table`` renders comparison rows as an HTML table (the report's own); ``requested``: the
+    request's scenarios (a scenario neither requested nor run is left out, not called "not run")."""
+    status = scenario_status(stats, bad, requested)
+    training = stats[stats["suite"] == SUITE] if not stats.empty else stats
     parts = ["<h2 id='scenarios'>Scenarios</h2>",
              "<p class='note'>The core study's three scenarios side by side (004, section 4). Bars: a platform's "
              "mean normalized to bare metal's mean in the same scenario and cell (bare metal = 1.0; a scenario is "
-             "never compared with another); above each bar the measured mean ± std over repetitions, with its unit. "
-             "Error bars: std / bare metal's mean.</p>",
-             _legend(), "<div class='scenario-grid'>"]
+             "never compared with another); above each bar the measured mean, its unit and n (repetitions). "
+             "Error bars: the comparison's 95% interval of ×BM, the same as in the tables; none where there is "
+             "no interval (bare metal, the reference; too few repetitions).</p>",
+             legend_html(list(training["platform"]) if not training.empty else []), "<div class='scenario-grid'>"]
     for scenario in compare.SCENARIOS:
+        if status[scenario] == NOT_REQUESTED:
+            continue
         parts.append(f"<div id='scenario-{scenario}'><h3>{html.escape(TITLES[scenario])}</h3>"
                      f"<p class='note'>{html.escape(EXPLAINED[scenario])}</p>")
         if status[scenario] != "ran":
@@ -387,6 +440,8 @@ def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, ta
             parts.append(_coverage_html(uncovered_cells(frame)))
         parts.append("</div>")
     parts.append("</div>")
+    if status[compare.SHARED] == NOT_REQUESTED:
+        return "\n".join(parts)
     parts.append("<h3 id='scenario-shared-degradation'>Shared resource: degradation per platform</h3>")
     if status[compare.SHARED] != "ran":
         parts.append(_status_text(compare.SHARED, status[compare.SHARED], bad))
@@ -395,7 +450,8 @@ def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, ta
     parts.append("<p class='note'>As figure 10 of the study: how much worse each cell's job did than the same job "
                  "alone on the same platform (positive = degraded; lower is better). Groups: the job with a "
                  "background job, the small-batch control with the same background, N tenants at once. Above each "
-                 "bar the cell documents' mean ± std over repetitions.</p>"
+                 "bar the cell documents' mean and n; no error bar: a degradation is not compared with bare metal, "
+                 "so no interval is stated for it (its values are in the table under the figure).</p>"
                  + _background_html(frame) + _coverage_html(uncovered_cells(frame)))
     for metric, label in DEGRADATION_METRICS:
         bars = degradation_bars(stats, kinds, metric)
@@ -419,17 +475,18 @@ def _background_html(frame: pd.DataFrame) -> str:
     return f"<p class='note'>Background job: {html.escape(', '.join(jobs))}.</p>" if jobs else ""
 
 
-def text_lines(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame) -> list[str]:
-    """The text table's scenario summary: which scenarios ran, and the cells whose background did
-    not cover the foreground."""
+def text_lines(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame,
+               requested: Sequence[str] | None = None) -> list[str]:
+    """The text table's scenario summary: which scenarios ran (and which the request asked for
+    that did not), and the cells whose background did not cover the foreground."""
     if not has_training(stats, bad):
         return []
-    status = scenario_status(stats, bad)
-    counts = {s: stats[(stats["suite"] == SUITE) & (stats["scenario"] == s)]["case_key"].nunique()
+    status = scenario_status(stats, bad, requested)
+    counts = {s: stats[(stats["suite"] == SUITE) & (stats["scenario"] == s)]["cell"].nunique()
               for s in compare.SCENARIOS} if not stats.empty else {}
     lines = ["Scenarios (tf_cnn): " + "; ".join(
         f"{s}: {counts.get(s, 0)} cell{'' if counts.get(s, 0) == 1 else 's'}" if status[s] == "ran"
-        else f"{s}: {status[s]}" for s in compare.SCENARIOS)]
+        else f"{s}: {status[s]}" for s in compare.SCENARIOS if status[s] != NOT_REQUESTED)]
     for u in uncovered_cells(frame):
         coverage = f" ({u['coverage'] * 100:.0f}% covered)" if u["coverage"] is not None else ""
         lines.append(f"WARNING: shared {u['platform']} {u['cell']} r{u['repetition']}: the background did not cover "

@@ -1,73 +1,113 @@
-"""The report as fixed-width text: the headline comparison printed at the end of a run."""
+"""The report as text: what ``dlbench report`` (and so ``make run``) prints at the end of a run.
+
+The answer comes first, because that is what a planner asked: per scenario, data kind and
+framework, each platform's throughput and elapsed time against bare metal (×BM) with its
+interval, verdict and n. Then one line saying whether the run is decision-grade and, if not,
+why and what to run instead (:func:`dlbench.reports.answer.decision_grade`, the same judgement as
+the HTML page). The micro-benchmarks follow as one line per suite and platform; every metric's
+row (n, mean, std, intervals, verdicts, flags) is in comparison.csv and report.html, whose paths
+are printed. Failures and skips close it.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from sqlalchemy import Engine
 
-from dlbench.reports import compare, metrics, scenarios
+from dlbench import paths
+from dlbench.reports import answer, compare, scenarios
 from dlbench.reports import stats as st
+from dlbench.reports.answer import VERDICT_SHORT
 from dlbench.reports.formatting import ci_text, fmt, scenario_note
-from dlbench.reports.run_data import EMULATED_WARNING, emulated_platforms, resolve_run, run_statistics
+from dlbench.reports.run_data import EMULATED_WARNING, emulated_platforms, resolve_run, run_request, run_statistics
+
+__all__ = ["VERDICT_SHORT", "text_table"]
 
 
-def _metric_label(metric: str, unit: str, higher_is_better: bool, width: int = 22) -> str:
-    """``metric unit ↑`` cut to ``width`` with the arrow always visible."""
-    return f"{(metric + ' ' + unit)[:width - 2]} {'↑' if higher_is_better else '↓'}"
+def _comparison(row: Any) -> str:
+    """``0.981× [0.952, 1.01] not-sig n=3/3``: ×BM, its interval (none when there is none), the
+    verdict and the repetitions on both sides (platform / bare metal)."""
+    verdict = st.Verdict(row.verdict)
+    if verdict is st.Verdict.NOT_COMPARED:
+        return f"{fmt(row.mean)} {row.unit}, no bare-metal result, n={row.n}"
+    interval = ci_text(row.normalized_ci_low, row.normalized_ci_high)
+    shown = f" {interval}" if interval != "-" else ""
+    return f"{fmt(row.normalized, 3)}×{shown} {VERDICT_SHORT[verdict]} n={row.n}/{row.baseline_n}"
 
 
-VERDICT_SHORT = {st.Verdict.BETTER: "better", st.Verdict.WORSE: "worse",
-                 st.Verdict.NO_SIGNIFICANT_DIFFERENCE: "not-sig", st.Verdict.TOO_FEW_REPETITIONS: "too-few",
-                 st.Verdict.BASELINE: "baseline", st.Verdict.NOT_COMPARED: "-"}
+def _group_lines(group: answer.AnswerGroup) -> list[str]:
+    lines = [group.title]
+    rows = group.rows
+    platforms = [p for p in answer.platforms_that_ran(rows) if p != compare.BASELINE]
+    width = max([len(p) for p in platforms] or [8])
+    for cell in dict.fromkeys(rows["cell"]):
+        mine = rows[rows["cell"] == cell]
+        base = mine[mine["platform"] == compare.BASELINE]
+        measured = ", ".join(f"{fmt(r.mean)} {r.unit}" for r in base.itertuples())
+        base_n = f"; n={int(base['n'].max())}" if not base.empty else ""
+        base_flags = "; ".join(f"{r.metric.split('_')[0]}: {w}" for r in base.itertuples()
+                               if (w := answer.flag_words(r)))
+        lines.append(f"  {cell} (bare metal: {measured or 'no result'}{base_n})" + (f"  ⚠ {base_flags}"
+                                                                                   if base_flags else ""))
+        parts: list[tuple[str, list[str], list[str]]] = []
+        for platform in platforms:
+            texts, flags = [], []
+            for metric, label in answer.ANSWER_METRICS:
+                found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
+                for r in found.itertuples():
+                    texts.append(f"{label} {'↑' if r.higher_is_better else '↓'} {_comparison(r)}")
+                    if words := answer.flag_words(r):
+                        flags.append(f"{metric.split('_')[0]}: {words}")
+            if texts:
+                parts.append((platform, texts, flags))
+        first = max([len(t[0]) for _, t, _ in parts if t] or [0])
+        for platform, texts, flags in parts:
+            shown = [texts[0].ljust(first), *texts[1:]]
+            lines.append(f"    {platform:{width}}  {'   '.join(shown)}" + (f"  ⚠ {'; '.join(flags)}" if flags else ""))
+    return lines
 
 
-def text_table(engine: Engine, run_id: str | None = None) -> str:
-    """Headline comparison as fixed-width text (printed at the end of a run)."""
+def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | None = None) -> str:
+    """The run's answer, its decision-grade line, the micro-benchmarks per suite, failures and
+    skips (see the module docstring). ``report_dir``: where report.html and comparison.csv were
+    written (default: ``$DLBENCH_HOME/reports/<run_id>``, where ``dlbench report`` writes them)."""
     run_id = resolve_run(engine, run_id)
     if run_id is None:
         return "no run in the warehouse yet"
-    frame, all_stats = run_statistics(engine, run_id)
-    stats = compare.headline(all_stats)
+    frame, stats = run_statistics(engine, run_id)
+    profile_name, requested = run_request(engine, run_id)
+    profile = answer.run_profile(profile_name, requested, frame)
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
-    lines = [f"Run {run_id}: mean ± std over repetitions. Diff% = (BM - X) / BM x 100 (study 001), norm = X / BM "
-             "(BM = bare metal).", "For ↓ metrics (times) a negative Diff% / norm > 1 means X is slower.",
-             f"CI: {confidence} Welch interval of norm; verdict vs BM at {confidence}: better / worse / not-sig (no "
-             f"significant difference) / too-few (< {st.MIN_REPETITIONS} repetitions). !: flagged noisy (CV > "
-             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers or a loaded machine)."]
+    lines = [f"Run {run_id}: {profile.describe()}.",
+             f"×BM = platform / bare metal with its {confidence} interval (docs/statistics.md); verdict at "
+             f"{confidence}: better / worse / not-sig / too-few (n < {st.MIN_REPETITIONS} on a side: no interval); "
+             "n = repetitions platform/bare metal; ↑ more is better, ↓ less is better; ⚠ flagged (CV > "
+             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, loaded machine)."]
     lines += [f"WARNING: {platform} {EMULATED_WARNING.format(accel=accel)}."
               for platform, accel in sorted(emulated_platforms(engine, run_id).items())]
-    # Case names say their scenario and cell (up to ~70 characters): never cut what tells them apart.
-    width = min(80, max([42, *(len(c) for c in stats["case"])])) if not stats.empty else 42
-    header = f"{'suite':8} {'case':{width}} {'metric':22} {'platform':24} {'n':>3} {'mean':>11} {'std':>9} " \
-             f"{'cv%':>6} {'Diff%':>7} {'norm':>6} {'CI':>16} {'verdict':8}"
-    if not stats.empty and stats["metric"].isin(metrics.RELATIVE).any():
-        lines.append("degradation_* rows (shared scenario) are % worse than the same job alone: compared as they "
-                     "are, no Diff% / norm.")
-    lines += [header, "-" * len(header)]
-    for row in stats.itertuples():
-        cv = row.cv * 100 if row.cv == row.cv and row.cv is not None else float("nan")
-        flag = " !" if row.flags else ""
-        lines.append(
-            f"{row.suite[:8]:8} {row.case[:width]:{width}} "
-            f"{_metric_label(row.metric, row.unit, row.higher_is_better):22} "
-            f"{row.platform[:24]:24} "
-            f"{row.n:>3} {fmt(row.mean):>11} {fmt(row.std, 3):>9} {fmt(cv, 3):>6} "
-            f"{fmt(row.diff_pct, 3):>7} {fmt(row.normalized, 3):>6} "
-            f"{ci_text(row.normalized_ci_low, row.normalized_ci_high):>16} "
-            f"{VERDICT_SHORT[st.Verdict(row.verdict)]}{flag}"
-        )
+    groups = answer.answer_groups(stats, frame)
+    if groups:
+        lines.append("")
+        lines.append("ANSWER: training, each platform against bare metal")
+        for group in groups:
+            lines += _group_lines(group)
     bad = compare.problems(engine, run_id)
+    lines += ["", answer.decision_grade(profile, stats).line()]
+    micro = answer.micro_summary(stats)
+    if micro:
+        lines += ["", "Micro-benchmarks (headline metrics vs bare metal):"]
+        width = max(len(p) for _, p, _ in micro)
+        lines += [f"  {suite:9} {platform:{width}}  {summary}" for suite, platform, summary in micro]
+    out = report_dir or paths.reports_dir() / run_id
+    if not stats.empty:
+        lines.append(f"Every metric (n, mean, std, intervals, verdicts, flags): {out / 'comparison.csv'}; "
+                     f"report: {out / 'report.html'}")
+    lines += scenarios.text_lines(stats, frame, bad, profile.requested_list("scenarios"))
     for row in bad.itertuples():
         lines.append(f"{row.status.upper()}: {row.platform} {row.suite}/{row.name}{scenario_note(row.scenario)} "
                      f"r{row.repetition}: {row.error}")
     if stats.empty and bad.empty:
         lines.append("(no samples)")
-    flagged = stats[stats["flags"] != ""] if not stats.empty else stats
-    if not flagged.empty:
-        reasons = [(int(flagged["noisy"].sum()), f"CV > {st.CV_THRESHOLD * 100:.0f}%"),
-                   (int((flagged["outlier_runs"] > 0).sum()), "step-time outliers"),
-                   (int((flagged["loaded_runs"] > 0).sum()), "run on a loaded machine")]
-        lines.append(f"NOISY (!): {len(flagged)} of {len(stats)} rows: "
-                     + ", ".join(f"{n} {why}" for n, why in reasons if n)
-                     + "; details in the report and comparison.csv (flags)")
-    lines += scenarios.text_lines(stats, frame, bad)
     return "\n".join(lines)
