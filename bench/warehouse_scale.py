@@ -79,7 +79,8 @@ def bench(url: str, samples: int, repeat: int, out: Path) -> list[tuple[str, flo
         ("explorer: comparison, 2 runs, one model", get("/api/comparison", runs=runs[-2:], model="resnet50"), 1.0),
         ("explorer: comparison, 13 scheduled weeks", get("/api/comparison", **quarter), 1.0),
         ("explorer: trend over 52 weeks", get("/api/trend", model="resnet50", data="synthetic", scenario="single",
-                                              metric="throughput"), 1.0),
+                                              metric="throughput", since=runs[0][len("scheduled__"):][:10],
+                                              until=quarter["until"]), 1.0),
         ("explorer: capacity", get("/api/capacity", model="resnet50", data="synthetic"), 1.0),
         ("explorer: page", lambda: client.get("/").raise_for_status(), 1.0),
     ]

@@ -45,9 +45,10 @@ def generate_history(engine: Engine, *, runs: int = 10, platforms: Sequence[str]
                      models: Sequence[str] = ("resnet50", "alexnet"), data: Sequence[str] = ("synthetic", "real"),
                      repetitions: int = 3, tenants: Sequence[int] = (2, 4), hardware: str = "NVIDIA V100",
                      step: Step | None = None, extra_samples: int = 0, seed: int = 0,
-                     start: datetime = datetime(2026, 1, 4, 2, 0, tzinfo=UTC), prefix: str = "scheduled__"
-                     ) -> list[str]:
-    """Insert ``runs`` weekly runs into a migrated warehouse; returns their run ids, oldest first."""
+                     start: datetime = datetime(2026, 1, 4, 2, 0, tzinfo=UTC), prefix: str = "scheduled__",
+                     parameters: dict[str, object] | None = None) -> list[str]:
+    """Insert ``runs`` weekly runs into a migrated warehouse; returns their run ids, oldest first.
+    ``parameters``: added to every benchmark's parameters (e.g. another ``framework``)."""
     rng = random.Random(seed)
     with engine.begin() as conn:
         next_id = {m: (conn.scalar(select(func.max(m.id))) or 0) + 1
@@ -61,6 +62,10 @@ def generate_history(engine: Engine, *, runs: int = 10, platforms: Sequence[str]
         envs = {}
         for platform in platforms:
             details = {"platform": platform, "hardware": hardware, "generated": True}
+            existing_env = conn.scalar(select(Environment.id).where(Environment.fingerprint == _hash(details)))
+            if existing_env is not None:  # a second history on the same machines
+                envs[platform] = existing_env
+                continue
             envs[platform] = ids(Environment)
             conn.execute(insert(Environment), [dict(
                 id=envs[platform], fingerprint=_hash(details), platform=platform, hostname=f"gen-{platform}",
@@ -71,7 +76,7 @@ def generate_history(engine: Engine, *, runs: int = 10, platforms: Sequence[str]
             for kind in data:
                 for n in (None, *tenants):
                     params = {"model": model, "data": kind, "batch_size_per_device": 32, "profile": "generated",
-                              "scenario": "single" if n is None else "shared"}
+                              "scenario": "single" if n is None else "shared", **(parameters or {})}
                     if n is not None:
                         params.update(interference="tenants", tenants=n)
                     existing = conn.scalar(select(Benchmark.id).where(

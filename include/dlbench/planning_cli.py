@@ -110,7 +110,9 @@ def _capacity(sub: Any) -> None:
         rows = capacity.capacity(engine, hardware, args.model, data=args.data, batch=args.batch, prices=prices)
         print(f"{hardware}, {args.model}{' ' + args.data if args.data else ''}")
         print(f"{'platform':26} {'N':>3} {'per inst.':>10} {'degr. %':>8} {'per host':>10} {'per 1000 img':>13}")
-        for r in rows:
+        for i, r in enumerate(rows):
+            if i == 0 or r.config != rows[i - 1].config:  # each configuration its own rows, never averaged
+                print(f"-- {r.config} (n={r.n}){'  ' + r.flags if r.flags else ''}")
             cost = "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {r.currency or ''}"
             print(f"{r.platform:26} {r.instances_per_host:>3} {r.per_instance:>10.1f} {r.degradation_pct:>8.1f} "
                   f"{r.per_host:>10.1f} {cost:>13}")

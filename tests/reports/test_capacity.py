@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -45,12 +46,52 @@ def test_capacity_and_the_documented_sql_agree(engine):
     assert len(sql_rows) == len(rows)
     for r in sql_rows:
         py = by[(r["platform"], r["instances_per_host"])]
+        assert int(r["n"]) == py.n and r["batch"] == py.batch
         for column in ("per_instance", "degradation_pct", "per_host", "cost_per_1000"):
             assert float(r[column]) == pytest.approx(getattr(py, column), rel=1e-9), column
     assert [k.hardware for k in kinds] == ["NVIDIA A100", "NVIDIA V100"] and kinds[0].runs == 2
     # Another hardware type is its own plan; no price for it in this table but the wildcard.
     a100 = capacity.capacity(engine, "NVIDIA A100", "resnet50", prices=prices)
     assert {r.instances_per_host for r in a100} == {1, 2} and a100[0].cost_per_1000 is not None
+
+
+def test_intervals_n_and_flags_checked_independently(engine):
+    """The intervals against SciPy's t distribution (not dlbench's), and too few repetitions."""
+    from scipy import stats as scipy_stats
+
+    runs = generate_history(engine, runs=2, tenants=(4,), seed=4, models=("resnet50",))
+    rows = capacity.capacity(engine, "NVIDIA V100", "resnet50", data="synthetic", runs=runs,
+                             prices=capacity.Prices({"*": 2.0}, "EUR"))
+    by = {(r.platform, r.instances_per_host): r for r in rows}
+    with engine.connect() as conn:
+        def values(scenario: str, metric: str, platform: str) -> list[float]:
+            return [float(v) for v in conn.scalars(text(
+                "SELECT value FROM capacity_facts WHERE benchmark = 'resnet50' AND data = 'synthetic' "
+                "AND scenario = :s AND metric = :m AND platform = :p"), {"s": scenario, "m": metric, "p": platform})]
+        alone = values("single", "throughput", "virtual_machine")
+        degraded = values("shared", "degradation_throughput", "virtual_machine")
+    one, four = by[("virtual_machine", 1)], by[("virtual_machine", 4)]
+    assert one.n == len(alone) == 6 and four.degradation_n == len(degraded) == 6 and one.runs == 2
+    low, high = scipy_stats.t.interval(0.95, len(alone) - 1, loc=np.mean(alone), scale=scipy_stats.sem(alone))
+    assert (one.per_instance_ci_low, one.per_instance_ci_high) == (pytest.approx(low), pytest.approx(high))
+    low, high = scipy_stats.t.interval(0.95, len(degraded) - 1, loc=np.mean(degraded), scale=scipy_stats.sem(degraded))
+    assert (four.degradation_ci_low, four.degradation_ci_high) == (pytest.approx(low), pytest.approx(high))
+    # Per host: log(4 x P x (1 - D/100)); the two relative variances add, Welch-Satterthwaite df.
+    a = np.var(alone, ddof=1) / len(alone) / np.mean(alone) ** 2
+    b = np.var(degraded, ddof=1) / len(degraded) / (100 - np.mean(degraded)) ** 2
+    df = (a + b) ** 2 / (a * a / (len(alone) - 1) + b * b / (len(degraded) - 1))
+    half = scipy_stats.t.ppf(0.975, df) * np.sqrt(a + b)
+    assert four.per_host_ci_low == pytest.approx(four.per_host * np.exp(-half))
+    assert four.per_host_ci_high == pytest.approx(four.per_host * np.exp(half))
+    assert 0 < four.per_host_ci_low < four.per_host < four.per_host_ci_high
+    assert four.cost_ci_low == pytest.approx(2.0 / (four.per_host_ci_high * 3600) * 1000)
+    assert four.cost_ci_low < four.cost_per_1000 < four.cost_ci_high
+    assert four.flags == "" and one.config == "resnet50 · synthetic · TensorFlow · batch 32 · generated"
+    # One run of two repetitions: no interval at all, and the row says why.
+    few = generate_history(engine, runs=1, repetitions=2, seed=6, models=("alexnet",), prefix="manual__")
+    row = capacity.capacity(engine, "NVIDIA V100", "alexnet", data="real", runs=few)[0]
+    assert row.n == 2 and row.per_instance_ci_low is None and row.per_host_ci_high is None
+    assert row.flags == "too few repetitions (n=2)"
 
 
 def test_prices_from_yaml_file_and_environment(monkeypatch, tmp_path):
@@ -68,6 +109,15 @@ def test_prices_from_yaml_file_and_environment(monkeypatch, tmp_path):
 
 
 def test_density_chart_is_inline_svg(engine):
+    from dlbench.reports.palette import platform_color
+
     generate_history(engine, runs=2, seed=1)
-    svg = capacity.density_chart_svg(capacity.capacity(engine, "NVIDIA V100", "alexnet"))
+    rows = capacity.capacity(engine, "NVIDIA V100", "alexnet", data="real")
+    svg = capacity.density_chart_svg(rows)
     assert svg.startswith("<svg") and "density vs degradation" in svg and svg.count('class="series"') == 4
+    for platform in ("bare_metal", "virtual_machine"):
+        assert f'data-series="{platform}" fill="none" stroke="{platform_color(platform)}"' in svg
+    assert svg.count('class="whisker"') == 4 * 2  # the degradation's interval at 2 and 4 tenants
+    # Without a data kind, each kind is its own configuration: never one averaged line.
+    both = capacity.configurations(capacity.capacity(engine, "NVIDIA V100", "alexnet"))
+    assert [c.split(" · ")[1] for c in both] == ["real", "synthetic"]

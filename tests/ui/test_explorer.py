@@ -3,10 +3,17 @@ prefix like Airflow mounts it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import func, insert, select, update
 
+from dlbench.pipeline import steps
 from dlbench.ui.app import create_app
+from dlbench.warehouse import load
+from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 from tools.ui_history import Step, generate_history
 
 PREFIX = "/plugins/dlbench"
@@ -19,14 +26,15 @@ def client_for(engine) -> TestClient:
 
 
 def test_explorer_api_on_generated_history(engine):
-    from sqlalchemy import update
-
-    from dlbench.warehouse.models import Run
-
     runs = generate_history(engine, runs=10, step=Step("virtual_machine", 7, 0.8), seed=3)
-    with engine.begin() as conn:  # the load task records Airflow's own run id in the run's tags
+    # The DAG's run_tags task writes these tags (Airflow's own run id among them) into run.info.json,
+    # and the load copies them into runs.tags (RunInfo.from_archive): the link must use that id.
+    airflow_run_id = "scheduled__2026-03-08T02:00:00+00:00"
+    tags = steps.tags_for(airflow_run_id, "dlbench_benchmark", airflow_run_id)
+    assert tags["dlbench_run_id"] != airflow_run_id  # the warehouse's file-safe id: Airflow answers 404 for it
+    with engine.begin() as conn:
         conn.execute(update(Run).where(Run.run_id == runs[-1]).values(
-            tags={"dag_run_id": "scheduled__2026-03-08T02:00:00+00:00"}))
+            tags=load.RunInfo.from_archive({"run_id": runs[-1], "tags": tags}).tags))
     client = client_for(engine)
     page = client.get(f"{PREFIX}/")
     assert page.status_code == 200 and "dlbench results explorer" in page.text
@@ -40,9 +48,14 @@ def test_explorer_api_on_generated_history(engine):
     rows = {(r["metric"], r["platform"]): r for r in cmp["rows"]}
     assert rows[("throughput", "bare_metal")]["verdict"] == "baseline"
     vm = rows[("throughput", "virtual_machine")]
-    assert vm["normalized"] < 0.8 and vm["verdict"] == "worse" and vm["ci_low"] < vm["normalized"] < vm["ci_high"]
+    # The report's ×BM interval columns (compare.statistics), not an interval recomputed here.
+    assert vm["normalized"] < 0.8 and vm["verdict"] == "worse"
+    assert 0 < vm["normalized_ci_low"] < vm["normalized"] < vm["normalized_ci_high"]
+    assert vm["diff_pct_ci_low"] == pytest.approx((1 - vm["normalized_ci_high"]) * 100)
+    assert vm["direction"] == "higher" and rows[("elapsed_time", "virtual_machine")]["direction"] == "lower"
     assert "<svg" in cmp["svg"] and 'id="comparison-table"' in cmp["table"]
-    assert 'href="../dags/dlbench_benchmark/runs/scheduled__2026-03-08T02%3A00%3A00%2B00%3A00"' in cmp["links"]
+    assert ('target="_top" href="../dags/dlbench_benchmark/runs/scheduled__2026-03-08T02%3A00%3A00%2B00%3A00"'
+            in cmp["links"])
     two = client.get(f"{PREFIX}/api/comparison", params={"runs": runs[-2:], "model": "resnet50",
                                                          "data": "synthetic", "scenario": "single",
                                                          "platforms": ["bare_metal"]}).json()
@@ -53,6 +66,7 @@ def test_explorer_api_on_generated_history(engine):
 
     trend = client.get(f"{PREFIX}/api/trend", params={"model": "resnet50", "data": "synthetic",
                                                       "scenario": "single", "metric": "throughput"}).json()
+    # All 10 runs: the default trend is the latest runs (TREND_RUNS), not an empty chart.
     assert trend["case"] == "resnet50 single synthetic batch 32" and len(trend["runs"]) == 10
     assert [x for x, _ in trend["change_points"]["virtual_machine"]] == [7]
     assert trend["change_points"]["bare_metal"] == []
@@ -60,7 +74,7 @@ def test_explorer_api_on_generated_history(engine):
     assert f'href="../dags/dlbench_benchmark/runs/{runs[0]}"' in trend["links"]
 
     cap = client.get(f"{PREFIX}/api/capacity", params={"model": "resnet50", "data": "real"}).json()
-    assert cap["hardware"] == "NVIDIA V100" and len(cap["rows"]) == 4 * 3
+    assert cap["hardware"] == "NVIDIA V100" and len(cap["rows"]) == 4 * 3 and cap["runs"] == [runs[-1]]
     assert "density vs degradation" in cap["svg"] and 'id="capacity-table"' in cap["table"]
 
     pins = client.post(f"{PREFIX}/api/pins", json={"run_id": runs[2], "suite": "tf_cnn"}).json()
@@ -78,3 +92,78 @@ def test_inputs_are_validated_and_bound(engine):
     # A well-formed but unknown value is just a parameter: nothing matches, nothing breaks.
     assert client.get(f"{PREFIX}/api/comparison", params={"model": "vgg16"}).json()["rows"] == []
     assert client.get(f"{PREFIX}/api/trend", params={"model": "vgg16"}).json()["case"] is None
+
+
+def add_cpu_suite(engine, run_id: str) -> None:
+    """An HPL result (suite cpu) of bare metal and a VM in ``run_id``, three repetitions each."""
+    with engine.begin() as conn:
+        run_pk = conn.scalar(select(Run.id).where(Run.run_id == run_id))
+        envs = dict(conn.execute(select(Environment.platform, Environment.id)).all())
+        # Explicit ids, like the generator (which leaves PostgreSQL's sequences behind).
+        bench = conn.scalar(select(func.max(Benchmark.id))) + 1
+        execution = conn.scalar(select(func.max(Execution.id)))
+        sample = conn.scalar(select(func.max(Sample.id)))
+        conn.execute(insert(Benchmark).values(id=bench, suite="cpu", name="hpcc", parameters_hash="hpcc-test",
+                                              parameters={"ranks": 4}))
+        started = datetime(2026, 1, 4, tzinfo=UTC)
+        for platform, gflops in (("bare_metal", 100.0), ("virtual_machine", 90.0)):
+            for rep in range(3):
+                execution, sample = execution + 1, sample + 1
+                conn.execute(insert(Execution).values(
+                    id=execution, job_id=f"{run_id}-cpu-{platform}-{rep}", run_pk=run_pk,
+                    environment_id=envs[platform], benchmark_id=bench, platform=platform, repetition=rep,
+                    status="ok", started_at=started, finished_at=started + timedelta(minutes=1), labels={}))
+                conn.execute(insert(Sample).values(id=sample, execution_id=execution, ordinal=0, metric="hpl",
+                                                   value=gflops + rep, unit="GFLOPS", labels={}))
+
+
+def test_suite_filter_applies_to_every_view(engine):
+    runs = generate_history(engine, runs=4, seed=5)
+    add_cpu_suite(engine, runs[1])  # an older run: the latest run has no cpu result
+    client = client_for(engine)
+    cpu = client.get(f"{PREFIX}/api/comparison", params={"suite": "cpu"}).json()
+    # The default selection is the latest run *of the suite*, not the latest run (which has none).
+    assert cpu["runs"] == [runs[1]] and {r["metric"] for r in cpu["rows"]} == {"hpl"}
+    assert {r["platform"] for r in cpu["rows"]} == {"bare_metal", "virtual_machine"}
+    tf = client.get(f"{PREFIX}/api/comparison").json()
+    assert tf["runs"] == [runs[-1]] and "hpl" not in {r["metric"] for r in tf["rows"]} and tf["rows"]
+    trend = client.get(f"{PREFIX}/api/trend", params={"suite": "cpu"}).json()
+    assert trend["metric"] == "hpl" and trend["case"] == "hpcc" and [r["run_id"] for r in trend["runs"]] == [runs[1]]
+    assert "alexnet" not in " ".join(trend["cases"])
+    cap = client.get(f"{PREFIX}/api/capacity", params={"suite": "cpu"}).json()
+    assert cap["rows"] == [] and "suite cpu has none" in cap["table"]
+    assert client.get(f"{PREFIX}/api/capacity").json()["rows"]
+    options = client.get(f"{PREFIX}/api/options").json()
+    assert options["metrics"]["cpu"][0] == {"metric": "hpl", "direction": "higher"}
+
+
+def test_capacity_per_model_data_and_framework_with_n_interval_and_flags(engine):
+    tf = generate_history(engine, runs=2, seed=2, tenants=(2,))
+    torch = generate_history(engine, runs=1, seed=3, tenants=(2,), prefix="manual__",
+                             parameters={"framework": "PyTorch"}, start=datetime(2026, 3, 1, 2, 0, tzinfo=UTC),
+                             repetitions=2)
+    client = client_for(engine)
+    every = client.get(f"{PREFIX}/api/capacity", params={"runs": tf + torch}).json()["rows"]
+    configs = {(r["model"], r["data"], r["framework"]) for r in every}
+    # "All models": every model, data kind and framework has its own rows; nothing is averaged.
+    assert configs == {(m, d, f) for m in ("alexnet", "resnet50") for d in ("real", "synthetic")
+                       for f in ("TensorFlow", "PyTorch")}
+    by = {(r["model"], r["data"], r["framework"], r["platform"], r["instances_per_host"]): r for r in every}
+    real, synthetic = by[("resnet50", "real", "TensorFlow", "bare_metal", 1)], by[
+        ("resnet50", "synthetic", "TensorFlow", "bare_metal", 1)]
+    assert real["per_instance"] < 0.97 * synthetic["per_instance"]  # generated: real data 5 % slower
+    assert real["n"] == 2 * 3 and real["runs"] == 2 and real["flags"] == ""
+    assert real["per_instance_ci_low"] < real["per_instance"] < real["per_instance_ci_high"]
+    shared = by[("resnet50", "real", "TensorFlow", "virtual_machine", 2)]
+    assert shared["degradation_n"] == 2 * 3 and shared["degradation_ci_low"] < shared["degradation_pct"]
+    assert shared["per_host_ci_low"] < shared["per_host"] < shared["per_host_ci_high"]
+    # The PyTorch run has two repetitions: its rows say so and state no interval.
+    few = by[("resnet50", "real", "PyTorch", "bare_metal", 1)]
+    assert few["n"] == 2 and few["per_instance_ci_low"] is None and "too few repetitions (n=2)" in few["flags"]
+    page = client.get(f"{PREFIX}/api/capacity", params={"runs": tf + torch}).json()
+    assert "too few repetitions (n=2)" in page["table"] and "PyTorch" in page["table"]
+    assert page["svg"].count("<svg") == len(configs)  # one density chart per configuration
+    one = client.get(f"{PREFIX}/api/capacity", params={"runs": tf, "model": "alexnet", "data": "real",
+                                                       "platforms": ["bare_metal", "container_on_vm"]}).json()["rows"]
+    assert {(r["model"], r["data"], r["platform"]) for r in one} == {
+        ("alexnet", "real", "bare_metal"), ("alexnet", "real", "container_on_vm")}

@@ -1,13 +1,18 @@
 """Capacity planning from the warehouse: images/s per physical host and cost per 1000 images.
 
-For one hardware type (the GPU model, else the CPU model: ``capacity_facts.hardware``), one
-model and data kind, per platform and density (instances sharing a host):
+For one hardware type (the GPU model, else the CPU model: ``capacity_facts.hardware``), per
+**configuration** (model, data kind, framework, batch, profile: each its own rows, never averaged
+together; "all models" lists every model), platform and density (instances sharing a host):
 
-    per_instance   mean single-instance throughput (scenario single), images/s
+    per_instance   mean single-instance throughput (scenario single), images/s, over n repetitions
     degradation    mean measured throughput degradation (%) of a tenant when N instances
                    share the host (scenario shared, interference tenants, N = tenants); 0 for N = 1
     per_host       N x per_instance x (1 - degradation / 100)
     cost_per_1000  price per host-hour / (per_host x 3600) x 1000, in the price's currency
+
+Each with its 95 % interval (the means: Student's t; per host: Welch t on its logarithm by the
+delta method, always positive; cost: the per-host interval inverted) and the flags of the
+measurements behind it (too few repetitions: no interval; noisy; loaded machine).
 
 Densities are the measured ones (1, and every tenant count the shared scenario ran): nothing is
 extrapolated. The price per host-hour comes from the Airflow Variable ``dlbench_host_prices`` or
@@ -24,19 +29,25 @@ docs/capacity.md has the same numbers as SQL over the ``capacity_facts`` view (t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
 from sqlalchemy import Engine, text
 
 from dlbench import settings
+from dlbench.reports import stats as st
 from dlbench.reports.charts import line_chart
 
 
 @dataclass(frozen=True)
 class CapacityRow:
+    """One platform at one density for one configuration (model, data kind, framework, batch,
+    profile): never an average over configurations. Intervals are None where they are not stated
+    (fewer than :data:`~dlbench.reports.stats.MIN_REPETITIONS` repetitions: ``flags`` says so)."""
+
     platform: str
     instances_per_host: int
     per_instance: float
@@ -45,6 +56,31 @@ class CapacityRow:
     cost_per_1000: float | None
     currency: str | None
     runs: int
+    model: str = ""
+    data: str = ""
+    framework: str = ""
+    batch: str = ""
+    profile: str = ""
+    n: int = 0
+    """Single-instance repetitions behind ``per_instance``."""
+    degradation_n: int = 0
+    """Repetitions of the shared cell at this density behind ``degradation_pct`` (0 for N = 1)."""
+    per_instance_ci_low: float | None = None
+    per_instance_ci_high: float | None = None
+    degradation_ci_low: float | None = None
+    degradation_ci_high: float | None = None
+    per_host_ci_low: float | None = None
+    per_host_ci_high: float | None = None
+    cost_ci_low: float | None = None
+    cost_ci_high: float | None = None
+    flags: str = ""
+    """Why not to trust the row yet: too few repetitions, noisy (CV), jobs on a loaded machine."""
+
+    @property
+    def config(self) -> str:
+        """``resnet50 · synthetic · TensorFlow · batch 32 · paper``: what the row is a plan for."""
+        return " · ".join(p for p in (self.model, self.data, self.framework, f"batch {self.batch}" if self.batch
+                                      else "", self.profile) if p)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,19 +118,30 @@ def load_prices(*, airflow: bool = False) -> Prices | None:
     return parse_prices(path.read_text()) if path.is_file() else None
 
 
-def _filters(model: str, data: str | None, batch: str | None, runs: Sequence[str] | None) -> tuple[str, dict]:
-    where = ["hardware = :hardware", "benchmark = :model"]
-    params: dict[str, Any] = {"model": model}
+SCENARIO_PARAMETERS = frozenset({"scenario", "interference", "tenants", "condition", "loop", "mode", "role",
+                                  "task_index", "cluster"})
+"""What a single-instance run and its shared cells differ in: left out of a row's configuration, so
+the shared cells of a configuration find its single-instance throughput, and nothing else does."""
+
+
+def _filters(model: str | None, data: str | None, batch: str | None, runs: Sequence[str] | None,
+             platforms: Sequence[str] | None = None) -> tuple[str, dict]:
+    where = ["f.hardware = :hardware"]
+    params: dict[str, Any] = {}
+    if model:
+        where.append("f.benchmark = :model")
+        params["model"] = model
     if data:
-        where.append("data = :data")
+        where.append("f.data = :data")
         params["data"] = data
     if batch:
-        where.append("batch = :batch")
+        where.append("f.batch = :batch")
         params["batch"] = str(batch)
-    if runs:
-        names = {f"run{i}": r for i, r in enumerate(runs)}
-        where.append(f"run_id IN ({', '.join(':' + k for k in names)})")
-        params.update(names)
+    for column, values in (("f.run_id", runs), ("f.platform", platforms)):
+        if values:
+            names = {f"{column[2:]}{i}": v for i, v in enumerate(values)}
+            where.append(f"{column} IN ({', '.join(':' + k for k in names)})")
+            params.update(names)
     return " AND ".join(where), params
 
 
@@ -104,55 +151,169 @@ def hardware_types(engine: Engine) -> list[str]:
             "SELECT DISTINCT hardware FROM capacity_facts WHERE hardware IS NOT NULL ORDER BY hardware"))]
 
 
-def capacity(engine: Engine, hardware: str, model: str, *, data: str | None = None, batch: str | None = None,
-             runs: Sequence[str] | None = None, prices: Prices | None = None) -> list[CapacityRow]:
-    """One row per platform and measured density (see the module docstring), by platform then N."""
-    where, params = _filters(model, data, batch, runs)
+def _json(value: Any) -> dict[str, Any]:
+    """A JSON column read through plain SQL: a dict on PostgreSQL (JSONB), text on SQLite."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+def _config(parameters: dict[str, Any]) -> str:
+    kept = {k: v for k, v in parameters.items() if k not in SCENARIO_PARAMETERS}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+@dataclass
+class _Cell:
+    """The measurements of one configuration x platform (x density, for a shared cell)."""
+
+    values: list[float] = field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: set[str] = field(default_factory=set)
+
+
+def _mean_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """The t interval of the mean at 95 %, None below :data:`~dlbench.reports.stats.MIN_REPETITIONS`
+    (the same rule as every comparison: too few repetitions state no interval)."""
+    if len(values) < st.MIN_REPETITIONS:
+        return None, None
+    half = st.t_quantile(1 - (1 - st.DEFAULT_CONFIDENCE) / 2, len(values) - 1) * st.std(values) / math.sqrt(len(values))
+    return st.mean(values) - half, st.mean(values) + half
+
+
+def _per_host_interval(n: int, single: Sequence[float], shared: Sequence[float] | None
+                       ) -> tuple[float | None, float | None]:
+    """The interval of ``N x per_instance x (1 - degradation / 100)``: Welch t on its logarithm by
+    the delta method (the ratio intervals' method, docs/statistics.md), so it is always positive;
+    the single-instance mean and the degradation are independent measurements, their variances add."""
+    if len(single) < st.MIN_REPETITIONS or (shared is not None and len(shared) < st.MIN_REPETITIONS):
+        return None, None
+    p = st.mean(single)
+    parts = [(st.std(single) ** 2 / len(single) / (p * p), len(single))]
+    factor = 1.0
+    if shared is not None:
+        d = st.mean(shared)
+        if d >= 100:
+            return None, None
+        factor = 1 - d / 100
+        parts.append((st.std(shared) ** 2 / len(shared) / ((100 - d) ** 2), len(shared)))
+    value = n * p * factor
+    se2 = sum(v for v, _ in parts)
+    if p <= 0 or se2 == 0:
+        return (value, value) if p > 0 else (None, None)
+    df = se2 ** 2 / sum(v * v / (k - 1) for v, k in parts)
+    half = st.t_quantile(1 - (1 - st.DEFAULT_CONFIDENCE) / 2, df) * math.sqrt(se2)
+    return value * math.exp(-half), value * math.exp(half)
+
+
+def _flags(cells: Sequence[_Cell]) -> str:
+    """Too few repetitions, noise (CV above the threshold) and loaded machines, over the cells a
+    row is computed from (the comparison's flags, :func:`dlbench.reports.stats.load_flag`)."""
+    found = []
+    for cell in cells:
+        if len(cell.values) < st.MIN_REPETITIONS:
+            found.append(f"too few repetitions (n={len(cell.values)})")
+        elif st.is_noisy(st.cv(cell.values)):
+            found.append(f"noisy: CV {st.cv(cell.values) * 100:.0f}%")
+    jobs = {job: labels for cell in cells for job, labels in cell.jobs.items()}
+    loaded = sum(1 for labels in jobs.values() if st.load_flag(labels))
+    if loaded:
+        found.append(f"loaded machine in {loaded} of {len(jobs)} runs")
+    return "; ".join(dict.fromkeys(found))
+
+
+def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: str | None = None,
+             batch: str | None = None, runs: Sequence[str] | None = None, prices: Prices | None = None,
+             platforms: Sequence[str] | None = None) -> list[CapacityRow]:
+    """One row per configuration (model, data kind, framework, batch, profile: ``model`` and
+    ``data`` None mean every one, each its own rows, never averaged together), platform and
+    measured density (see the module docstring), by configuration, platform, then N."""
+    from dlbench.reports import answer, compare  # heavy: pandas, which the rest of this module does not need
+
+    where, params = _filters(model, data, batch, runs, platforms)
     params["hardware"] = hardware
-    sql = text(f"SELECT run_id, platform, scenario, interference, tenants, metric, value FROM capacity_facts "
-               f"WHERE {where} AND metric IN ('throughput', 'degradation_throughput') "
-               f"AND ((scenario = 'single' AND metric = 'throughput') OR "
-               f"(scenario = 'shared' AND interference = 'tenants' AND metric = 'degradation_throughput'))")
+    sql = text(f"SELECT f.run_id, f.job_id, f.platform, f.suite, f.benchmark, f.batch, f.scenario, f.tenants, "
+               f"f.metric, f.value, b.parameters, e.labels AS execution_labels FROM capacity_facts f "
+               f"JOIN benchmarks b ON b.suite = f.suite AND b.name = f.benchmark "
+               f"AND b.parameters_hash = f.parameters_hash "
+               f"JOIN executions e ON e.job_id = f.job_id "
+               f"WHERE {where} AND ((f.scenario = 'single' AND f.metric = 'throughput') OR "
+               f"(f.scenario = 'shared' AND f.interference = 'tenants' AND f.metric = 'degradation_throughput'))")
     with engine.connect() as conn:
         rows = conn.execute(sql, params).mappings().all()
-    single: dict[str, list[float]] = {}
-    shared: dict[tuple[str, int], list[float]] = {}
-    run_count: dict[str, set[str]] = {}
+    single: dict[tuple[str, str], _Cell] = {}
+    shared: dict[tuple[str, str, int], _Cell] = {}
+    described: dict[str, tuple[str, str, str, str, str]] = {}
     for r in rows:
-        run_count.setdefault(r["platform"], set()).add(r["run_id"])
-        if r["scenario"] == "single":
-            single.setdefault(r["platform"], []).append(float(r["value"]))
-        else:
-            shared.setdefault((r["platform"], int(r["tenants"])), []).append(float(r["value"]))
+        parameters, labels = _json(r["parameters"]), _json(r["execution_labels"])
+        config = _config(parameters)
+        described.setdefault(config, (
+            str(r["benchmark"]), str(parameters.get("data") or ""),
+            answer.framework_of(str(r["suite"]), parameters, labels), str(r["batch"] or ""),
+            str(parameters.get("profile") or "")))
+        cell = (single.setdefault((config, r["platform"]), _Cell()) if r["scenario"] == "single"
+                else shared.setdefault((config, r["platform"], int(r["tenants"])), _Cell()))
+        cell.values.append(float(r["value"]))
+        cell.jobs[r["job_id"]] = labels
+        cell.runs.add(r["run_id"])
     price = prices.for_hardware(hardware) if prices else None
     currency = prices.currency if prices else None
-    out = []
-    for platform, values in single.items():
-        per_instance = sum(values) / len(values)
-        densities = [(1, 0.0)] + sorted((n, sum(v) / len(v)) for (p, n), v in shared.items() if p == platform)
-        for n, deg in densities:
-            per_host = n * per_instance * (1 - deg / 100)
-            cost = price / (per_host * 3600) * 1000 if price is not None and per_host > 0 else None
-            out.append(CapacityRow(platform, n, per_instance, deg, per_host, cost, currency,
-                                   len(run_count.get(platform, ()))))
-    from dlbench.reports.compare import PLATFORM_ORDER  # heavy: pandas, which the rest of this module does not need
 
-    order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
-    return sorted(out, key=lambda r: (order.get(r.platform, len(order)), r.platform, r.instances_per_host))
+    def cost(per_host: float | None) -> float | None:
+        return price / (per_host * 3600) * 1000 if price is not None and per_host else None
+
+    out = []
+    for (config, platform), alone in single.items():
+        per_instance = st.mean(alone.values)
+        model_name, kind, framework, batch_size, profile = described[config]
+        densities: list[tuple[int, _Cell | None]] = [(1, None)] + sorted(
+            ((n, cell) for (c, p, n), cell in shared.items() if c == config and p == platform), key=lambda t: t[0])
+        for n, loaded in densities:
+            deg = st.mean(loaded.values) if loaded is not None else 0.0
+            per_host = n * per_instance * (1 - deg / 100)
+            low, high = _per_host_interval(n, alone.values, loaded.values if loaded is not None else None)
+            p_low, p_high = _mean_interval(alone.values)
+            d_low, d_high = _mean_interval(loaded.values) if loaded is not None else (None, None)
+            cells = [alone] if loaded is None else [alone, loaded]
+            out.append(CapacityRow(
+                platform, n, per_instance, deg, per_host, cost(per_host) if per_host > 0 else None, currency,
+                len(alone.runs | (loaded.runs if loaded is not None else set())), model=model_name, data=kind,
+                framework=framework, batch=batch_size, profile=profile, n=len(alone.values),
+                degradation_n=len(loaded.values) if loaded is not None else 0,
+                per_instance_ci_low=p_low, per_instance_ci_high=p_high, degradation_ci_low=d_low,
+                degradation_ci_high=d_high, per_host_ci_low=low, per_host_ci_high=high,
+                cost_ci_low=cost(high), cost_ci_high=cost(low), flags=_flags(cells)))
+    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
+    return sorted(out, key=lambda r: (r.model, r.data, r.framework, r.batch, r.profile,
+                                      order.get(r.platform, len(order)), r.platform, r.instances_per_host))
+
+
+def configurations(rows: Sequence[CapacityRow]) -> dict[str, list[CapacityRow]]:
+    """The rows per configuration (:attr:`CapacityRow.config`), in their order."""
+    out: dict[str, list[CapacityRow]] = {}
+    for r in rows:
+        out.setdefault(r.config, []).append(r)
+    return out
 
 
 def best(rows: Sequence[CapacityRow]) -> CapacityRow | None:
-    """The platform and density with the most images/s per host."""
+    """The platform and density with the most images/s per host (of one configuration's rows)."""
     return max(rows, key=lambda r: r.per_host, default=None)
 
 
-def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300) -> str:
-    """'density vs degradation': degradation (%) against instances per host, one line per platform."""
+def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300, title: str = "",
+                      chart_id: str = "chart") -> str:
+    """'density vs degradation' of one configuration: degradation (%) against instances per host,
+    one line per platform (the palette's colours), the degradation's interval as whiskers."""
     series: dict[str, list[tuple[float, float]]] = {}
+    whiskers: dict[str, list[tuple[float, float, float]]] = {}
     for r in rows:
         series.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_pct))
-    return line_chart(series, x_label="instances per host", y_label="throughput degradation (%)",
-                      width=width, height=height, title="density vs degradation")
+        if r.degradation_ci_low is not None and r.degradation_ci_high is not None:
+            whiskers.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_ci_low,
+                                                        r.degradation_ci_high))
+    return line_chart(series, intervals=whiskers, x_label="instances per host", y_label="throughput degradation (%)",
+                      width=width, height=height, title=title or "density vs degradation", chart_id=chart_id)
 
 
 def as_json(rows: Sequence[CapacityRow]) -> str:

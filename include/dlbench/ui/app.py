@@ -33,7 +33,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from dlbench import settings, storage
 from dlbench.reports import capacity as cap
 from dlbench.reports import regression
-from dlbench.reports.charts import bar_chart, line_chart
+from dlbench.reports import stats as st
+from dlbench.reports.charts import DIRECTION_TEXT, FLAG_MARK, Bar, bar_chart, line_chart
+from dlbench.reports.metrics import Direction
 from dlbench.ui import auth, explorer
 from dlbench.ui.page import PAGE
 
@@ -98,17 +100,57 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return html.escape(str(v))
 
 
-def _table(headers: list[str], rows: list[list[str]], table_id: str) -> str:
+def _table(headers: list[str], rows: list[list[str]], table_id: str, empty: str = "no data for this selection") -> str:
+    """An HTML table in a box that scrolls on its own: a wide table never widens the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return (f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>'
-            f'{body or "<tr><td colspan=99>no data for this selection</td></tr>"}</tbody></table>')
+    return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>'
+            f'{body or f"<tr><td colspan=99>{html.escape(empty)}</td></tr>"}</tbody></table></div>')
 
 
 def _dag_run_links(runs: list[dict[str, Any]]) -> str:
-    """Links to the Airflow UI's DAG run pages, relative to the plugin's mount (``/dlbench/``)."""
-    return ", ".join(f'<a class="dagrun" href="../dags/{quote(r["dag_id"], safe="")}/runs/'
+    """Links to the Airflow UI's DAG run pages by Airflow's own run id (:func:`explorer.dag_runs`),
+    relative to the plugin's mount (``/dlbench/``), opened in the top window: inside Airflow the
+    explorer is a frame, and a link opened in it would nest a second Airflow UI."""
+    return ", ".join(f'<a class="dagrun" target="_top" href="../dags/{quote(r["dag_id"], safe="")}/runs/'
                      f'{quote(r["dag_run_id"], safe="")}">{html.escape(r["run_id"])}</a>' for r in runs)
+
+
+def _interval(low: float | None, high: float | None, digits: int = 3) -> str:
+    return "-" if low is None or high is None else f"[{low:.{digits}g}, {high:.{digits}g}]"
+
+
+def _flag_text(row: dict[str, Any]) -> str:
+    """Why not to trust a comparison row yet: the report's flags (noise, outliers, a loaded
+    machine) and too few repetitions (then no interval is stated)."""
+    parts = [row.get("flags") or ""]
+    if row.get("verdict") == st.Verdict.TOO_FEW_REPETITIONS.value:
+        parts.append(f"too few repetitions (n={row.get('n')}): no interval")
+    return "; ".join(p for p in parts if p)
+
+
+def _flag_cell(text: str) -> str:
+    return f'<span class="flag" title="{html.escape(text)}">{FLAG_MARK} {html.escape(text)}</span>' if text else ""
+
+
+def _comparison_charts(rows: list[dict[str, Any]]) -> str:
+    """One bar chart per direction (higher-is-better metrics, then lower-is-better): ×BM with its
+    interval and ⚠ on flagged bars. A ×BM of 1.2 is good for throughput and bad for elapsed time,
+    so the two are never drawn on one axis."""
+    charts = []
+    for direction in Direction:
+        mine = [r for r in rows if r["direction"] == direction.value and r["normalized"] is not None]
+        if not mine:
+            continue
+        groups = list(dict.fromkeys(f'{r["case"]} · {r["metric"]}' for r in mine))
+        platforms = list(dict.fromkeys(r["platform"] for r in mine))
+        bars = {(f'{r["case"]} · {r["metric"]}', r["platform"]): Bar(
+            r["normalized"], r["normalized_ci_low"], r["normalized_ci_high"], _flag_text(r)) for r in mine}
+        charts.append(bar_chart(
+            groups, {p: [bars.get((g, p)) for g in groups] for p in platforms}, reference=1.0, direction=direction,
+            y_label="×BM (bare metal = 1.0)", title=f"{DIRECTION_TEXT[direction].split(' ', 1)[1]}: normalized "
+            "to bare metal, 95 % interval", chart_id=f"comparison-chart-{direction.value}"))
+    return "".join(charts) or bar_chart([], {}, chart_id="comparison-chart-empty")
 
 
 class PinRequest(BaseModel):
@@ -170,19 +212,21 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         f = filters(runs, since, until, suite, model, data, scenario, platforms, metric,
                     scheduled_only=bool(since or until) and not runs)
         rows = explorer.comparison(warehouse(), f)
-        table = _table(["Case", "Metric", "Platform", "n", "Mean", "Std", "Normalized", "95 % CI", "Verdict"], [
-            [html.escape(r["case"]), html.escape(r["metric"]), html.escape(r["platform"]), str(r["n"]),
-             f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["std"]), _fmt(r["normalized"], 3),
-             "-" if r["ci_low"] is None else f'{r["ci_low"]:.3f} .. {r["ci_high"]:.3f}',
-             f'<span class="verdict {html.escape(r["verdict"])}">{html.escape(r["verdict"].replace("_", " "))}</span>']
+        for r in rows:
+            r["flag_text"] = _flag_text(r)
+        table = _table(["Case", "Data", "Framework", "Metric", "Platform", "n", "Mean", "×BM", "95 % interval",
+                        "Diff %", "95 % interval", "Verdict", "Flags"], [
+            [html.escape(r["case"]), html.escape(r["data"] or "-"), html.escape(r["framework"]),
+             f'{html.escape(r["metric"])} <span class="direction" title="{DIRECTION_TEXT[Direction(r["direction"])]}">'
+             f'{DIRECTION_TEXT[Direction(r["direction"])][0]}</span>', html.escape(r["platform"]), str(r["n"]),
+             f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["normalized"], 3),
+             _interval(r["normalized_ci_low"], r["normalized_ci_high"]), _fmt(r["diff_pct"], 3),
+             _interval(r["diff_pct_ci_low"], r["diff_pct_ci_high"]),
+             f'<span class="verdict {html.escape(r["verdict"])}">'
+             f'{html.escape(st.VERDICT_TEXT.get(st.Verdict(r["verdict"]), r["verdict"]))}</span>',
+             _flag_cell(r["flag_text"])]
             for r in rows], "comparison-table")
-        groups = list(dict.fromkeys(f'{r["case"]} {r["metric"]}' for r in rows if r["normalized"] is not None))
-        platforms = list(dict.fromkeys(r["platform"] for r in rows if r["normalized"] is not None))
-        value = {(f'{r["case"]} {r["metric"]}', r["platform"]): r["normalized"] for r in rows}
-        chart = bar_chart(groups, {p: [value.get((g, p)) for g in groups] for p in platforms}, reference=1.0,
-                          y_label="normalized to bare metal", title="normalized comparison (bare metal = 1.0)",
-                          chart_id="comparison-chart")
-        return {"runs": f.runs, "rows": rows, "table": table, "svg": chart,
+        return {"runs": f.runs, "rows": rows, "table": table, "svg": _comparison_charts(rows),
                 "links": _dag_run_links(explorer.dag_runs(warehouse(), f.runs))}
 
     @app.get("/api/trend")
@@ -195,23 +239,36 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         names = [r["started_at"][:10] or r["run_id"] for r in result["runs"]]
         result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
                                    y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
+                                   direction=Direction(result["direction"]),
                                    title=f'trend: {result["case"] or "-"}', chart_id="trend-chart", width=860)
         result["links"] = _dag_run_links(explorer.dag_runs(warehouse(), [r["run_id"] for r in result["runs"]]))
         return result
 
     @app.get("/api/capacity")
-    def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), model: str | None = None,
-                 data: str | None = None) -> dict[str, Any]:
-        f = filters(runs, None, None, "tf_cnn", model, data, None, [], None)
+    def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), since: str | None = None,
+                 until: str | None = None, suite: str | None = None, model: str | None = None, data: str | None = None,
+                 platforms: list[str] = Query(default=[])) -> dict[str, Any]:
+        """Per model, data kind, framework, platform and density, over the views' selection of runs."""
+        f = filters(runs, since, until, suite, model, data, None, platforms, None)
         result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
         rows = [cap.CapacityRow(**r) for r in result["rows"]]
         result["table"] = _table(
-            ["Platform", "Instances per host", "Per instance (images/s)", "Degradation %", "Per host (images/s)",
-             "Cost per 1000 images", "Runs"],
-            [[html.escape(r.platform), str(r.instances_per_host), _fmt(r.per_instance), _fmt(r.degradation_pct, 3),
-              _fmt(r.per_host), "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {r.currency or ''}",
-              str(r.runs)] for r in rows], "capacity-table")
-        result["svg"] = cap.density_chart_svg(rows)
+            ["Model", "Data", "Framework", "Batch", "Platform", "Instances per host", "n", "Per instance (images/s)",
+             "95 % interval", "Degradation %", "95 % interval", "Per host (images/s)", "95 % interval",
+             "Cost per 1000 images", "Flags"],
+            [[html.escape(r.model), html.escape(r.data or "-"), html.escape(r.framework), html.escape(r.batch or "-"),
+              html.escape(r.platform), str(r.instances_per_host),
+              str(r.n) + (f" / {r.degradation_n}" if r.degradation_n else ""), _fmt(r.per_instance),
+              _interval(r.per_instance_ci_low, r.per_instance_ci_high, 4), _fmt(r.degradation_pct, 3),
+              _interval(r.degradation_ci_low, r.degradation_ci_high), _fmt(r.per_host),
+              _interval(r.per_host_ci_low, r.per_host_ci_high, 4),
+              "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {html.escape(r.currency or '')} "
+              f"{_interval(r.cost_ci_low, r.cost_ci_high)}", _flag_cell(r.flags)] for r in rows],
+            "capacity-table", empty=result["note"] or "no data for this selection")
+        result["svg"] = "".join(
+            cap.density_chart_svg(mine, title=f"density vs degradation: {config}", chart_id=f"capacity-chart-{i}")
+            for i, (config, mine) in enumerate(cap.configurations(rows).items())) or cap.density_chart_svg(
+            [], chart_id="capacity-chart-empty")
         return result
 
     @app.get("/api/pins")

@@ -3,11 +3,16 @@
 Each function takes an engine and plain filter values and returns JSON-able data; the FastAPI
 app (:mod:`dlbench.ui.app`) only validates inputs and renders. Every value reaches the database
 as a bound parameter (SQLAlchemy expressions, ``IN`` lists included): no SQL is built from input.
+
+Every view reads the same selection (:func:`selected_runs`) with the same filters, the suite
+included, so the comparison, the trend and the capacity table never answer different questions.
+Nothing here computes a statistic: the comparison's intervals, verdicts, n and flags are the
+columns of :func:`dlbench.reports.compare.statistics` (what the report shows), the capacity
+rows those of :func:`dlbench.reports.capacity.capacity`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics as pystats
 from collections.abc import Sequence
@@ -15,14 +20,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import Engine, select
 
+from dlbench.providers.base import Tags
+from dlbench.reports import answer, compare, metrics
 from dlbench.reports import capacity as cap
-from dlbench.reports import compare, metrics, stats
 from dlbench.reports.regression import change_points
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 
 MAX_RUNS = 200
+TREND_RUNS = 20
+"""The trend's default: the latest runs of the suite, scheduled or not (a fresh ``make run``
+history has no scheduled run, and an empty chart answers nothing)."""
+CAPACITY_SUITE = answer.TRAINING_SUITE
+"""Capacity is planned from training throughput; another suite has no capacity rows (said, not hidden)."""
 
 
 @dataclass
@@ -41,7 +53,7 @@ class Filters:
 
 def options(engine: Engine) -> dict[str, Any]:
     """What the filters offer: runs (newest first), suites, models, data kinds, scenarios, platforms,
-    hardware types, metrics."""
+    hardware types, metrics (with their direction)."""
     with engine.connect() as conn:
         runs = conn.execute(select(Run.run_id, Run.dag_id, Run.started_at, Run.scheduled)
                             .order_by(Run.started_at.desc().nulls_last(), Run.id.desc()).limit(MAX_RUNS)).all()
@@ -61,8 +73,47 @@ def options(engine: Engine) -> dict[str, Any]:
                             key=lambda s: compare.SCENARIOS.index(s) if s in compare.SCENARIOS else 99),
         "platforms": sorted(platforms, key=lambda p: (order.get(p, len(order)), p)),
         "hardware": hardware,
-        "metrics": {s: list(metrics.HEADLINE.get(s, [])) for s in suites},
+        "metrics": {s: [{"metric": m, "direction": metrics.direction(m, "").value} for m in metrics.HEADLINE.get(s, [])]
+                    for s in suites},
     }
+
+
+def latest_runs(engine: Engine, n: int = 1, suite: str | None = None) -> list[str]:
+    """The ``n`` latest runs (that ran ``suite``, when given), newest first."""
+    query = select(Run.run_id, Run.started_at, Run.id)
+    if suite is not None:
+        query = (query.join(Execution, Execution.run_pk == Run.id)
+                 .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+                 .where(Benchmark.suite == suite).distinct())
+    with engine.connect() as conn:
+        return [r.run_id for r in conn.execute(query.order_by(Run.started_at.desc().nulls_last(), Run.id.desc())
+                                               .limit(n))]
+
+
+def runs_between(engine: Engine, since: datetime | None, until: datetime | None, suite: str | None = None
+                 ) -> list[str]:
+    """The scheduled runs (of ``suite``) started in [since, until], oldest first."""
+    query = select(Run.run_id, Run.started_at).where(Run.scheduled.is_(True))
+    if suite is not None:
+        query = (query.join(Execution, Execution.run_pk == Run.id)
+                 .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+                 .where(Benchmark.suite == suite).distinct())
+    if since is not None:
+        query = query.where(Run.started_at >= since)
+    if until is not None:
+        query = query.where(Run.started_at <= until)
+    with engine.connect() as conn:
+        return [r.run_id for r in conn.execute(query.order_by(Run.started_at).limit(MAX_RUNS))]
+
+
+def selected_runs(engine: Engine, f: Filters, *, latest: int = 1) -> list[str]:
+    """The runs every view reads: the picked ones; else the scheduled runs of the date range; else
+    the ``latest`` runs that ran the chosen suite (the default view)."""
+    if f.runs:
+        return f.runs[:MAX_RUNS]
+    if f.since is not None or f.until is not None:
+        return runs_between(engine, f.since, f.until, f.suite)
+    return latest_runs(engine, latest, f.suite)
 
 
 def _metric_filter(f: Filters) -> list[str] | None:
@@ -71,7 +122,74 @@ def _metric_filter(f: Filters) -> list[str] | None:
     return list(metrics.HEADLINE[f.suite]) if f.suite in metrics.HEADLINE else None
 
 
-def _case_rows(engine: Engine, f: Filters, *, run_filter: bool) -> list[dict[str, Any]]:
+def _num(v: Any) -> Any:
+    """NaN and numpy scalars to JSON: None for "not stated", plain Python numbers otherwise."""
+    if v is None:
+        return None
+    if isinstance(v, bool | str):
+        return v
+    try:
+        number = float(v)
+    except (TypeError, ValueError):
+        return v
+    if not math.isfinite(number):
+        return None
+    return int(number) if isinstance(v, int) or (hasattr(v, "dtype") and "int" in str(v.dtype)) else number
+
+
+def _frame(engine: Engine, f: Filters, runs: Sequence[str]) -> pd.DataFrame:
+    """The selected runs' case samples (:func:`dlbench.reports.compare.samples_frame`, what the
+    report reads), filtered by suite, model, data, scenario, platforms and metric."""
+    parts = [part for run in runs if not (part := compare.samples_frame(engine, run)).empty]
+    if not parts:
+        return pd.DataFrame()
+    frame = pd.concat(parts, ignore_index=True)
+    keep = frame["suite"] == f.suite
+    wanted = _metric_filter(f)
+    if wanted is not None:
+        keep &= frame["metric"].isin(wanted)
+    if f.model:
+        keep &= frame["name"] == f.model
+    if f.platforms:
+        keep &= frame["platform"].isin(f.platforms)
+    if f.scenario:
+        keep &= frame["scenario"] == f.scenario
+    if f.data:
+        keep &= frame["parameters"].map(lambda p: str((p or {}).get("data")) == f.data)
+    return frame[keep].reset_index(drop=True)
+
+
+def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
+    """Per case, metric and platform over the selected runs: the report's comparison rows (n, mean,
+    ×BM with its interval, Diff% with its interval, verdict, flags), with the metric's direction,
+    the data kind and the framework."""
+    runs = selected_runs(engine, f)
+    f.runs = list(runs)
+    frame = _frame(engine, f, runs)
+    if frame.empty:
+        return []
+    outliers: dict[str, int] = {}
+    for run in runs:
+        outliers.update(compare.step_outliers(engine, run))
+    stats = compare.statistics(frame, outliers)
+    cells = frame.drop_duplicates("case_key")
+    kind = {r.case_key: str((r.parameters or {}).get("data") or "") for r in cells.itertuples()}
+    framework = {r.case_key: answer.framework_of(r.suite, r.parameters, r.execution_labels) for r in cells.itertuples()}
+    fields = ["suite", "scenario", "case", "metric", "unit", "platform", "n", "mean", "std", "cv", "normalized",
+              "normalized_ci_low", "normalized_ci_high", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "verdict",
+              "noisy", "outlier_runs", "loaded_runs", "flags"]
+    out = []
+    for row in stats.to_dict("records"):
+        item = {k: _num(row.get(k)) for k in fields}
+        item.update(noisy=bool(row.get("noisy")), flags=str(row.get("flags") or ""),
+                    direction=metrics.direction(str(row["metric"]), str(row["unit"])).value,
+                    data=kind.get(row["case_key"], ""), framework=framework.get(row["case_key"], ""))
+        out.append(item)
+    return out
+
+
+def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str, Any]]:
+    """The trend's rows: one metric's samples of the selected runs, filtered like every view."""
     query = (
         select(Run.run_id, Run.dag_id, Run.started_at, Execution.id.label("execution_id"), Execution.platform,
                Execution.labels.label("execution_labels"), Benchmark.suite, Benchmark.name, Benchmark.parameters,
@@ -79,7 +197,8 @@ def _case_rows(engine: Engine, f: Filters, *, run_filter: bool) -> list[dict[str
         .join(Execution, Execution.run_pk == Run.id)
         .join(Benchmark, Benchmark.id == Execution.benchmark_id)
         .join(Sample, Sample.execution_id == Execution.id)
-        .where(Execution.status == "ok", Benchmark.suite == f.suite, Sample.metric.not_in(compare.PER_STEP))
+        .where(Execution.status == "ok", Benchmark.suite == f.suite, Sample.metric.not_in(compare.PER_STEP),
+               Run.run_id.in_(list(runs)))
     )
     wanted = _metric_filter(f)
     if wanted is not None:
@@ -88,14 +207,6 @@ def _case_rows(engine: Engine, f: Filters, *, run_filter: bool) -> list[dict[str
         query = query.where(Benchmark.name == f.model)
     if f.platforms:
         query = query.where(Execution.platform.in_(f.platforms))
-    if run_filter and f.runs:
-        query = query.where(Run.run_id.in_(f.runs[:MAX_RUNS]))
-    if f.since is not None:
-        query = query.where(Run.started_at >= f.since)
-    if f.until is not None:
-        query = query.where(Run.started_at <= f.until)
-    if f.scheduled_only:
-        query = query.where(Run.scheduled.is_(True))
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(query).mappings()]
     out = []
@@ -108,102 +219,77 @@ def _case_rows(engine: Engine, f: Filters, *, run_filter: bool) -> list[dict[str
         if not metrics.is_tabled(r["metric"], r["labels"]) or not compare.is_case_document(r["execution_labels"]):
             continue
         r["case"] = compare.case_name(r["suite"], r["name"], params, r["labels"], r["execution_labels"])
-        r["case_id"] = json.dumps([compare.case_key(params), r["labels"] or {}], sort_keys=True)
+        r["scenario"] = compare.scenario_of(params)
         out.append(r)
     return out
 
 
-def latest_runs(engine: Engine, n: int = 1) -> list[str]:
-    with engine.connect() as conn:
-        return list(conn.scalars(select(Run.run_id).order_by(Run.started_at.desc().nulls_last(), Run.id.desc())
-                                 .limit(n)))
-
-
-def _num(v: float | None) -> float | None:
-    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
-
-
-def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
-    """Per case, metric and platform over the selected runs: n (executions), mean, std, normalized to
-    bare metal, its confidence interval and the verdict (dlbench.reports.stats: Welch's t)."""
-    if not f.runs and f.since is None and f.until is None:
-        f.runs = latest_runs(engine)
-    rows = _case_rows(engine, f, run_filter=True)
-    per_exec: dict[tuple, dict[int, list[float]]] = {}
-    for r in rows:
-        key = (r["case_id"], r["case"], r["metric"], r["unit"], r["platform"])
-        per_exec.setdefault(key, {}).setdefault(r["execution_id"], []).append(float(r["value"]))
-    values = {k: [pystats.fmean(v) for v in by_exec.values()] for k, by_exec in per_exec.items()}
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
-    out = []
-    for (case_id, case, metric, unit, platform), vals in values.items():
-        base = values.get((case_id, case, metric, unit, compare.BASELINE))
-        mean = pystats.fmean(vals)
-        row: dict[str, Any] = {"case": case, "metric": metric, "unit": unit, "platform": platform, "n": len(vals),
-                               "mean": mean, "std": pystats.stdev(vals) if len(vals) > 1 else None,
-                               "normalized": None, "ci_low": None, "ci_high": None, "verdict": "not_compared"}
-        higher = metrics.higher_is_better(metric, unit)
-        if platform == compare.BASELINE:
-            row.update(normalized=1.0, verdict=stats.Verdict.BASELINE.value)
-        elif base and metric not in metrics.RELATIVE and pystats.fmean(base) != 0:
-            base_mean = pystats.fmean(base)
-            result = stats.compare(vals, base, higher)
-            scaled = result.scaled(base_mean)
-            row.update(normalized=mean / base_mean, ci_low=_num(scaled["normalized_ci_low"]),
-                       ci_high=_num(scaled["normalized_ci_high"]), verdict=result.verdict.value)
-        out.append(row)
-    return sorted(out, key=lambda r: (r["case"], r["metric"], order.get(r["platform"], 99), r["platform"]))
-
-
 def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]:
-    """One case's mean per run and platform over time (scheduled runs unless runs are picked),
-    with the change points (:func:`dlbench.reports.regression.change_points`) per platform."""
+    """One case's mean per run and platform over time, with the change points
+    (:func:`dlbench.reports.regression.change_points`) per platform: the picked runs, else the
+    scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite."""
     if not f.metric:
         f.metric = (metrics.HEADLINE.get(f.suite) or ["throughput"])[0]
-    if not f.runs:
-        f.scheduled_only = True
-    rows = _case_rows(engine, f, run_filter=True)
-    cases = sorted({r["case"] for r in rows})
+    runs = selected_runs(engine, f, latest=TREND_RUNS)
+    rows = _case_rows(engine, f, runs) if runs else []
+    rank = {s: i for i, s in enumerate(compare.SCENARIOS)}
+    ranked = sorted({r["case"]: r["scenario"] for r in rows}.items(),
+                    key=lambda c: (rank.get(c[1], len(rank)), c[0]))  # single-instance cases first
+    cases = [c for c, _ in ranked]
     chosen = case if case in cases else (cases[0] if cases else None)
-    runs: dict[str, tuple] = {}
+    found: dict[str, tuple] = {}
     series: dict[str, dict[str, list[float]]] = {}
     for r in rows:
         if r["case"] != chosen:
             continue
-        runs[r["run_id"]] = (r["started_at"].isoformat() if r["started_at"] else "", r["run_id"], r["dag_id"])
+        found[r["run_id"]] = (r["started_at"].isoformat() if r["started_at"] else "", r["run_id"], r["dag_id"])
         series.setdefault(r["platform"], {}).setdefault(r["run_id"], []).append(float(r["value"]))
-    ordered = sorted(runs.values())
+    ordered = sorted(found.values())
     index = {run_id: i for i, (_, run_id, _) in enumerate(ordered)}
+    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     out_series, marks = {}, {}
-    for platform, by_run in series.items():
-        points = sorted((index[run_id], pystats.fmean(v)) for run_id, v in by_run.items())
+    for platform in sorted(series, key=lambda p: (order.get(p, len(order)), p)):
+        points = sorted((index[run_id], pystats.fmean(v)) for run_id, v in series[platform].items())
         out_series[platform] = points
         cps = change_points([y for _, y in points])
         marks[platform] = [points[i] for i in cps]
-    return {"case": chosen, "cases": cases, "metric": f.metric,
-            "unit": next((r["unit"] for r in rows if r["case"] == chosen), ""),
+    unit = next((r["unit"] for r in rows if r["case"] == chosen), "")
+    return {"case": chosen, "cases": cases, "metric": f.metric, "unit": unit,
+            "direction": metrics.direction(f.metric, unit).value,
             "runs": [{"run_id": run_id, "started_at": started, "dag_id": dag_id}
                      for started, run_id, dag_id in ordered],
             "series": out_series, "change_points": marks}
 
 
 def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = None) -> dict[str, Any]:
+    """Capacity rows of the selected runs (:func:`dlbench.reports.capacity.capacity`): per model
+    ("all models": every one), data kind, framework, platform and density, with n, intervals and
+    flags. On ``hardware``, else the first hardware type the selection ran on."""
+    if f.suite != CAPACITY_SUITE:
+        return {"hardware": hardware, "hardware_types": [], "rows": [], "runs": [],
+                "note": f"capacity is planned from training ({CAPACITY_SUITE}) throughput; suite {f.suite} has none"}
+    runs = selected_runs(engine, f)
     kinds = cap.hardware_types(engine)
-    hardware = hardware if hardware in kinds else (kinds[0] if kinds else None)
-    model = f.model
-    if model is None:
-        with engine.connect() as conn:
-            model = conn.scalar(select(Benchmark.name).where(Benchmark.suite == "tf_cnn").order_by(Benchmark.name)
-                                .limit(1))
-    if hardware is None or model is None:
-        return {"hardware": hardware, "model": model, "rows": []}
-    rows = cap.capacity(engine, hardware, model, data=f.data, runs=f.runs or None, prices=prices)
-    return {"hardware": hardware, "hardware_types": kinds, "model": model, "rows": [r.as_dict() for r in rows]}
+    chosen = [hardware] if hardware in kinds else kinds
+    rows: list[cap.CapacityRow] = []
+    for kind in chosen if runs else []:
+        rows = cap.capacity(engine, kind, f.model, data=f.data, runs=runs, prices=prices,
+                            platforms=f.platforms or None)
+        if rows:
+            hardware = kind
+            break
+    if not rows:
+        hardware = hardware if hardware in kinds else (kinds[0] if kinds else None)
+    return {"hardware": hardware, "hardware_types": kinds, "runs": runs, "note": "",
+            "rows": [{k: _num(v) for k, v in r.as_dict().items()} for r in rows]}
 
 
 def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The Airflow DAG run behind each warehouse run: its DAG id and real run id (the warehouse
-    keeps a file-safe run id; the run's tags hold Airflow's own, with its ':' and '+')."""
+    """The Airflow DAG run behind each warehouse run: its DAG id and Airflow's own run id. The
+    warehouse's ``run_id`` is file-safe (``manual__2026-03-08T02-00-00-00-00``): Airflow answers 404
+    for it. The real one (``manual__2026-03-08T02:00:00+00:00``) is in the run's tags, the
+    :class:`~dlbench.providers.base.Tags` the DAG writes on every resource and archives in
+    ``run.info.json``, which the load copies into ``runs.tags``."""
     if not run_ids:
         return []
     with engine.connect() as conn:
@@ -212,17 +298,8 @@ def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
     out = []
     for run_id in run_ids:
         row = rows.get(run_id)
-        tags = (row.tags if row is not None else None) or {}
+        tags = Tags.from_dict(row.tags if row is not None else None)
         out.append({"run_id": run_id, "dag_id": (row.dag_id if row is not None else None) or "dlbench_benchmark",
-                    "dag_run_id": tags.get("dag_run_id") or run_id})
+                    "dag_run_id": (tags.dag_run_id if tags is not None else "") or run_id})
     return out
 
-
-def runs_between(engine: Engine, since: datetime | None, until: datetime | None) -> Sequence[str]:
-    query = select(Run.run_id).where(Run.scheduled.is_(True))
-    if since is not None:
-        query = query.where(Run.started_at >= since)
-    if until is not None:
-        query = query.where(Run.started_at <= until)
-    with engine.connect() as conn:
-        return list(conn.scalars(query.order_by(Run.started_at)))

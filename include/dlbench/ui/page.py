@@ -3,31 +3,39 @@
 Every URL is relative (``api/...``, ``runs/...``, ``../dags/...``), so the page works under any
 prefix the app is mounted at. The script only fetches JSON and swaps in the server's HTML
 fragments and SVG charts; ``document.body.dataset.updates`` counts completed refreshes (tests wait
-on it).
+on it). The filters live in the page's query string (written after every refresh, read once on
+load), so the address of a view is a link to it; every view gets the same filters, the suite
+included.
 """
 
 from __future__ import annotations
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>dlbench results explorer</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
 <style>
-body{font-family:sans-serif;margin:1.2em 2em;color:#222}
+body{font-family:sans-serif;margin:1.2em 2em;color:#222;max-width:100%}
 h1{font-size:1.5em;margin:.2em 0} h2{font-size:1.15em;margin:1.2em 0 .4em;border-bottom:1px solid #ccc}
 form#filters{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:flex-start;background:#f6f6f6;padding:.7em;
   border-radius:4px}
 form#filters label{display:flex;flex-direction:column;font-size:.85em;gap:.2em}
 select[multiple]{min-width:16em;height:7em}
+.scroll{overflow-x:auto;max-width:100%}
+.charts{display:flex;flex-wrap:wrap;gap:.8em} svg.chart{max-width:100%;height:auto}
 table{border-collapse:collapse;font-size:.85em;margin:.4em 0} td,th{padding:.2em .7em;border-bottom:1px solid #eee;
   text-align:left} th{background:#fafafa}
 .verdict.worse{color:#b00;font-weight:bold}.verdict.better{color:#070;font-weight:bold}
 .verdict.no_significant_difference{color:#555}.verdict.too_few_repetitions{color:#a60}
+.flag{color:#a60} .direction{font-weight:bold}
 #status{font-size:.8em;color:#666} .note{font-size:.85em;color:#555} a.dagrun{font-size:.8em;margin-right:.5em}
 </style></head>
 <body data-updates="0">
 <h1>dlbench results explorer</h1>
 <p class="note">Pick runs (or a date range of scheduled runs) and a case; everything below is computed from the
-warehouse, read-only. Normalized = platform mean / bare-metal mean; verdicts: Welch's t at 95 %.</p>
+warehouse, read-only, for the same runs and filters. ×BM = platform mean / bare-metal mean with its 95 % interval;
+verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters are in this page's address:
+<a id="share" href="">link to this view</a>.</p>
 <form id="filters" onsubmit="return false">
   <label>Runs (none = latest)<select id="runs" name="runs" multiple></select></label>
   <label>Scheduled from<input type="date" id="since" name="since"></label>
@@ -43,11 +51,11 @@ warehouse, read-only. Normalized = platform mean / bare-metal mean; verdicts: We
 </form>
 <div id="status">loading...</div>
 <h2>Normalized comparison</h2>
-<div id="comparison-chart-box"></div><div id="comparison"></div>
-<h2>Trend over scheduled runs (change points circled)</h2>
-<div id="trend-chart-box"></div><div id="trend-links"></div>
-<h2>Capacity: throughput per host, cost per 1000 images</h2>
-<div id="capacity-chart-box"></div><div id="capacity"></div>
+<div id="comparison-chart-box" class="charts"></div><div id="comparison"></div>
+<h2>Trend (the latest runs unless runs or dates are picked; change points circled)</h2>
+<div id="trend-chart-box" class="charts"></div><div id="trend-links"></div>
+<h2>Capacity: throughput per host, cost per 1000 images (per model, data kind and framework)</h2>
+<div id="capacity-chart-box" class="charts"></div><div id="capacity"></div>
 <p class="note">Prices: Airflow Variable <code>dlbench_host_prices</code> or <code>$DLBENCH_HOME/prices.yaml</code>
 (docs/capacity.md).</p>
 <h2>Regression baseline</h2>
@@ -58,14 +66,17 @@ warehouse, read-only. Normalized = platform mean / bare-metal mean; verdicts: We
 </form>
 <div id="pins"></div>
 <h2>Reports</h2>
-<table><tr><th>Run</th><th>Written</th></tr>{{REPORT_ROWS}}</table>
+<div class="scroll"><table><tr><th>Run</th><th>Written</th></tr>{{REPORT_ROWS}}</table></div>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
+const FIELDS = ["since", "until", "suite", "model", "data", "scenario"];
+const INITIAL = new URLSearchParams(location.search);  // a shared view: restored once, on load
 let OPTIONS = null;
+let wantedCase = INITIAL.get("case") || "";
 
-function fill(select, values, blank) {
-  const keep = Array.from(select.selectedOptions || []).map((o) => o.value);
+function fill(select, values, blank, chosen) {
+  const keep = chosen || Array.from(select.selectedOptions || []).map((o) => o.value);
   select.textContent = "";
   if (blank !== undefined) { const o = document.createElement("option"); o.value = ""; o.textContent = blank;
     select.appendChild(o); }
@@ -79,8 +90,9 @@ function fill(select, values, blank) {
 function query(extra) {
   const p = new URLSearchParams();
   for (const o of $("runs").selectedOptions) p.append("runs", o.value);
-  for (const id of ["since", "until", "suite", "model", "data", "scenario"]) if ($(id).value) p.set(id, $(id).value);
-  for (const c of document.querySelectorAll("#platforms input:checked")) p.append("platforms", c.value);
+  for (const id of FIELDS) if ($(id).value) p.set(id, $(id).value);
+  const boxes = Array.from(document.querySelectorAll("#platforms input"));
+  if (boxes.some((c) => !c.checked)) for (const c of boxes) if (c.checked) p.append("platforms", c.value);
   for (const [k, v] of Object.entries(extra || {})) if (v) p.set(k, v);
   return p.toString();
 }
@@ -91,10 +103,12 @@ async function getJSON(url, init) {
   return r.json();
 }
 
-function suiteChanged() {
+function suiteChanged(chosen) {
   const s = $("suite").value;
-  fill($("model"), OPTIONS.models[s] || [], "all models");
-  fill($("metric"), OPTIONS.metrics[s] || []);
+  fill($("model"), OPTIONS.models[s] || [], "all models", chosen && chosen.model);
+  fill($("metric"), (OPTIONS.metrics[s] || []).map((m) => ({value: m.metric,
+    label: m.metric + (m.direction === "higher" ? " (↑ higher is better)" : " (↓ lower is better)")})),
+    undefined, chosen && chosen.metric);
 }
 
 async function refresh() {
@@ -102,16 +116,19 @@ async function refresh() {
   try {
     const [cmp, tr, cap] = await Promise.all([
       getJSON("api/comparison?" + query()),
-      getJSON("api/trend?" + query({metric: $("metric").value, case: $("case").value})),
+      getJSON("api/trend?" + query({metric: $("metric").value, case: wantedCase || $("case").value})),
       getJSON("api/capacity?" + query({hardware: $("hardware").value})),
     ]);
+    wantedCase = "";
     $("comparison-chart-box").innerHTML = cmp.svg; $("comparison").innerHTML = cmp.table;
-    $("trend-chart-box").innerHTML = tr.svg; $("trend-links").innerHTML = "DAG runs: " + tr.links;
-    const chosen = tr.case;
-    fill($("case"), tr.cases); if (chosen) $("case").value = chosen;
+    $("trend-chart-box").innerHTML = tr.svg; $("trend-links").innerHTML = "DAG runs: " + (tr.links || "none");
+    fill($("case"), tr.cases, undefined, tr.case ? [tr.case] : []);
     $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
     if (cap.hardware) $("hardware").value = cap.hardware;
-    $("status").innerHTML = "runs: " + (cmp.links || "(date range)");
+    $("status").innerHTML = "runs: " + (cmp.links || "none");
+    const shared = query({metric: $("metric").value, case: tr.case, hardware: $("hardware").value});
+    history.replaceState(null, "", shared ? "?" + shared : location.pathname);
+    $("share").href = location.href;
   } catch (err) {
     $("status").textContent = "failed: " + err.message;
   }
@@ -133,15 +150,21 @@ async function changePin(remove) {
 async function init() {
   OPTIONS = await getJSON("api/options");
   const runs = OPTIONS.runs.map((r) => ({value: r.run_id, label: r.run_id + (r.scheduled ? " (scheduled)" : "")}));
-  fill($("runs"), runs); fill($("pin-run"), runs);
-  fill($("suite"), OPTIONS.suites); if (OPTIONS.suites.includes("tf_cnn")) $("suite").value = "tf_cnn";
+  fill($("runs"), runs, undefined, INITIAL.getAll("runs")); fill($("pin-run"), runs);
+  fill($("suite"), OPTIONS.suites);
+  const suite = INITIAL.get("suite");
+  $("suite").value = OPTIONS.suites.includes(suite) ? suite : (OPTIONS.suites.includes("tf_cnn") ? "tf_cnn" : "");
   fill($("pin-suite"), OPTIONS.suites, "all suites");
-  fill($("data"), OPTIONS.data, "all data"); fill($("scenario"), OPTIONS.scenarios, "all scenarios");
-  fill($("hardware"), OPTIONS.hardware);
-  suiteChanged();
+  fill($("data"), OPTIONS.data, "all data", [INITIAL.get("data") || ""]);
+  fill($("scenario"), OPTIONS.scenarios, "all scenarios", [INITIAL.get("scenario") || ""]);
+  fill($("hardware"), OPTIONS.hardware, undefined, [INITIAL.get("hardware") || ""]);
+  for (const id of ["since", "until"]) $(id).value = INITIAL.get(id) || "";
+  suiteChanged({model: [INITIAL.get("model") || ""], metric: [INITIAL.get("metric") || ""]});
+  const shown = INITIAL.getAll("platforms");
   for (const p of OPTIONS.platforms) {
     const l = document.createElement("label"); l.style.flexDirection = "row";
-    const c = document.createElement("input"); c.type = "checkbox"; c.value = p; c.checked = true;
+    const c = document.createElement("input"); c.type = "checkbox"; c.value = p;
+    c.checked = !shown.length || shown.includes(p);
     c.addEventListener("change", refresh); l.appendChild(c); l.appendChild(document.createTextNode(p));
     $("platforms").appendChild(l);
   }
