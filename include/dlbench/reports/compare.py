@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
@@ -194,19 +194,27 @@ Welch-Satterthwaite degrees of freedom. All are empty (NaN) for bare metal, rows
 rows with too few repetitions: ``verdict`` says which."""
 
 
-def step_outliers(engine: Engine, run_id: str | None) -> dict[str, int]:
+def step_outliers(engine: Engine, run_id: str | None, job_ids: Collection[str] | None = None) -> dict[str, int]:
     """job_id -> how many measured steps (warm-up excluded) lie beyond Tukey's outer fences
-    (:func:`dlbench.reports.stats.tukey_outliers`); only jobs that recorded per-step times."""
-    query = (select(Execution.job_id, Sample.value, Sample.labels)
-             .join(Run, Execution.run_pk == Run.id).join(Sample, Sample.execution_id == Execution.id)
-             .where(Execution.status == "ok", Sample.metric == "step_time"))
+    (:func:`dlbench.reports.stats.tukey_outliers`); only jobs that recorded per-step times.
+    ``job_ids``: only these jobs (the explorer's filtered selection): per-step samples are the bulk
+    of the warehouse, reading a whole run's to flag a few of its jobs cost the explorer most of its
+    time over many runs."""
+    base = (select(Execution.job_id, Sample.value, Sample.labels)
+            .join(Run, Execution.run_pk == Run.id).join(Sample, Sample.execution_id == Execution.id)
+            .where(Execution.status == "ok", Sample.metric == "step_time"))
     if run_id is not None:
-        query = query.where(Run.run_id == run_id)
+        base = base.where(Run.run_id == run_id)
+    wanted = sorted(set(job_ids)) if job_ids is not None else None
+    # Bound parameters per statement stay under every SQLite build's limit (999 in old ones).
+    queries = [base] if wanted is None else [base.where(Execution.job_id.in_(wanted[i:i + 500]))
+                                             for i in range(0, len(wanted), 500)]
     steps: dict[str, list[float]] = {}
     with engine.connect() as conn:
-        for job_id, value, labels in conn.execute(query):
-            if str((labels or {}).get("warmup")).lower() not in ("true", "1"):
-                steps.setdefault(job_id, []).append(float(value))
+        for query in queries:
+            for job_id, value, labels in conn.execute(query):
+                if str((labels or {}).get("warmup")).lower() not in ("true", "1"):
+                    steps.setdefault(job_id, []).append(float(value))
     return {job: len(st.tukey_outliers(values)) for job, values in steps.items()}
 
 

@@ -169,8 +169,9 @@ def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
     if frame.empty:
         return []
     outliers: dict[str, int] = {}
+    jobs = set(frame["job_id"])
     for run in runs:
-        outliers.update(compare.step_outliers(engine, run))
+        outliers.update(compare.step_outliers(engine, run, jobs))
     stats = compare.statistics(frame, outliers)
     cells = frame.drop_duplicates("case_key")
     kind = {r.case_key: str((r.parameters or {}).get("data") or "") for r in cells.itertuples()}
