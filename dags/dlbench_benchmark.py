@@ -2,7 +2,8 @@
 
 Weekly (and from the trigger form): validate the request, plan the job matrix, provision
 targets (setup), run every job through dynamic task mapping, release the targets (teardown),
-load all archived results into the warehouse and write the comparison report.
+load all archived results into the warehouse and write the comparison report; then, after the
+report, judge the run's pass/fail gates (docs/gates.md).
 
 This file only declares and wires: every step is a function of ``dlbench.pipeline.steps``,
 tested without Airflow. Nothing heavy is imported at module level (parse time matters).
@@ -111,6 +112,13 @@ PARAMS = {
         description="ImageNet TFRecords (train-*) already on every target machine; empty = a generated demo "
         "set, staged to every machine.",
     ),
+    "gates": Param(
+        None, type=["null", "array"], items={"type": "object"}, title="Gates (pass/fail)",
+        description="Thresholds on the comparison with bare metal, e.g. [{\"platform\": \"container_on_bare_metal\", "
+        "\"metric\": \"throughput\", \"op\": \">=\", \"ratio\": 0.9, \"confidence\": 0.95}]: the gates task "
+        "(after the report) fails when the interval's end misses a threshold or there is no interval "
+        "(docs/gates.md). Empty = the Airflow Variable dlbench_gates; [] = no gates.",
+    ),
     "every_machine": Param(
         False, type="boolean", title="Every machine (fleet survey)",
         description="Run every single-scenario job once on each machine of its platform (e.g. each of the "
@@ -158,12 +166,13 @@ def dlbench_benchmark() -> None:
         """Fail before anything is provisioned, naming the bad field and the allowed values."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from dlbench.pipeline import steps
+        from dlbench.pipeline import gates, steps
         from dlbench.pipeline.airflow_support import failures_recorded, is_scheduled
 
         ctx = get_current_context()
         scheduled = is_scheduled(ctx["dag_run"])
         with failures_recorded(ctx["ti"]):
+            from_variable = False
             try:
                 form = {k: v for k, v in dict(ctx["params"]).items() if k not in REGRESSION_PARAMS}
                 params = steps.request_params(
@@ -171,10 +180,11 @@ def dlbench_benchmark() -> None:
                     scheduled_request=settings.scheduled_request() if scheduled else None)
                 if params.get("profile") in (None, "", "auto"):
                     params["profile"] = settings.default_profile()
+                params, from_variable = gates.with_variable_gates(params, settings.gates())  # the request's win
                 return steps.validate(params, max_jobs=settings.max_map_length(),
                                       user_profiles=settings.user_profiles())
             except steps.ConfigError as exc:
-                raise AirflowFailException(str(exc)) from None
+                raise AirflowFailException(gates.source_note(str(exc), from_variable)) from None
 
     @task(retries=0, execution_timeout=timedelta(minutes=2))
     def plan(request: dict) -> list[dict]:
@@ -311,6 +321,30 @@ def dlbench_benchmark() -> None:
         return regression_alerts.run(get_current_context(), report_result, variable=settings.variable,
                                      warehouse_url=airflow_support.warehouse_url)
 
+    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=15))
+    def gates(request: dict | None, report_result: dict | None) -> dict:
+        """The run's pass/fail gates (request field gates, else the Variable dlbench_gates;
+        docs/gates.md) on this run's comparison; fails naming every gate that did not pass. Runs
+        after the report, so a failed gate still leaves the report to read."""
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+        from dlbench.pipeline import airflow_support
+        from dlbench.pipeline import gates as gate_step
+
+        ctx = get_current_context()
+        if request is None:
+            raise AirflowSkipException(airflow_support.not_run_because(
+                airflow_support.first_failure(ctx["ti"], "gates"), "gates"))
+        if not request.get("gates"):
+            raise AirflowSkipException("no gates declared (request field gates, else the Airflow Variable "
+                                       "dlbench_gates; docs/gates.md)")
+        outcome = gate_step.evaluate_run(ctx["run_id"], request, airflow_support.warehouse_url())
+        print("\n".join(outcome.lines))
+        print(f"gates: {outcome.url}")
+        if outcome.failure:
+            raise AirflowFailException(outcome.failure)
+        return outcome.as_xcom()
+
     request = validate_request()
     jobs = plan(request)
     tags = run_tags(request)
@@ -333,6 +367,9 @@ def dlbench_benchmark() -> None:
     reported = report(loaded)
     check(jobs, reported)
     regressions(reported)
+    # After the report, a leaf beside check and regressions: Airflow decides a run's state by its
+    # leaves, so none of the three may sit upstream of another (its failure would no longer fail the run).
+    gates(request, reported)
 
 
 dlbench_benchmark()

@@ -8,6 +8,7 @@ that the DAG maps over.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -37,6 +38,53 @@ def _this_host() -> list[ProviderSettings]:
     return [LocalSettings()]
 
 
+class GateOp(StrEnum):
+    """How a gate compares the ratio to bare metal with its threshold (docs/gates.md)."""
+
+    AT_LEAST = ">="
+    """Passes when the interval's LOWER end is at least the threshold (higher-is-better metrics)."""
+    AT_MOST = "<="
+    """Passes when the interval's UPPER end is at most the threshold (lower-is-better: times)."""
+
+
+GATE_CONFIDENCE = 0.95
+"""A gate's confidence when it names none: the report's own level, so a gate and the report's
+interval agree unless the gate asks for another."""
+
+
+class Gate(BaseModel):
+    """A pass/fail threshold on this run's comparison with bare metal, e.g. ``container_on_vm
+    throughput >= 0.90 x bare metal at 95 %`` (docs/gates.md). It is part of the request so that it
+    is validated before anything is provisioned and archived with the run; the run's last task
+    (``gates``) evaluates it (:mod:`dlbench.reports.gates`) and fails naming it. ``op`` left out:
+    the metric's own direction (``>=`` for rates, ``<=`` for times), known at evaluation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200,
+                             description="what the gate is called in messages (default: built from its fields)")
+    platform: Platform = Field(description="the platform whose ratio to bare metal is gated")
+    metric: str = Field(min_length=1, max_length=200, pattern=r"^[a-z][a-z0-9_]*$",
+                        description="a metric of the comparison (throughput, elapsed_time, hpl, ...)")
+    op: GateOp | None = Field(default=None, description="'>=' or '<='; default: the metric's direction")
+    ratio: float = Field(gt=0, description="the threshold, as a multiple of bare metal (0.90 = 90 % of bare metal)")
+    confidence: float = Field(default=GATE_CONFIDENCE, gt=0, lt=1,
+                              description="the level of the two-sided interval whose end must clear the ratio")
+    suite: Suite | None = Field(default=None, description="only rows of this suite")
+    benchmark: str | None = Field(default=None, min_length=1,
+                                  description="only rows of this benchmark (tf_cnn: the model, e.g. alexnet)")
+    scenario: Scenario | None = Field(default=None, description="only rows of this scenario")
+    data: DataKind | None = Field(default=None, description="only rows of this data kind (tf_cnn)")
+
+    @field_validator("platform")
+    @classmethod
+    def _not_the_baseline(cls, value: Platform) -> Platform:
+        if value is Platform.BARE_METAL:
+            raise ValueError("bare_metal is the baseline (its ratio to itself is 1 by definition); gate another "
+                             "platform")
+        return value
+
+
 class BenchmarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -60,6 +108,9 @@ class BenchmarkRequest(BaseModel):
         "worker) and the archived request use exactly what was validated, even if the profile is redefined")
     repetitions: int | None = Field(default=None, ge=1, le=100)
     data_dir: AbsolutePath | None = None
+    gates: list[Gate] = Field(
+        default_factory=list, description="pass/fail thresholds on the comparison with bare metal, evaluated by "
+        "the run's last task (docs/gates.md); none given: the Airflow Variable dlbench_gates")
     every_machine: bool = Field(
         default=False, description="run every single-scenario job once on each machine of its platform (a fleet "
         "survey) instead of spreading the jobs over the machines: each machine's result is labelled with its index, "
@@ -190,6 +241,24 @@ class BenchmarkRequest(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _gates_can_be_shown(self) -> BenchmarkRequest:
+        """A gate on what this run does not measure could only fail as "not shown" after the whole
+        run: refuse it now, naming the gate's field."""
+        asked: dict[str, tuple[str, list[StrEnum]]] = {
+            "platform": ("platforms", list(self.platforms)), "suite": ("suites", list(self.suites)),
+            "scenario": ("scenarios", list(self.scenarios)), "data": ("data", list(self.data))}
+        for index, gate in enumerate(self.gates):
+            if Platform.BARE_METAL not in self.platforms:
+                raise ValueError(f"gates[{index}]: a gate compares with bare metal, but platforms does not include "
+                                 "bare_metal (add it)")
+            for field, (request_field, chosen) in asked.items():
+                value = getattr(gate, field)
+                if value is not None and value not in chosen:
+                    raise ValueError(f"gates[{index}].{field}: {value.value!r} is not measured by this run (its "
+                                     f"{request_field}: {', '.join(c.value for c in chosen)})")
+        return self
+
+    @model_validator(mode="after")
     def _every_machine_plannable(self) -> BenchmarkRequest:
         """``every_machine`` plans one job per machine, so the machines must be known now and each
         job must run on one machine: a distributed or shared cell places its roles itself."""
@@ -298,6 +367,11 @@ def explain(exc: ValidationError) -> str:
         "scenarios": [s.value for s in Scenario],
         "distributed_mode": [m.value for m in DistributedMode],
         **provider_choices(),
+        "gates.platform": [p.value for p in Platform if p is not Platform.BARE_METAL],
+        "gates.op": [o.value for o in GateOp],
+        "gates.suite": [s.value for s in Suite],
+        "gates.scenario": [s.value for s in Scenario],
+        "gates.data": [d.value for d in DataKind],
     }
     lines = []
     for error in exc.errors():
@@ -307,6 +381,9 @@ def explain(exc: ValidationError) -> str:
         field = str(loc[0]) if loc else "request"
         where = ".".join(str(p) for p in loc) or "request"
         key = field if field in allowed else ".".join(str(p) for p in loc[:2])
+        if len(loc) > 1 and loc[0] == "gates" and isinstance(loc[1], int):  # ("gates", 1, "platform")
+            where = f"gates[{loc[1]}]" + "".join(f".{p}" for p in loc[2:])  # -> gates[1].platform
+            key = ".".join(["gates", *(str(p) for p in loc[2:3])])
         hint = f" (allowed: {', '.join(allowed[key])})" if key in allowed else ""
         message = str(error["msg"]).removeprefix("Value error, ")
         lines.append(f"{message}{hint}" if where == "request" and ": " in message else f"{where}: {message}{hint}")

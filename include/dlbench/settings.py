@@ -347,11 +347,24 @@ REGRESSION_NOTIFIERS: Setting[str] = Setting(
     doc="Who is told about a regression (Slack, e-mail... through Airflow notifiers; docs/regressions.md).",
 )
 
+GATES: Setting[str] = Setting(
+    name="dlbench_gates", sources=(_variable("dlbench_gates", "only for a run whose request has no `gates` field"),),
+    type='JSON list of gates, e.g. `[{"platform": "container_on_vm", "metric": "throughput", "op": ">=", '
+         '"ratio": 0.9}]`',
+    parse=_text, default=None, default_doc="none: a run without `gates` in its request is not gated",
+    accessors=("gates()",), read_by="the DAG's validate_request task",
+    doc="The deployment's standing pass/fail gates on the comparison with bare metal (docs/gates.md). A request "
+        "that has a `gates` field (even `[]`) replaces them whole: the run's own request is the more specific "
+        "statement, and merging would leave no way to drop or loosen a standing gate for one run. The gates are "
+        "validated with the request (a bad one refuses the run before anything is provisioned, naming "
+        "`gates[i].<field>` and this Variable) and archived with it; the run's last task evaluates them.",
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     HOME, STORAGE_URL, WAREHOUSE_URL, SECRETS, RUN_SECRET, PROFILES_FILE, PRICES, PRICES_FILE, PROVISION_THREADS,
     MACHINE_LOCK, TRACE_SYSCALLS, BASE_IMAGE, OFFLINE_BUILD, OS_CLIENT_CONFIG_FILE, ROUTING, MAX_MAP_LENGTH,
     DAGS_FOLDER, SCHEDULED_REQUEST, PROFILE, USER_PROFILES, EXPIRY_HOURS, JANITOR_CLOUDS, ON_REGRESSION,
-    REGRESSION_NOTIFIERS,
+    REGRESSION_NOTIFIERS, GATES,
 )
 """Every setting, in the order docs/settings.md lists them."""
 
@@ -636,6 +649,11 @@ def expiry_hours() -> float:
     """The Variable ``dlbench_expiry_hours`` as hours, else :data:`DEFAULT_EXPIRY_HOURS`."""
     raw = _task_variable(EXPIRY_HOURS.name)
     return DEFAULT_EXPIRY_HOURS if raw is None else EXPIRY_HOURS.parse(raw)
+
+
+def gates() -> str | None:
+    """The Variable ``dlbench_gates`` (None when unset)."""
+    return _task_variable(GATES.name)
 
 
 def janitor_clouds() -> str | None:

@@ -1,0 +1,164 @@
+"""Pass/fail gates evaluated on a real warehouse (the demo run: 3 platforms, 5 repetitions, one
+cell with 2): the interval's end decides, not the mean; every matching row must pass; no interval
+or no row is "not shown" and fails; the gate's confidence is the interval's (docs/gates.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dlbench.reports import compare, run_data
+from dlbench.reports import gates as g
+from dlbench.request import Gate, parse_request
+from dlbench.warehouse import db
+from dlbench.warehouse.load import load_documents
+from tests.reports.demo_run import PLATFORMS, RUN, documents, run_info
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """(samples frame, step outliers) of the demo run, loaded into a real SQLite warehouse."""
+    path = tmp_path_factory.mktemp("gates") / "warehouse.db"
+    engine = db.upgrade(db.engine_for(f"sqlite:///{path}"))
+    load_documents(engine, documents(), run=run_info(RUN, "paper", platforms=[*PLATFORMS], repetitions=5,
+                                                     scenarios=["single", "distributed", "shared"]))
+    frame, outliers = compare.samples_frame(engine, RUN), compare.step_outliers(engine, RUN)
+    engine.dispose()
+    return frame, outliers
+
+
+def gate(**fields) -> Gate:
+    return Gate.model_validate(fields)
+
+
+def one(demo, **fields) -> g.GateResult:
+    frame, outliers = demo
+    [result] = g.evaluate([gate(**fields)], frame, outliers)
+    return result
+
+
+def test_a_gate_on_every_matching_row_passes_when_each_lower_end_clears_it(demo):
+    # The VM runs inceptionv3 at ~0.89-0.90 x bare metal with 1 % noise, 5 repetitions per side.
+    result = one(demo, platform="virtual_machine", metric="throughput", ratio=0.85, scenario="single",
+                 benchmark="inceptionv3")
+    assert result.state is g.GateState.PASSED, result
+    assert sorted(r.case for r in result.rows) == ["inceptionv3 single real batch 32 224px",
+                                                   "inceptionv3 single synthetic batch 32 224px"]
+    assert all(r.op == ">=" and r.ci_low >= 0.85 and r.ci_low < r.normalized < r.ci_high and r.n == 5
+               for r in result.rows), result.rows
+
+
+def test_the_lower_end_decides_not_the_mean(demo):
+    """A mean above the threshold whose interval reaches below it is not evidence of the SLA."""
+    result = one(demo, platform="virtual_machine", metric="throughput", op=">=", ratio=0.90, benchmark="inceptionv3",
+                 data="real", scenario="single")
+    [row] = result.rows
+    assert row.normalized >= 0.90 > row.ci_low, row
+    assert result.state is g.GateState.FAILED and row.state is g.GateState.FAILED
+    assert row.reason == f"lower end {row.ci_low:.4g} < 0.9"
+
+
+def test_one_failing_row_fails_the_gate_and_each_row_is_named(demo):
+    # Synthetic data, all three models: alexnet's VM interval clears 0.90, the other two do not.
+    result = one(demo, platform="virtual_machine", metric="throughput", ratio=0.90, suite="tf_cnn", data="synthetic",
+                 scenario="single")
+    states = {r.benchmark: r.state for r in result.rows}
+    assert states == {"alexnet": g.GateState.PASSED, "inceptionv3": g.GateState.FAILED,
+                      "resnet50": g.GateState.FAILED}, result.rows
+    assert result.state is g.GateState.FAILED and result.reason == "2 of 3 matching rows miss the threshold"
+    message = g.failure_message([result])
+    # No op given: the metric's direction (throughput: higher is better), named in the label.
+    assert "gate 'virtual_machine throughput >= 0.9 x BM (tf_cnn, single, synthetic)' FAILED (at 95 %)" in message
+    assert "inceptionv3 single synthetic" in message and "resnet50 single synthetic" in message
+    assert "alexnet" not in message  # the passing row is in gates.json and the report, not in the failure
+
+
+def test_a_lower_is_better_metric_is_judged_on_the_upper_end(demo):
+    fields = {"platform": "virtual_machine", "metric": "elapsed_time", "benchmark": "inceptionv3", "scenario": "single"}
+    loose, tight = one(demo, ratio=1.25, **fields), one(demo, ratio=1.13, **fields)
+    assert loose.state is g.GateState.PASSED and all(r.op == "<=" and r.ci_high <= 1.25 for r in loose.rows)
+    assert tight.state is g.GateState.FAILED
+    assert any(r.normalized <= 1.13 < r.ci_high for r in tight.rows), tight.rows  # again: not the mean
+
+
+def test_too_few_repetitions_is_not_shown_and_fails(demo):
+    # alexnet on real data has 2 repetitions: no interval, no evidence, whatever its mean.
+    result = one(demo, platform="container_on_bare_metal", metric="throughput", ratio=0.01, benchmark="alexnet",
+                 data="real")
+    [row] = result.rows
+    assert result.state is g.GateState.NOT_SHOWN and not result.passed
+    assert row.ci_low is None and row.normalized > 0.01
+    assert "too few repetitions for an interval (n=2, bare metal n=2)" in row.reason
+    assert "NOT SHOWN" in g.failure_message([result])
+
+
+def test_a_gate_matching_no_row_is_not_shown_saying_what_there_is(demo):
+    result = one(demo, platform="virtual_machine", metric="thruput", ratio=0.9)
+    assert result.state is g.GateState.NOT_SHOWN and result.rows == ()
+    assert result.reason.startswith("no row of the comparison matches the gate; metrics of virtual_machine in this "
+                                    "run:") and "throughput" in result.reason
+    absent = one(demo, platform="container_on_vm", metric="throughput", ratio=0.9)
+    assert absent.state is g.GateState.NOT_SHOWN and "this run has no result of container_on_vm" in absent.reason
+
+
+def test_the_gate_s_confidence_is_the_interval_s(demo):
+    frame, outliers = demo
+    fields = {"platform": "virtual_machine", "metric": "throughput", "benchmark": "inceptionv3", "data": "real",
+              "scenario": "single"}
+    at = {c: compare.statistics(frame, outliers, confidence=c) for c in (0.8, 0.999)}
+    lows = {c: s[(s.platform == "virtual_machine") & (s.metric == "throughput") & (s.case.str.startswith(
+        "inceptionv3 single real"))]["normalized_ci_low"].item() for c, s in at.items()}
+    assert lows[0.999] < lows[0.8]
+    between = (lows[0.8] + lows[0.999]) / 2
+    confident, sure = g.evaluate([gate(**fields, ratio=between, confidence=0.8),
+                                  gate(**fields, ratio=between, confidence=0.999)], frame, outliers)
+    assert confident.state is g.GateState.PASSED and sure.state is g.GateState.FAILED
+    assert math.isclose(confident.rows[0].ci_low, lows[0.8]) and math.isclose(sure.rows[0].ci_low, lows[0.999])
+    with pytest.raises(ValueError, match="use statistics_at"):
+        g.evaluate_gate(gate(**fields, ratio=0.5), at[0.8])
+
+
+def test_results_as_text_html_and_json(demo):
+    frame, outliers = demo
+    results = g.evaluate([gate(name="VM <fast> enough", platform="virtual_machine", metric="throughput", ratio=0.85,
+                               benchmark="inceptionv3", scenario="single"),
+                          gate(platform="virtual_machine", metric="hpl", ratio=2.0)], frame, outliers)
+    lines = g.text_lines(results)
+    assert lines[0] == "gates: 1 of 2 passed (1 failed, 0 not shown)"
+    assert lines[1].startswith("  PASSED    VM <fast> enough (at 95 %)")
+    assert any(line.startswith("  FAILED    virtual_machine hpl >= 2 x BM (at 95 %)") for line in lines), lines
+    assert any("hpcc: " in line and " x BM [" in line and "lower end" in line for line in lines), lines
+    page = g.html_section(results)
+    assert "VM &lt;fast&gt; enough" in page and "<fast>" not in page
+    assert page.count("class='gate passed'") == 3 and page.count("class='gate failed'") == 2  # gates and rows
+    data = json.loads(json.dumps(g.as_json(RUN, results)))
+    assert data["passed"] is False and [x["state"] for x in data["gates"]] == ["passed", "failed"]
+    assert data["gates"][1]["gate"] == {"name": None, "platform": "virtual_machine", "metric": "hpl", "op": None,
+                                        "ratio": 2.0, "confidence": 0.95, "suite": None, "benchmark": None,
+                                        "scenario": None, "data": None}
+    row = data["gates"][1]["rows"][0]
+    assert row["op"] == ">=" and row["state"] == "failed" and row["ci_low"] < row["normalized"] < row["ci_high"]
+    assert g.html_section([]) == "" and g.text_lines([]) == [] and g.failure_message(results[:1]) is None
+
+
+def test_a_report_regenerated_from_the_warehouse_judges_the_archived_gates(tmp_path):
+    """The run's validated request is archived in runs.config: the gates read back from it judge
+    exactly as the request's own (``dlbench report`` has the warehouse, not the request)."""
+    request = parse_request({"platforms": [*PLATFORMS], "gates": [
+        {"platform": "virtual_machine", "metric": "throughput", "ratio": 0.85, "benchmark": "inceptionv3",
+         "scenario": "single"},
+        {"platform": "virtual_machine", "metric": "elapsed_time", "op": "<=", "ratio": 1.13, "confidence": 0.9}]})
+    info = run_info(RUN, "paper", platforms=[*PLATFORMS], repetitions=5)
+    info.config = request.model_dump(mode="json")
+    engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
+    load_documents(engine, documents(), run=info)
+    _, config = run_data.run_request(engine, RUN)
+    frame, outliers = compare.samples_frame(engine, RUN), compare.step_outliers(engine, RUN)
+    engine.dispose()
+    from_archive = g.evaluate(g.archived(config), frame, outliers)
+    from_request = g.evaluate(request.gates, frame, outliers)
+    assert [r.as_dict() for r in from_archive] == [r.as_dict() for r in from_request]
+    assert [r.state for r in from_archive] == [g.GateState.PASSED, g.GateState.FAILED]
+    assert g.archived({}) == [] and g.archived({"gates": None}) == []
