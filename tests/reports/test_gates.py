@@ -162,3 +162,27 @@ def test_a_report_regenerated_from_the_warehouse_judges_the_archived_gates(tmp_p
     assert [r.as_dict() for r in from_archive] == [r.as_dict() for r in from_request]
     assert [r.state for r in from_archive] == [g.GateState.PASSED, g.GateState.FAILED]
     assert g.archived({}) == [] and g.archived({"gates": None}) == []
+
+
+def test_the_report_shows_the_runs_gates_as_the_gates_task_judges_them(tmp_path):
+    """The console and report.html judge the gates the run's archived request declared: one that
+    passes, one that fails (the lower end decides) and one not shown (no interval: 2 repetitions)."""
+    from dlbench.reports import build_report, text_table
+
+    engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
+    info = run_info(RUN, "paper", platforms=[*PLATFORMS], repetitions=5)
+    declared = [{"name": "vm-inception", "platform": "virtual_machine", "metric": "throughput", "ratio": 0.85,
+                 "scenario": "single", "benchmark": "inceptionv3"},
+                {"platform": "virtual_machine", "metric": "throughput", "op": ">=", "ratio": 0.90,
+                 "benchmark": "inceptionv3", "data": "real", "scenario": "single"},
+                {"platform": "virtual_machine", "metric": "throughput", "ratio": 0.5, "benchmark": "alexnet",
+                 "data": "real", "scenario": "single"}]
+    info.config["gates"] = [Gate.model_validate(d).model_dump(mode="json") for d in declared]
+    load_documents(engine, documents(), run=info)
+    text = text_table(engine, RUN, tmp_path)
+    assert "gates: 1 of 3 passed (1 failed, 1 not shown)" in text, text
+    page = build_report(engine, RUN, tmp_path / "report").read_text()
+    assert "<h2 id='gates'>" in page and "href='#gates'" in page
+    assert page.count("class='gate passed'") >= 1 and "class='gate failed'" in page
+    assert "class='gate not_shown'" in page
+    engine.dispose()

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import answer, capacity, compare, metrics, regression, scenarios
+from dlbench.reports import answer, capacity, compare, gates, metrics, regression, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
@@ -34,6 +34,7 @@ from dlbench.reports.run_data import (
     load_table,
     network_paths,
     resolve_run,
+    run_gates,
     run_request,
     run_statistics,
 )
@@ -52,7 +53,7 @@ h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.
 .summary li{margin:.2em 0}
 table.env td{text-align:left;font-size:.85em}td.nw{white-space:nowrap}img{max-width:100%}
 nav a{margin-right:1em}
-""" + scenarios.STYLE
+""" + scenarios.STYLE + gates.STYLE
 
 
 MICRO_ORDER = ["gpu", "deepbench", "cpu", "network", "disk"]
@@ -452,7 +453,9 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     training = answer.training_rows(stats)
     reps = _span_text(training["n"]) if not training.empty else ""
     cost = cost_html(engine, run_id, frame, capacity.load_prices())
-    nav = [("answer", "Answer")] + ([("regressions", "Regressions")] if regressions else []) + (
+    gate_results = run_gates(engine, run_id, frame, requested)
+    nav = [("answer", "Answer")] + ([("gates", "Gates")] if gate_results else []) + (
+        [("regressions", "Regressions")] if regressions else []) + (
         [("scenarios", "Study figures")] if scenarios.has_training(stats, bad) else []) + (
         [("micro", "Micro-benchmarks")] if micro else []) + [("environment", "Environment")] + (
         [("problems", "Failures and skips")] if not bad.empty else [])
@@ -465,6 +468,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
         _warnings_html(stats, bad, load_table(engine, run_id)),
         answer_html(stats, frame),
+        gates.html_section(gate_results),
         cost,
         regressions,
     ]

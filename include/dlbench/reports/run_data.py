@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare
+from dlbench.reports import compare, gates
 from dlbench.reports import stats as st
 from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Execution, Run
@@ -36,6 +36,17 @@ def run_request(engine: Engine, run_id: str) -> tuple[str | None, dict[str, Any]
     if row is None:
         return None, {}
     return row.profile, dict(row.config or {})
+
+
+def run_gates(engine: Engine, run_id: str, frame: pd.DataFrame, requested: dict[str, Any]
+              ) -> list[gates.GateResult]:
+    """The gates the run's archived request declared, judged on its samples (the same judgement
+    as the DAG's gates task, :mod:`dlbench.pipeline.gates`), so the report and ``dlbench report``
+    show each gate passed, failed or not shown; none for a run without gates."""
+    declared = gates.archived(requested)
+    if not declared:
+        return []
+    return gates.evaluate(declared, frame, compare.step_outliers(engine, run_id))
 
 
 def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:

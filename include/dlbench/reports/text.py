@@ -17,11 +17,18 @@ from typing import Any
 from sqlalchemy import Engine
 
 from dlbench import paths
-from dlbench.reports import answer, compare, scenarios
+from dlbench.reports import answer, compare, gates, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.answer import VERDICT_SHORT
 from dlbench.reports.formatting import ci_text, fmt, scenario_note
-from dlbench.reports.run_data import EMULATED_WARNING, emulated_platforms, resolve_run, run_request, run_statistics
+from dlbench.reports.run_data import (
+    EMULATED_WARNING,
+    emulated_platforms,
+    resolve_run,
+    run_gates,
+    run_request,
+    run_statistics,
+)
 
 __all__ = ["VERDICT_SHORT", "text_table"]
 
@@ -95,6 +102,8 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
             lines += _group_lines(group)
     bad = compare.problems(engine, run_id)
     lines += ["", answer.decision_grade(profile, stats).line()]
+    if gate_results := run_gates(engine, run_id, frame, requested):
+        lines += ["", *gates.text_lines(gate_results)]
     micro = answer.micro_summary(stats)
     if micro:
         lines += ["", "Micro-benchmarks (headline metrics vs bare metal):"]
