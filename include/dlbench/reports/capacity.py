@@ -38,6 +38,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from dlbench import settings
+from dlbench.reports import load
 from dlbench.reports import stats as st
 from dlbench.reports.charts import line_chart
 
@@ -208,7 +209,7 @@ def _per_host_interval(n: int, single: Sequence[float], shared: Sequence[float] 
 
 def _flags(cells: Sequence[_Cell]) -> str:
     """Too few repetitions, noise (CV above the threshold) and loaded machines, over the cells a
-    row is computed from (the comparison's flags, :func:`dlbench.reports.stats.load_flag`)."""
+    row is computed from (the comparison's flags, :func:`dlbench.reports.load.load_flag`)."""
     found = []
     for cell in cells:
         if len(cell.values) < st.MIN_REPETITIONS:
@@ -216,7 +217,7 @@ def _flags(cells: Sequence[_Cell]) -> str:
         elif st.is_noisy(st.cv(cell.values)):
             found.append(f"noisy: CV {st.cv(cell.values) * 100:.0f}%")
     jobs = {job: labels for cell in cells for job, labels in cell.jobs.items()}
-    loaded = sum(1 for labels in jobs.values() if st.load_flag(labels))
+    loaded = sum(1 for labels in jobs.values() if load.load_flag(labels))
     if loaded:
         found.append(f"loaded machine in {loaded} of {len(jobs)} runs")
     return "; ".join(dict.fromkeys(found))

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import metrics
+from dlbench.reports import load, metrics
 from dlbench.reports import stats as st
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
@@ -300,7 +300,7 @@ def _add_flags(stats: pd.DataFrame, frame: pd.DataFrame, outliers: Mapping[str, 
     labels = frame.drop_duplicates("job_id").set_index("job_id")["execution_labels"].to_dict()
     stats["noisy"] = [st.is_noisy(c) for c in stats["cv"]]
     stats["outlier_runs"] = [sum(1 for j in jobs if outliers.get(j, 0) > 0) for jobs in stats["_jobs"]]
-    stats["loaded_runs"] = [sum(1 for j in jobs if st.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
+    stats["loaded_runs"] = [sum(1 for j in jobs if load.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
     flags = []
     for noisy, cv, out, loaded, jobs in zip(stats["noisy"], stats["cv"], stats["outlier_runs"], stats["loaded_runs"],
                                             stats["_jobs"], strict=True):

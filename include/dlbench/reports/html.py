@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import answer, capacity, compare, gates, metrics, regression, scenarios
+from dlbench.reports import answer, capacity, compare, gates, load, metrics, regression, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
@@ -176,11 +176,11 @@ def _load_html(engine: Engine, run_id: str) -> str:
 
     rows = []
     for platform, group in table.groupby("platform", sort=False):
-        load = [float(v) for v in group["host_load1_before"].dropna()]
+        before = [float(v) for v in group["host_load1_before"].dropna()]
         steal = [float(v) for v in group["host_steal_share"].dropna()]
         other = [float(v) for v in group["host_other_cpu_share"].dropna()]
         rows.append((platform_index(str(platform)), f"<tr><td>{html.escape(str(platform))}</td><td>{len(group)}</td>"
-                     f"<td>{fmt(max(load) if load else None, 3)}</td>"
+                     f"<td>{fmt(max(before) if before else None, 3)}</td>"
                      f"<td>{fmt(max(steal) * 100 if steal else None, 2)}</td>"
                      f"<td>{fmt(max(other) * 100 if other else None, 3)}</td>"
                      f"<td>{int(group['loaded'].notna().sum())}</td></tr>"))
@@ -188,10 +188,11 @@ def _load_html(engine: Engine, run_id: str) -> str:
     items = "".join(f"<li>{html.escape(r.platform)} {html.escape(r.suite)}/{html.escape(r.name)} repetition "
                     f"{r.repetition}: {html.escape(r.loaded)}</li>" for r in flagged.itertuples())
     return ("<p class='note'>Read before and after every job by the workload harness (/proc/loadavg, /proc/stat). "
-            f"A job ran on a <b>loaded machine</b> when the 1-minute load per CPU was above "
-            f"{st.LOAD_PER_CORE_THRESHOLD:g} before it started, the hypervisor stole more than "
-            f"{st.STEAL_THRESHOLD * 100:.0f}% of the CPU time, or other processes used more than "
-            f"{st.OTHER_CPU_THRESHOLD * 100:.0f}% of the machine's CPU while it ran (docs/statistics.md). In the "
+            "A job ran on a <b>loaded machine</b> when, while it ran, processes outside its own process tree used "
+            f"more than {load.OTHER_CPU_THRESHOLD * 100:.0f}% of the machine's CPU (the run's own controller was "
+            f"measured at {load.CONTROLLER_OTHER_SHARE * 100:.1f}%) or the hypervisor stole more than "
+            f"{load.STEAL_THRESHOLD * 100:.0f}% of the CPU time (docs/statistics.md); the load average before a job "
+            "is context only: jobs run back to back, so it mostly holds the previous job. In the "
             "shared scenario and for distributed roles on one host the other processes are the experiment.</p>"
             + scroll("<table><tr><th>platform</th><th>jobs</th><th>max load before</th><th>max steal %</th>"
                      "<th>max other CPU %</th><th>loaded jobs</th></tr>"

@@ -9,8 +9,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare, gates
-from dlbench.reports import stats as st
+from dlbench.reports import compare, gates, load
 from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Execution, Run
 
@@ -57,7 +56,7 @@ def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
 
 def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
     """One row per execution of the run with the machine-load labels its harness recorded, and
-    why it counts as run on a loaded machine (:func:`dlbench.reports.stats.load_flag`)."""
+    why it counts as run on a loaded machine (:func:`dlbench.reports.load.load_flag`)."""
     query = (select(Execution.job_id, Execution.platform, Execution.repetition, Execution.labels,
                     BenchmarkRow.suite, BenchmarkRow.name)
              .join(Run, Execution.run_pk == Run.id).join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
@@ -66,11 +65,11 @@ def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
     with engine.connect() as conn:
         for r in conn.execute(query).all():
             labels = r.labels or {}
-            if "host_load1_before" not in labels and "host_steal_share" not in labels:
+            if not any(key in labels for key in load.LOAD_LABELS):
                 continue
             found.append({"job_id": r.job_id, "platform": r.platform, "suite": r.suite, "name": r.name,
-                          "repetition": r.repetition, **{k: labels.get(k) for k in st.LOAD_LABELS},
-                          "loaded": st.load_flag(labels)})
+                          "repetition": r.repetition, **{k: labels.get(k) for k in load.LOAD_LABELS},
+                          "loaded": load.load_flag(labels)})
     return pd.DataFrame(found)
 
 

@@ -30,8 +30,8 @@ Per case and platform, over the repetitions (one value per execution):
   points: stating it invites reading it).
 - Noise flags: ``cv > CV_THRESHOLD``; a step-time distribution with points beyond Tukey's outer
   fences (``Q1 - 3 IQR``, ``Q3 + 3 IQR``: "far out"); a job that ran on a loaded machine
-  (:func:`load_flag`: load per core before it started, CPU stolen by the hypervisor, or CPU used
-  by other processes while it ran, above documented thresholds).
+  (:func:`dlbench.reports.load.load_flag`: other processes' CPU or hypervisor steal while it ran,
+  beyond what the run's own controller was measured to add).
 
 Distributions come from SciPy (``scipy.stats.t``), a maintained library; the tests check it
 against printed tables, closed forms and a numerical integration of the density, and the ratio
@@ -41,10 +41,9 @@ interval against a hand-worked example, Fieller's closed form and a Monte-Carlo 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 DEFAULT_CONFIDENCE = 0.95
 MIN_REPETITIONS = 3
@@ -57,13 +56,6 @@ report are a few per cent, a spread larger than that buries them."""
 TUKEY_K = 3.0
 """Step times beyond Q1 - 3 IQR or Q3 + 3 IQR (Tukey's "far out") are outliers."""
 MIN_STEPS_FOR_OUTLIERS = 4
-LOAD_PER_CORE_THRESHOLD = 1.0
-"""1-minute load average / CPUs before the job: above 1, more threads wanted a CPU than there
-were CPUs when the job started."""
-STEAL_THRESHOLD = 0.05
-"""Share of the machine's CPU time stolen by the hypervisor while the job ran."""
-OTHER_CPU_THRESHOLD = 0.25
-"""Share of the machine's CPU capacity used by processes other than the job while it ran."""
 
 
 class Verdict(StrEnum):
@@ -234,34 +226,4 @@ def tukey_outliers(values: Sequence[float], k: float = TUKEY_K) -> list[float]:
     q1, q3 = quantile(values, 0.25), quantile(values, 0.75)
     iqr = q3 - q1
     return [v for v in values if v < q1 - k * iqr or v > q3 + k * iqr]
-
-
-LOAD_LABELS = ("host_cpus", "host_load1_before", "host_load1_after", "host_steal_share", "host_other_cpu_share")
-"""The execution labels the workload harness writes about the machine's load (strings, as all labels)."""
-
-
-def _number(labels: Mapping[str, Any], key: str) -> float | None:
-    try:
-        value = float(labels[key])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def load_flag(labels: Mapping[str, Any] | None) -> str | None:
-    """Why a job ran on a loaded machine (from its harness's load labels), or None: load per core
-    before it started above :data:`LOAD_PER_CORE_THRESHOLD`, stolen CPU above
-    :data:`STEAL_THRESHOLD`, other processes' CPU share above :data:`OTHER_CPU_THRESHOLD`."""
-    labels = labels or {}
-    reasons = []
-    cpus, load = _number(labels, "host_cpus"), _number(labels, "host_load1_before")
-    if cpus and load is not None and load / cpus > LOAD_PER_CORE_THRESHOLD:
-        reasons.append(f"load {load:.2f} on {cpus:.0f} CPUs before it started")
-    steal = _number(labels, "host_steal_share")
-    if steal is not None and steal > STEAL_THRESHOLD:
-        reasons.append(f"{steal * 100:.0f}% of the CPU time stolen by the hypervisor")
-    other = _number(labels, "host_other_cpu_share")
-    if other is not None and other > OTHER_CPU_THRESHOLD:
-        reasons.append(f"other processes used {other * 100:.0f}% of the machine's CPU while it ran")
-    return "; ".join(reasons) or None
 

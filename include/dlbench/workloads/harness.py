@@ -70,11 +70,16 @@ def _rusage_snapshot() -> dict[str, dict[str, float]]:
 
 
 def host_snapshot() -> dict[str, float]:
-    """The machine's load now: the 1-minute load average (/proc/loadavg), the number of CPUs and
-    the busy, steal and total jiffies of all CPUs (/proc/stat). Empty where /proc is missing.
-    Inside a container both files are the host's (unless LXCFS virtualizes them), which is what
-    tells whether the machine was busy."""
-    found: dict[str, float] = {}
+    """The machine's load now: the 1-minute load average (/proc/loadavg), the number of CPUs, the
+    busy, steal and total jiffies of all CPUs (/proc/stat) and the monotonic clock. Empty where
+    /proc is missing (the clock is always there). Inside a container both files are the host's
+    (unless LXCFS virtualizes them), which is what tells whether the machine was busy.
+
+    "busy" is user + nice + system time: what processes ran. Interrupt and softirq time is left
+    out because the kernel charges it to no process: it is mostly the job's own disk and network
+    traffic (the disk and network benchmarks make plenty), so counting it as "other processes"
+    would flag those benchmarks for their own I/O."""
+    found: dict[str, float] = {"monotonic": time.monotonic()}
     try:
         found["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -84,7 +89,7 @@ def host_snapshot() -> dict[str, float]:
         fields = [float(v) for v in lines[0].split()[1:]]
         fields += [0.0] * (8 - len(fields))
         user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
-        found["busy"] = user + nice + system + irq + softirq
+        found["busy"] = user + nice + system
         found["steal"] = steal
         found["total"] = user + nice + system + idle + iowait + irq + softirq + steal
         found["cpus"] = float(sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()))
@@ -93,12 +98,101 @@ def host_snapshot() -> dict[str, float]:
     return found
 
 
+def _proc_cpu_seconds(pid: int, ticks: float) -> tuple[int, float]:
+    """(parent pid, CPU seconds: utime + stime + cutime + cstime) of a process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+    return int(fields[1]), sum(float(v) for v in fields[11:15]) / ticks
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid``, from /proc/<pid>/task/*/children (every thread's own)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # ended meanwhile
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found += [int(v) for v in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+    return found
+
+
+def descendants_cpu_seconds(root: int | None = None) -> dict[int, float]:
+    """CPU seconds (user + system, with their own reaped children's) of every live process below
+    ``root`` (default: this process), by pid, from /proc; empty where /proc is missing.
+
+    getrusage sees this process and the children it has waited for; a child still running (an
+    MPI rank, a server role the workload started, a helper tool) is only visible here. Without
+    it, the job's own children would count as "other processes" on the machine. The tree is
+    walked through /proc/<pid>/task/*/children (a few reads: this runs inside the job's
+    ``elapsed_time``); a kernel without those files gets a scan of all of /proc."""
+    root = os.getpid() if root is None else root
+    ticks = float(os.sysconf("SC_CLK_TCK"))
+    if not Path(f"/proc/{root}/task/{root}/children").exists():  # CONFIG_PROC_CHILDREN unset, or no /proc
+        return _descendants_by_scan(root, ticks)
+    found: dict[int, float] = {}
+    todo = _children(root)
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        try:
+            found[pid] = _proc_cpu_seconds(pid, ticks)[1]
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        todo += _children(pid)
+    return found
+
+
+def _descendants_by_scan(root: int, ticks: float) -> dict[int, float]:
+    """:func:`descendants_cpu_seconds` from every process's parent pid: the same answer where the
+    kernel has no children files, at the price of reading all of /proc (about 20 us a process)."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    try:
+        entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return {}
+    for pid in entries:
+        try:
+            parent[pid], cpu[pid] = _proc_cpu_seconds(pid, ticks)
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, float] = {}
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found[pid] = cpu[pid]
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def own_tree_cpu_seconds(rusage_before: dict[str, dict[str, float]], rusage_after: dict[str, dict[str, float]],
+                         live_before: dict[int, float], live_after: dict[int, float]) -> float:
+    """CPU seconds the job's whole process tree used between two readings: this process and its
+    waited-for children (getrusage) plus its live descendants (:func:`descendants_cpu_seconds`).
+
+    A descendant alive at the first reading and reaped by the second is in getrusage's children
+    with its whole life, so its CPU time before the first reading is taken off again."""
+    return (_own_cpu_seconds(rusage_before, rusage_after)
+            + sum(live_after.values()) - sum(live_before.values()))
+
+
 def host_load_labels(before: dict[str, float], after: dict[str, float], own_cpu_seconds: float) -> dict[str, str]:
     """A job's load labels from two :func:`host_snapshot` readings and the CPU time its own process
-    (and waited-for children) used meanwhile: ``host_load1_before``/``_after``, ``host_cpus``,
-    ``host_steal_share`` (share of the machine's CPU time stolen by the hypervisor) and
-    ``host_other_cpu_share`` (share used by other processes). The report flags a loaded machine
-    from them (:func:`dlbench.reports.stats.load_flag`)."""
+    tree used meanwhile (:func:`own_tree_cpu_seconds`): ``host_load1_before``/``_after`` and
+    ``host_cpus`` (context), and, where /proc/stat moved, ``host_steal_share`` (share of the
+    machine's CPU time stolen by the hypervisor), ``host_other_cpu_share`` (share used by
+    processes outside the job's tree), ``host_own_cpu_share`` (share the job's tree used) and
+    ``host_window_s`` (seconds between the readings: the shares' resolution is one jiffy in
+    ``host_cpus`` x USER_HZ x window). The report judges them (:mod:`dlbench.reports.load`)."""
     labels: dict[str, str] = {}
     if "load1" in before:
         labels["host_load1_before"] = f"{before['load1']:.2f}"
@@ -110,9 +204,13 @@ def host_load_labels(before: dict[str, float], after: dict[str, float], own_cpu_
     if total > 0:
         ticks = float(os.sysconf("SC_CLK_TCK"))
         steal = after.get("steal", 0.0) - before.get("steal", 0.0)
-        other = after.get("busy", 0.0) - before.get("busy", 0.0) - own_cpu_seconds * ticks
+        own = max(0.0, own_cpu_seconds) * ticks
+        other = after.get("busy", 0.0) - before.get("busy", 0.0) - own
         labels["host_steal_share"] = f"{max(0.0, steal) / total:.4f}"
         labels["host_other_cpu_share"] = f"{min(1.0, max(0.0, other / total)):.4f}"
+        labels["host_own_cpu_share"] = f"{min(1.0, own / total):.4f}"
+        if "monotonic" in before and "monotonic" in after:
+            labels["host_window_s"] = f"{max(0.0, after['monotonic'] - before['monotonic']):.3f}"
     return labels
 
 
@@ -275,6 +373,7 @@ def workload(
         labels=labels or {},
         **({"job_id": job_id} if job_id else {}),
     )
+    live_before = descendants_cpu_seconds()
     load_before = host_snapshot()
     before = _rusage_snapshot()
     finishers = [hook(doc) for hook in _counter_hooks]
@@ -298,7 +397,9 @@ def workload(
         _stop.closing = True
         after = _rusage_snapshot()
         try:
-            doc.labels.update(host_load_labels(load_before, host_snapshot(), _own_cpu_seconds(before, after)))
+            load_after = host_snapshot()
+            own = own_tree_cpu_seconds(before, after, live_before, descendants_cpu_seconds())
+            doc.labels.update(host_load_labels(load_before, load_after, own))
         except Exception:  # noqa: BLE001 - the load is context, never a reason to lose the result
             pass
         for scope in ("process", "children"):
