@@ -286,11 +286,16 @@ def dlbench_benchmark() -> None:
         from dlbench.pipeline import airflow_support, steps
 
         ti = get_current_context()["ti"]
+        failure = airflow_support.first_failure(ti, "report")
         if not loaded:
-            raise AirflowSkipException(airflow_support.not_run_because(
-                airflow_support.first_failure(ti, "report"), "report"))
+            raise AirflowSkipException(airflow_support.not_run_because(failure, "report"))
         with airflow_support.failures_recorded(ti):
-            result = steps.report_run(loaded["run_id"], airflow_support.warehouse_url())
+            url = airflow_support.warehouse_url()
+            if not steps.run_in_warehouse(loaded["run_id"], url):  # e.g. provisioning failed: no job ran
+                raise AirflowSkipException(airflow_support.not_run_because(failure, "report") if failure else
+                                           f"report not run: no document of run {loaded['run_id']} reached the "
+                                           "warehouse")
+            result = steps.report_run(loaded["run_id"], url)
         print(result["table"])
         print(f"report: {result['html']}")
         return {"html": result["html"]}

@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -331,6 +331,21 @@ JANITOR_CLOUDS: Setting[str] = Setting(
         "list every cloud your runs use.",
 )
 
+AIRFLOW_API: Setting[str] = Setting(
+    name="dlbench_airflow_api",
+    sources=(Source(Kind.CONNECTION, "dlbench_airflow_api", "the janitor DAG's sweep task only; conn_type http: "
+                    "host = the API server's base URL, login and password of a user who may edit DAG runs, or "
+                    "`extra.token`: a JWT"),),
+    type="Airflow connection", parse=_text, default=None,
+    default_doc="none: the janitor reports such a DAG run as still running and leaves it to you",
+    accessors=("airflow_api()",), read_by="the janitor DAG's sweep task",
+    doc="Airflow's REST API (v2) as the janitor calls it: after it released the resources of a run whose "
+        "process died (its lease lapsed, its expiry passed) while Airflow still shows the DAG run running, it "
+        "marks that DAG run failed there (`PATCH /api/v2/dags/{dag_id}/dagRuns/{run_id}`), with a note saying "
+        "why. Airflow 3 tasks have no metadata-database access and the Task SDK cannot change another run's "
+        "state, so this is the supported way (docs/openstack.md#leases-and-the-janitor).",
+)
+
 ON_REGRESSION: Setting[str] = Setting(
     name="dlbench_on_regression", sources=(_variable("dlbench_on_regression", "scheduled runs only"),),
     type="`fail` or `warn`", parse=_text, default=None, default_doc="the run's `on_regression` param (`fail`)",
@@ -363,7 +378,7 @@ GATES: Setting[str] = Setting(
 SETTINGS: tuple[Setting[Any], ...] = (
     HOME, STORAGE_URL, WAREHOUSE_URL, SECRETS, RUN_SECRET, PROFILES_FILE, PRICES, PRICES_FILE, PROVISION_THREADS,
     MACHINE_LOCK, TRACE_SYSCALLS, BASE_IMAGE, OFFLINE_BUILD, OS_CLIENT_CONFIG_FILE, ROUTING, MAX_MAP_LENGTH,
-    DAGS_FOLDER, SCHEDULED_REQUEST, PROFILE, USER_PROFILES, EXPIRY_HOURS, JANITOR_CLOUDS, ON_REGRESSION,
+    DAGS_FOLDER, SCHEDULED_REQUEST, PROFILE, USER_PROFILES, EXPIRY_HOURS, JANITOR_CLOUDS, AIRFLOW_API, ON_REGRESSION,
     REGRESSION_NOTIFIERS, GATES,
 )
 """Every setting, in the order docs/settings.md lists them."""
@@ -659,6 +674,36 @@ def gates() -> str | None:
 def janitor_clouds() -> str | None:
     """The Variable ``dlbench_janitor_clouds`` (None when unset)."""
     return _task_variable(JANITOR_CLOUDS.name)
+
+
+@dataclass(frozen=True)
+class ApiConnection:
+    """Where Airflow's REST API is and how to log in (:data:`AIRFLOW_API`); secrets never printed."""
+
+    url: str
+    login: str = ""
+    password: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+
+
+def airflow_api() -> ApiConnection | None:
+    """The connection ``dlbench_airflow_api`` (None when it is not defined). ``host`` may be a whole
+    URL (``http://airflow:8080``) or a host name with ``schema`` (http/https) and ``port``."""
+    from airflow.sdk import BaseHook  # why: the janitor's task only; settings is imported without Airflow
+
+    try:
+        conn = BaseHook.get_connection(AIRFLOW_API.name)
+    except Exception:  # noqa: BLE001 - not defined: the janitor says so and marks nothing
+        return None
+    host = (conn.host or "").strip()
+    if not host:
+        return None
+    if "://" not in host:
+        scheme = conn.schema if conn.schema in ("http", "https") else "http"
+        host = f"{scheme}://{host}" + (f":{conn.port}" if conn.port else "")
+    extra = conn.extra_dejson or {}
+    return ApiConnection(url=host.rstrip("/"), login=conn.login or "", password=conn.password or "",
+                         token=str(extra.get("token") or ""))
 
 
 def variable(name: str) -> str | None:

@@ -60,3 +60,29 @@ def test_load_failure_is_named_by_the_report_and_the_final_task(dag, monkeypatch
     assert states["load"].endswith("failed") and states["report"].endswith("skipped"), states
     assert failures["check"]["error"].startswith("RuntimeError: load failed:"), failures["check"]
     assert "127.0.0.1" in failures["check"]["error"] or "connect" in failures["check"]["error"].lower()
+
+
+def test_provisioning_failure_is_named_by_the_report_not_a_missing_run(dag, monkeypatch, tmp_path, capfd):
+    """A real provisioning failure: the demo data set cannot be made on this worker (its directory
+    is a file), so the setup task fails before any job runs. Nothing reaches the warehouse; the
+    report task is skipped naming the provisioning error (as after a failed validation or load),
+    never failing with the symptom ``run_id ... is not in the warehouse``."""
+    from dlbench import paths
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
+    paths.datasets_dir().write_text("not a directory: the data set cannot be generated here\n")
+    result, states, failures = run(dag, {"platforms": ["bare_metal"], "suites": ["tf_cnn"], "models": ["alexnet"],
+                                         "data": ["real"], "repetitions": 1})
+    out = capfd.readouterr()
+    assert not str(result.state).endswith("success")
+    assert states["provision"].endswith("failed"), states
+    assert states["load"].endswith("success") and states["report"].endswith("skipped"), states
+    cause = failures["provision"]["error"]
+    assert "datasets" in cause, cause
+    assert "report" not in failures, failures  # skipped, not failed: nothing recorded as a failure
+    # The task's own words (Airflow logs an AirflowSkipException's message as the skip reason).
+    said = [line for line in (out.out + out.err).splitlines() if "Skipping task" in line and "report not run" in line]
+    assert said, (out.out + out.err)[-4000:]
+    assert "report not run because provision failed: " in said[-1], said
+    assert cause.split(":")[0] in said[-1] and "not in the warehouse" not in said[-1], said
+    assert failures["check"]["error"].startswith("RuntimeError: provision failed:"), failures["check"]

@@ -370,6 +370,21 @@ def load_run(run_id: str, request: dict[str, Any], dag_id: str, url: str | None)
     return {"run_id": safe, "documents": len(documents)}
 
 
+def run_in_warehouse(run_id: str, url: str | None) -> bool:
+    """Whether the warehouse holds the run. A run whose provisioning failed ran no job, so its load
+    found no document and wrote no row: its report has nothing to show, and the report step skips
+    naming the failure that left it empty (as it does after a failed validation or load) instead
+    of failing with the symptom (``run_id ... is not in the warehouse``)."""
+    from dlbench.reports.run_data import resolve_run  # heavy: pandas and SQLAlchemy, only for the report task
+    from dlbench.warehouse import db  # heavy: SQLAlchemy (as above)
+
+    try:
+        resolve_run(db.engine_for(url), safe_run_id(run_id))
+    except LookupError:
+        return False
+    return True
+
+
 def report_run(run_id: str, url: str | None) -> dict[str, str]:
     """Regenerate the run's report from the warehouse: HTML path and the text table."""
     from dlbench.warehouse import db  # heavy: SQLAlchemy, only for the report task

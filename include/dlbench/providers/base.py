@@ -146,6 +146,10 @@ class SweepAction:
     released: bool
     error: str = ""
     run_id: str = ""
+    dag_id: str = ""
+    dag_run_id: str = ""
+    """The Airflow DAG run the resource was made for (its tags): the janitor marks it failed when it
+    released the run's resources while Airflow still shows it running."""
 
 
 RunIsActive = Callable[[Tags], bool]

@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 class IronicError(ProvisioningError):
     """Ironic refused or failed; the message carries Ironic's own ``last_error``."""
 
+
+class IronicNoCapacity(IronicError, NoCapacity):
+    """Too few nodes of the resource class can take the run; the message names every node that
+    could not and why (maintenance, its provision state, held by another run...)."""
+
 PROVIDER = "ironic"
 
 
@@ -98,6 +103,69 @@ UNDEPLOY_ENDS = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE, 
                            ProvisionState.ERROR})
 """Where an undeploy ends: released in the first two, failed in the others."""
 RELEASED_STATES = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE})
+OPERATOR_STATES = frozenset({ProvisionState.ENROLL, ProvisionState.MANAGEABLE, ProvisionState.DEPLOY_FAILED,
+                             ProvisionState.ERROR, ProvisionState.CLEAN_FAILED, ProvisionState.INSPECT_FAILED,
+                             ProvisionState.RESCUE, ProvisionState.RESCUE_FAILED, ProvisionState.ADOPT_FAILED})
+"""States of a node no allocation will leave by itself: only an operator makes it ``available`` again."""
+
+
+class NodeUse(StrEnum):
+    """What a node of the resource class is to a run that wants nodes (the capacity messages' words)."""
+
+    FREE = "free"
+    """``available``, not in maintenance, carries the traits, nobody holds it: an allocation may take it now."""
+    HELD = "held"
+    """Another allocation or instance holds it, or it is on its way between states: free once that ends."""
+    UNUSABLE = "not usable"
+    """Needs an operator (maintenance, a failed or unmanaged state) or lacks a requested trait."""
+
+
+def node_use(node: Any, traits: list[str] | tuple[str, ...] = ()) -> tuple[NodeUse, str]:
+    """(use, why) of one Ironic node for a run asking for ``traits``: why says what Ironic says
+    about it (maintenance and its reason, provision state and ``last_error``, the holder), so a
+    capacity message names the cause instead of a bare count."""
+    if node.is_maintenance:
+        reason = f" ({node.maintenance_reason!r})" if node.maintenance_reason else ""
+        return NodeUse.UNUSABLE, f"in maintenance{reason}"
+    missing = sorted(set(traits) - set(node.traits or []))
+    if missing:
+        return NodeUse.UNUSABLE, f"lacks trait(s) {', '.join(missing)}"
+    state = node.provision_state
+    if node.allocation_id or node.instance_id:
+        tags = Tags.from_dict(node.extra)
+        holder = (f"run {tags.run_id}" if tags else f"allocation {node.allocation_id}" if node.allocation_id
+                  else f"instance {node.instance_id}")
+        return NodeUse.HELD, f"held by {holder}"
+    if state == ProvisionState.AVAILABLE:
+        if node.reservation:
+            return NodeUse.HELD, f"locked by conductor {node.reservation} (an operation in progress)"
+        return NodeUse.FREE, "free"
+    if state in OPERATOR_STATES:
+        error = f": {node.last_error}" if node.last_error else ""
+        return NodeUse.UNUSABLE, f"provision state {state}{error} (an operator must make it available)"
+    if state == ProvisionState.ACTIVE:
+        return NodeUse.UNUSABLE, "active without an allocation (deployed outside Ironic's allocations)"
+    return NodeUse.HELD, f"provision state {state} (on its way; usable once it is available)"
+
+
+def describe_node(node: Any, why: str) -> str:
+    """``<name>: <why> [<provision state>, <power state>]``: one node in a capacity message."""
+    power = node.power_state or "power state unknown"
+    return f"{node.name or node.id}: {why} [{node.provision_state or 'no provision state'}, {power}]"
+
+
+def capacity_text(nodes: list[Any], traits: list[str] | tuple[str, ...] = ()) -> tuple[int, int, str]:
+    """(nodes that can serve a run now or once released, nodes free now, the others named with why)
+    for the nodes of a resource class."""
+    usable = free = 0
+    others = []
+    for node in sorted(nodes, key=lambda n: str(n.name or n.id)):
+        use, why = node_use(node, traits)
+        usable += use is not NodeUse.UNUSABLE
+        free += use is NodeUse.FREE
+        if use is not NodeUse.FREE:
+            others.append(describe_node(node, why))
+    return usable, free, "; ".join(others)
 NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "filtered out during reservation")
 """Ironic's words for "no free node right now" (the last: concurrent allocations raced for the same nodes)."""
 ALLOCATE_BACKOFF_CAP_S = 10.0
@@ -161,21 +229,40 @@ class IronicDriver(OpenStackDriver):
         wanted = set(self.spec.traits)
         return [n for n in nodes if not n.is_maintenance and wanted <= set(n.traits or [])]
 
+    def class_nodes(self) -> list[Any]:
+        """Every node of our resource class, whatever its state (what capacity messages describe)."""
+        return self._call("list nodes",
+                          lambda: list(self.bm.nodes(details=True, resource_class=self.spec.resource_class)))
+
     def preflight(self, demands: list[Demand]) -> None:
-        """Fail before provisioning when the resource class cannot ever hold the nodes."""
+        """Fail before provisioning when the resource class cannot ever hold the nodes: nodes
+        held by other runs count (they come back), nodes that need an operator do not, and the
+        message names each of those with its cause."""
         count = sum(d.count for d in demands)
         self.conn  # noqa: B018 - an unknown cloud or missing credentials raise CloudConfigError as is
         try:
-            nodes = self.matching_nodes()
+            nodes = self.class_nodes()
         except Exception as exc:  # noqa: BLE001 - any failure here means: cannot reach the cloud
             raise IronicError(f"cannot list bare-metal nodes: {type(exc).__name__}: {exc}") from None
         traits = f" with traits {', '.join(self.spec.traits)}" if self.spec.traits else ""
         if not nodes:
             raise IronicError(f"ironic.resource_class: no nodes in resource class "
-                                    f"{self.spec.resource_class!r}{traits}")
-        if len(nodes) < count:
-            raise IronicError(f"ironic.nodes: the run needs {count} nodes but resource class "
-                                    f"{self.spec.resource_class!r}{traits} has only {len(nodes)}")
+                              f"{self.spec.resource_class!r}")
+        usable, _, others = capacity_text(nodes, self.spec.traits)
+        if usable < count:
+            raise IronicNoCapacity(f"ironic.nodes: the run needs {count} nodes but resource class "
+                                   f"{self.spec.resource_class!r}{traits} has only {usable} usable of "
+                                   f"{len(nodes)}; {others}")
+
+    def capacity_now(self) -> str:
+        """The resource class right now, for a message about too few free nodes: how many are
+        free and every other node with why (never raises: it only explains another error)."""
+        try:
+            nodes = self.class_nodes()
+        except Exception as exc:  # noqa: BLE001 - the caller's error is the one to raise
+            return f"the nodes could not be listed ({type(exc).__name__}: {exc})"
+        _, free, others = capacity_text(nodes, self.spec.traits)
+        return f"{free} of {len(nodes)} node(s) free now" + (f"; {others}" if others else "")
 
     # -- create / wait -------------------------------------------------------------------------
     def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
@@ -205,9 +292,9 @@ class IronicDriver(OpenStackDriver):
                 raise capacity from None
 
         def out_of_time(exc: Exception) -> IronicError:
-            return IronicError(f"{allocate.what}: not enough free nodes in resource class "
-                               f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s "
-                               f"(other runs hold them): {exc}")
+            return IronicNoCapacity(f"{allocate.what}: not enough free nodes in resource class "
+                                    f"{self.spec.resource_class!r} within {allocate.seconds:.0f} s: {exc}; "
+                                    f"{self.capacity_now()}")
 
         try:
             instances = retry_while(

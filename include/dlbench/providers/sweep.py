@@ -17,17 +17,22 @@ from dlbench.providers.base import Driver, Instance, RunIsActive, SweepAction
 def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
     """(reason, keep?) for one run's resources.
 
-    The lease decides when there is one: valid = a live task renews it (kept, even past the
-    expiry: a long paper run is alive); lapsed = nothing of the run is alive (released, whatever
-    Airflow's metadata says: a killed ``dag.test()`` never gets marked failed). Resources without
-    a lease fall back to the expiry and the DAG run's state."""
+    The lease decides when there is one: unexpired = kept, even past the expiry (a live task
+    renews it, and a long paper run is alive; a killed run's last lease cannot be told from it
+    until it lapses, so the reason says only what is known); lapsed = nothing of the run is alive
+    (released, whatever Airflow's metadata says: a killed ``dag.test()`` is never marked failed by
+    a scheduler, so the janitor marks it, :func:`dlbench.providers.janitor.close_runs`). Resources
+    without a lease fall back to the expiry and the DAG run's state."""
     tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
     leases = [i.tags.lease_until for i in instances if i.tags.lease_until is not None]
     if leases:
         lease = max(leases)
         if lease > now:
-            past = " (its expiry has passed: a long run)" if tags.expired(now) else ""
-            return f"lease held until {lease.isoformat()} by a live task of the run{past}", True
+            past = "; its expiry has passed (a long run looks the same)" if tags.expired(now) else ""
+            # What is known: the lease is unexpired. Whether a task of the run still renews it is
+            # not (a SIGKILLed run's last lease looks the same until it lapses).
+            return (f"lease of run {tags.run_id} unexpired until {lease.isoformat()}: kept until then (renewed "
+                    f"while a task of the run lives; a killed run's lease lapses by then){past}"), True
         return f"lease lapsed at {lease.isoformat()}: no live task of the run renewed it", False
     if tags.expired(now):
         return f"expired at {tags.expires_at.isoformat()}", False
@@ -58,7 +63,7 @@ def sweep_runs(found: dict[str, list[Instance]], release: Callable[[str, list[In
         for inst in instances:
             actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
                                        name=inst.name, reason=reason, released=not dry_run and not error, error=error,
-                                       run_id=run_id))
+                                       run_id=run_id, dag_id=inst.tags.dag_id, dag_run_id=inst.tags.dag_run_id))
     return actions, kept
 
 
