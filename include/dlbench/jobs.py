@@ -31,6 +31,10 @@ class Suite(StrEnum):
     DLTOOLS = "dltools"
 
 
+BENCHMARK_DAG_ID = "dlbench_benchmark"
+"""The benchmark DAG's id (dags/dlbench_benchmark.py declares it from here): the explorer's
+permissions are this DAG's, its DAG-run links point at it, ``make run`` runs it."""
+
 DEFAULT_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s is not Suite.DLTOOLS)
 """What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it.
 Study 001's DL-tool set (16 jobs per platform even in smoke) is asked for by name."""

@@ -240,8 +240,8 @@ def test_the_comparison_carries_intervals_verdicts_and_flags(engine, tmp_path):
     bare = [100.0, 102.0, 98.0, 101.0, 99.0]
     container = [90.0, 91.0, 89.0, 92.0, 88.0]
     docs = [_doc("bare_metal", i, v) for i, v in enumerate(bare)]
-    docs += [_doc("container_on_bare_metal", i, v, {"host_cpus": "2", "host_other_cpu_share": "0.40"} if i == 0 else None)
-             for i, v in enumerate(container)]
+    busy = {"host_cpus": "2", "host_other_cpu_share": "0.40"}  # other processes used 40 % of the CPU
+    docs += [_doc("container_on_bare_metal", i, v, busy if i == 0 else None) for i, v in enumerate(container)]
     load_documents(engine, docs)
     page = build_report(engine, "s1", tmp_path / "r")
     with (tmp_path / "r" / "comparison.csv").open() as handle:

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from dlbench.ui import auth
+from dlbench import jobs
 from dlbench.ui.app import create_app
 from dlbench.warehouse import db
 from tests.conftest import ROOT, require
@@ -145,7 +145,7 @@ def _call(server: Server, method: str, path: str, body: dict | None = None, *, t
 
 
 def test_the_checked_dag_is_the_benchmark_dag():
-    assert f'dag_id="{auth.BENCHMARK_DAG_ID}"' in (ROOT / "dags" / "dlbench_benchmark.py").read_text()
+    assert f'dag_id="{jobs.BENCHMARK_DAG_ID}"' in (ROOT / "dags" / "dlbench_benchmark.py").read_text()
 
 
 def test_every_route_needs_an_airflow_user_with_the_permission(server: Server):

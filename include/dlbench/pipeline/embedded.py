@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dlbench import paths, settings
+from dlbench.jobs import BENCHMARK_DAG_ID
 from dlbench.pipeline import steps
 from dlbench.pipeline.progress import Progress
 from dlbench.polling import Deadline, until
@@ -53,7 +54,7 @@ def _follow(log_path: Path, out: TextIO, stop: threading.Event, started: float |
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conf", default="{}", help="trigger-form values as JSON, e.g. '{\"profile\": \"smoke\"}'")
-    parser.add_argument("--dag-id", default="dlbench_benchmark")
+    parser.add_argument("--dag-id", default=BENCHMARK_DAG_ID)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

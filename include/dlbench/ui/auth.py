@@ -25,9 +25,10 @@ from typing import Any, Literal
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-BENCHMARK_DAG_ID = "dlbench_benchmark"
-"""The DAG whose permissions are the explorer's: its runs are what the explorer shows, and its
-regression step reads the pinned baseline (dags/dlbench_benchmark.py; a test checks they agree)."""
+from dlbench.jobs import BENCHMARK_DAG_ID
+
+# The DAG whose permissions are the explorer's: its runs are what the explorer shows, and its
+# regression step reads the pinned baseline.
 
 
 def read_access(airflow: bool) -> list[Any]:

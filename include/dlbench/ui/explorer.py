@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
+from dlbench.jobs import BENCHMARK_DAG_ID
 from dlbench.providers.base import Tags
 from dlbench.reports import answer, compare, metrics
 from dlbench.reports import capacity as cap
@@ -300,7 +301,7 @@ def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
     for run_id in run_ids:
         row = rows.get(run_id)
         tags = Tags.from_dict(row.tags if row is not None else None)
-        out.append({"run_id": run_id, "dag_id": (row.dag_id if row is not None else None) or "dlbench_benchmark",
+        out.append({"run_id": run_id, "dag_id": (row.dag_id if row is not None else None) or BENCHMARK_DAG_ID,
                     "dag_run_id": (tags.dag_run_id if tags is not None else "") or run_id})
     return out
 
