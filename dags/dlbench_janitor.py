@@ -5,7 +5,10 @@ Every 30 minutes (and from the trigger form): on every cloud listed in the Airfl
 ``[{"name": "ironic", "cloud": "production"}]``; the ``clouds`` param overrides it) and on the local
 Docker engine, find resources carrying the dlbench tag whose expiry has passed or whose DAG run is
 no longer running, release them, and report what was released, what was kept and why. Resources
-without our tag are never touched. ``dry_run`` only reports. Nothing heavy is imported at parse time.
+without our tag are never touched. ``dry_run`` only reports. When it released the resources of a
+run that Airflow still shows running (its process was killed: nothing else will ever end it), it
+marks that DAG run failed through Airflow's REST API (connection ``dlbench_airflow_api``); a DAG
+run already finished is left as it is. Nothing heavy is imported at parse time.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ SETUP_QUEUE = load_routing().setup_queue
 def dlbench_janitor() -> None:
     @task(**({"queue": SETUP_QUEUE} if SETUP_QUEUE else {}))
     def sweep() -> dict:
+        from dlbench.hooks.airflow_api import AirflowApi
         from dlbench.providers import janitor
 
         ctx = get_current_context()
@@ -51,8 +55,10 @@ def dlbench_janitor() -> None:
         raw = params.get("clouds") or settings.janitor_clouds()
         clouds = janitor.clouds_from(raw)
         is_active = janitor.airflow_run_is_active(ctx["ti"].get_dr_count)
+        # A DAG run's state is read through the Task SDK (no credentials); changing it takes the REST API.
         report = janitor.sweep(clouds, is_active, dry_run=bool(params.get("dry_run")),
-                               docker=bool(params.get("docker")))
+                               docker=bool(params.get("docker")), dag_run_state=ctx["ti"].get_dagrun_state,
+                               api=AirflowApi.from_connection())
         if report["errors"]:
             raise RuntimeError(f"janitor incomplete: {report['errors']}")
         return report

@@ -9,6 +9,12 @@ Which clouds: configuration, not code. The Airflow Variable :data:`CLOUDS_VARIAB
 list of provider settings objects, the same schema as a request's provider
 (``[{"name": "ironic", "cloud": "production"}]``); every registered provider with a driver can
 appear there. The janitor DAG's ``clouds`` param overrides it for one run.
+
+DAG runs: when the janitor released a run's resources (its lease lapsed, its expiry passed) while
+Airflow still shows that DAG run queued or running (a SIGKILLed ``make run`` or ``dag.test()`` is
+never marked by a scheduler), it marks the DAG run failed, with a note saying why
+(:func:`close_runs`: through Airflow's REST API, the connection ``dlbench_airflow_api``). A DAG run
+that already finished is left as it is; without the connection it is reported, not marked.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from dlbench import storage
 from dlbench.execution.engine import sweep_containers, sweep_networks
@@ -29,7 +36,10 @@ from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
 from dlbench.providers.settings import MachineSettings, ProviderSettings
-from dlbench.settings import JANITOR_CLOUDS
+from dlbench.settings import AIRFLOW_API, JANITOR_CLOUDS
+
+if TYPE_CHECKING:
+    from dlbench.hooks.airflow_api import AirflowApi
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +89,60 @@ def sweep_provider(settings: ProviderSettings, is_active: RunIsActive, *, now: d
     return PROVIDERS[settings.name].sweep(settings, is_active, now=now, dry_run=dry_run)
 
 
+class DagRunOutcome(StrEnum):
+    """What the janitor did to the DAG run of a run whose resources it released."""
+
+    MARKED_FAILED = "marked failed"
+    FINISHED = "already finished"
+    NOT_MARKED = "not marked"
+
+
+DagRunState = Callable[[str, str], str]
+"""(dag_id, dag_run_id) -> the DAG run's state: the Task SDK's ``RuntimeTaskInstance.get_dagrun_state``
+in the janitor's task (the Execution API: no credentials needed), or :meth:`AirflowApi.dag_run_state`."""
+
+
+def close_run(dag_id: str, dag_run_id: str, run_id: str, reason: str, state_of: DagRunState,
+              api: AirflowApi | None) -> dict[str, str]:
+    """Mark the DAG run failed when Airflow still shows it queued or running: the janitor released
+    its resources (``reason``), so it can never succeed, and no scheduler will ever mark it (the
+    process that drove it is gone). A finished DAG run is left as it is (a no-op with its reason)."""
+    item = {"dag_id": dag_id, "dag_run_id": dag_run_id, "run_id": run_id}
+    try:
+        state = str(state_of(dag_id, dag_run_id)).rsplit(".", 1)[-1].lower()  # a str or a DagRunState
+    except Exception as exc:  # noqa: BLE001 - reported; the resources are released whatever the answer
+        return {**item, "outcome": DagRunOutcome.NOT_MARKED.value,
+                "detail": f"its state could not be read ({type(exc).__name__}: {exc})"}
+    if state not in ACTIVE_STATES:
+        return {**item, "outcome": DagRunOutcome.FINISHED.value, "detail": f"already {state}: left as it is"}
+    if api is None:
+        return {**item, "outcome": DagRunOutcome.NOT_MARKED.value,
+                "detail": f"still {state} in Airflow, not marked failed: no Airflow connection {AIRFLOW_API.name} "
+                          "(docs/openstack.md#leases-and-the-janitor); mark it failed in the UI"}
+    note = f"Marked failed by dlbench_janitor: it released the resources of run {run_id} ({reason})."
+    try:
+        now = api.mark_failed(dag_id, dag_run_id, note)
+    except Exception as exc:  # noqa: BLE001 - reported (and fails the sweep task: a setup problem)
+        return {**item, "outcome": DagRunOutcome.NOT_MARKED.value,
+                "detail": f"still {state}; marking it failed through {api.url} failed: {type(exc).__name__}: {exc}",
+                "error": "yes"}
+    return {**item, "outcome": DagRunOutcome.MARKED_FAILED.value, "detail": f"was {state}, now {now}: {note}"}
+
+
+def close_runs(released: list[dict[str, Any]], state_of: DagRunState, api: AirflowApi | None) -> list[dict[str, str]]:
+    """:func:`close_run` once per DAG run whose resources were released (not in a dry run, not
+    when the release failed: then the resources are still there and the next sweep retries)."""
+    done: dict[tuple[str, str], dict[str, str]] = {}
+    for action in released:
+        key = (str(action.get("dag_id") or ""), str(action.get("dag_run_id") or ""))
+        if not action["released"] or not all(key) or key in done:
+            continue
+        if any(a["run_id"] == action["run_id"] and not a["released"] for a in released):
+            continue  # part of the run is still there
+        done[key] = close_run(*key, action["run_id"], action["reason"], state_of, api)
+    return list(done.values())
+
+
 STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
 """A run directory without readable tags (a setup killed before writing them) is removed after a day."""
 
@@ -118,12 +182,14 @@ def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_
 
 
 def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bool = False, docker: bool = True,
-          now: datetime | None = None, local_vms: bool = True) -> dict[str, Any]:
+          now: datetime | None = None, local_vms: bool = True, dag_run_state: DagRunState | None = None,
+          api: AirflowApi | None = None) -> dict[str, Any]:
     """Sweep every configured cloud, this host's QEMU guests (``local_vms``) and the local Docker
     engine; a JSON-able report of what was (or, dry run, would be) released, what was kept and
-    why, and errors."""
+    why, and errors. With ``dag_run_state`` (the janitor's task), the DAG runs of released runs
+    that Airflow still shows running are marked failed through ``api`` (:func:`close_runs`)."""
     report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "keys": [],
-                              "errors": []}
+                              "dag_runs": [], "errors": []}
     if not clouds:
         log.info("janitor: no clouds configured (Airflow Variable %s); sweeping local containers only",
                  CLOUDS_VARIABLE)
@@ -161,6 +227,10 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
         report["keys"] = sweep_run_state(is_active, now=now, dry_run=dry_run, released_runs=released_runs)
     except Exception as exc:  # noqa: BLE001
         report["errors"].append(f"run state: {type(exc).__name__}: {exc}")
+    if dag_run_state is not None and not dry_run:
+        report["dag_runs"] = close_runs(report["released"], dag_run_state, api)
+        report["errors"] += [f"DAG run {d['dag_id']}/{d['dag_run_id']}: {d['detail']}"
+                             for d in report["dag_runs"] if d.get("error")]
     verb = "would release" if dry_run else "released"
     for action in report["released"]:
         log.info("%s %s on %s (%s)%s", verb, action["name"], action["cloud"], action["reason"],
@@ -168,6 +238,9 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
     for item in report["kept"]:
         log.info("kept run %s on %s (%s resources): %s", item["run_id"], item["cloud"], item["resources"],
                  item["reason"])
+    for item in report["dag_runs"]:
+        log.info("DAG run %s/%s of run %s: %s: %s", item["dag_id"], item["dag_run_id"], item["run_id"], item["outcome"],
+                 item["detail"])
     for name in report["containers"]:
         log.info("%s container %s (expired)", verb, name)
     for item in report["keys"]:

@@ -5,8 +5,11 @@ task while it provisions, every job task while it runs) a :class:`LeaseKeeper` t
 task renews the lease of all the run's resources every ``ttl / 4``. When the process driving
 the run dies (a SIGKILLed ``make run`` or ``dag.test()``, a lost worker), nobody renews it, and
 once it lapses the janitor releases the resources even though the DAG run may still read
-``running`` (no scheduler marks a ``dag.test()`` run failed). A valid lease protects a live run
-from the janitor even when its expiry has passed (a paper run can outlast its expiry).
+``running`` (no scheduler marks a ``dag.test()`` run failed), then marks that DAG run failed
+(:func:`dlbench.providers.janitor.close_runs`). An unexpired lease protects the run from the
+janitor even when its expiry has passed (a paper run can outlast its expiry). Until it lapses, a
+killed run's lease cannot be told from a live one's: the janitor says only that it is unexpired,
+until when, and for which run.
 """
 
 from __future__ import annotations

@@ -99,6 +99,11 @@ function query(extra) {
 
 async function getJSON(url, init) {
   const r = await fetch(url, init);
+  // 401: the Airflow session expired; 403: this Airflow user may not read (or, for a pin, edit)
+  // the benchmark DAG. Say what to do, not only the code.
+  if (r.status === 401) throw new Error("not logged in to Airflow (or the session expired): log in again and reload");
+  if (r.status === 403) throw new Error(url.split("?")[0] + ": your Airflow user lacks the permission on the "
+                                        + "benchmark DAG (read to view, edit to pin)");
   if (!r.ok) throw new Error(url.split("?")[0] + ": HTTP " + r.status);
   return r.json();
 }
