@@ -279,3 +279,39 @@ def wait_available(conn: Any, node_id: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while conn.baremetal.get_node(node_id).provision_state != "available" and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def test_too_few_usable_nodes_names_the_one_in_maintenance_and_its_state(clean_cloud, run_id):
+    """Asking for every node of the class while one is in maintenance: the refusal (before anything
+    is provisioned) says how many are usable and names the node, its maintenance reason, its
+    provision and power state; and a run that cannot get free nodes in time names who holds them."""
+    from dlbench.errors import ConfigError, NoCapacity
+    from dlbench.pipeline import steps
+
+    conn = clean_cloud
+    nodes = sorted(provisioner(conn).matching_nodes(), key=lambda n: n.name)
+    parked = nodes[-1]
+    conn.baremetal.set_node_maintenance(parked.id, reason="test: fan replaced")
+    try:
+        with pytest.raises(ConfigError) as refused:
+            steps.validate({"provider": "ironic", "platforms": ["bare_metal"], "suites": ["cpu"],
+                            "ironic": {"cloud": CLOUD, "clouds_file": CLOUDS_FILE, "resource_class": RESOURCE_CLASS,
+                                       "nodes": {"bare_metal": len(nodes)}}})
+        text = str(refused.value)
+        assert f"needs {len(nodes)} nodes" in text and f"has only {len(nodes) - 1} usable of {len(nodes)}" in text
+        assert f"{parked.name}: in maintenance ('test: fan replaced') [available, power off]" in text, text
+
+        holder = provisioner(conn)
+        held = holder.create(len(nodes) - 1, tags_for(f"{run_id}h"))  # every other node: another run's
+        try:
+            with pytest.raises(NoCapacity) as late:
+                provisioner(conn, allocate_timeout=3).create(1, tags_for(run_id))
+            text = str(late.value)
+            assert "not enough free nodes" in text and f"0 of {len(nodes)} node(s) free now" in text, text
+            assert f"held by run {run_id}h" in text and f"{parked.name}: in maintenance" in text, text
+        finally:
+            holder.wait(held, timeout=120)
+            holder.delete(held, timeout=120)
+    finally:
+        conn.baremetal.unset_node_maintenance(parked.id)
+    assert_no_leaks(conn)

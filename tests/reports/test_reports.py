@@ -151,8 +151,8 @@ def test_report_sections_problems_and_latest_run(engine, tmp_path):
     # Issue 22: each chart once: disk's 2 metrics as PNG; training only in the study figures (SVG).
     assert html.count("data:image/png;base64,") == 2
     table = text_table(engine, "r1", tmp_path / "r")
-    assert "SKIPPED: container_on_vm tf_cnn/resnet50 r0: container platform skipped" in table
-    assert "FAILED: virtual_machine" in table
+    assert "SKIPPED: tf_cnn/resnet50 on container_on_vm (r0; 1 run): container platform skipped" in table
+    assert "FAILED: tf_cnn/" in table and " on virtual_machine (r" in table
     # Issue 22: the console answers first (training), the micro-benchmarks follow as one line per
     # suite and platform, the full table is in the files it names.
     lines = table.splitlines()

@@ -244,7 +244,7 @@ def test_role_documents_are_never_cases(engine):
     assert len(bad) == 1, bad  # the cell, not its failed worker's own document
     assert bad.iloc[0]["scenario"] == "distributed" and "role worker 1" in bad.iloc[0]["error"]
     table = text_table(engine, RUN)
-    assert "FAILED: virtual_machine tf_cnn/resnet50 (distributed) r0: role worker 1" in table
+    assert "FAILED: tf_cnn/resnet50 (distributed) on virtual_machine (r0; 1 run): role worker 1" in table
     assert table.count("FAILED") == 1
 
 

@@ -145,7 +145,7 @@ def node_use(node: Any, traits: list[str] | tuple[str, ...] = ()) -> tuple[NodeU
         return NodeUse.UNUSABLE, f"provision state {state}{error} (an operator must make it available)"
     if state == ProvisionState.ACTIVE:
         return NodeUse.UNUSABLE, "active without an allocation (deployed outside Ironic's allocations)"
-    return NodeUse.HELD, f"provision state {state} (on its way; usable once it is available)"
+    return NodeUse.HELD, f"provision state {state} (on its way: usable once it is available)"
 
 
 def describe_node(node: Any, why: str) -> str:

@@ -15,6 +15,14 @@ def fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def ratio(value: float | None) -> str:
+    """A ratio to bare metal (×BM) with 3 significant digits, trailing zeros kept (``1.00``, not
+    ``1``: a reader compares 1.00 with 0.98 digit by digit); "-" when missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:#.3g}"
+
+
 def ci_text(low: float | None, high: float | None, digits: int = 3) -> str:
     """``[low, high]`` of an interval; "-" when either end is missing (None, NaN)."""
     if low is None or high is None or low != low or high != high:

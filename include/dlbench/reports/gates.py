@@ -34,7 +34,7 @@ import pandas as pd
 
 from dlbench.reports import compare
 from dlbench.reports import stats as st
-from dlbench.reports.formatting import ci_text, fmt
+from dlbench.reports.formatting import ci_text, fmt, ratio
 
 
 class GateSpec(Protocol):
@@ -133,7 +133,7 @@ class RowResult:
         """``0.981 x BM [0.952, 1.01] at 95 %`` (no interval: says so)."""
         interval = ci_text(self.ci_low, self.ci_high)
         where = f" {interval} at {_percent(confidence)}" if interval != "-" else " (no interval)"
-        return f"{fmt(self.normalized, 3)} x BM{where}"
+        return f"{ratio(self.normalized)} x BM{where}"
 
 
 @dataclass(frozen=True)
@@ -361,7 +361,7 @@ def html_section(results: Sequence[GateResult]) -> str:
             continue
         for i, row in enumerate(result.rows):
             flags = f" <span class='flag'>⚠ {esc(row.flags)}</span>" if row.flags else ""
-            cells = (f"<td>{esc(row.case)}{flags}</td><td>{esc(fmt(row.normalized, 3))}</td>"
+            cells = (f"<td>{esc(row.case)}{flags}</td><td>{esc(ratio(row.normalized))}</td>"
                      f"<td class='nw'>{esc(ci_text(row.ci_low, row.ci_high))}</td>"
                      f"<td>{row.n}/{row.baseline_n}</td><td>{_badge(row.state)} {esc(row.reason)}</td></tr>")
             body.append((head if i == 0 else "<tr>") + cells)

@@ -27,7 +27,7 @@ from dlbench.reports import answer, capacity, compare, gates, load, metrics, reg
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
-from dlbench.reports.formatting import ci_text, fmt, platform_index, scenario_note
+from dlbench.reports.formatting import ci_text, fmt, platform_index, ratio, scenario_note
 from dlbench.reports.run_data import (
     EMULATED_WARNING,
     emulated_platforms,
@@ -104,7 +104,7 @@ def _table_html(stats: pd.DataFrame) -> str:
             f"<td>{html.escape(row.platform)}</td><td>{row.n}</td><td>{fmt(row.mean)}</td>"
             f"<td>{fmt(row.cv * 100 if row.cv == row.cv else None, 3)}</td><td>{fmt(row.robust_mean)}</td>"
             f"<td>{fmt(row.diff_pct, 3)}</td><td class='nw'>{ci_text(row.diff_pct_ci_low, row.diff_pct_ci_high)}</td>"
-            f"<td>{fmt(row.normalized, 3)}</td><td class='nw'>{ci_text(row.normalized_ci_low, row.normalized_ci_high)}"
+            f"<td>{ratio(row.normalized)}</td><td class='nw'>{ci_text(row.normalized_ci_low, row.normalized_ci_high)}"
             f"</td><td class='nw'>{_verdict_html(row, short=True)}</td><td class='nw'>{_flags_html(row, short=True)}"
             "</td></tr>"
         )
@@ -230,7 +230,7 @@ def _answer_cell(row: Any | None) -> str:
         return f"<td class='note'>{html.escape(value_text(row))}<br>no bare-metal result</td>"
     ci = ci_text(row.normalized_ci_low, row.normalized_ci_high)
     interval = f" <span class='ci'>{ci}</span>" if ci != "-" else ""
-    return (f"<td><b>{fmt(row.normalized, 3)}</b>{interval} <span class='ci'>n={row.n}/{row.baseline_n}</span><br>"
+    return (f"<td><b>{ratio(row.normalized)}</b>{interval} <span class='ci'>n={row.n}/{row.baseline_n}</span><br>"
             f"{_verdict_html(row, short=True)} {_flags_html(row, short=True)}</td>")
 
 

@@ -20,7 +20,7 @@ from dlbench import paths
 from dlbench.reports import answer, compare, gates, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.answer import VERDICT_SHORT
-from dlbench.reports.formatting import ci_text, fmt, scenario_note
+from dlbench.reports.formatting import ci_text, fmt, ratio, scenario_note
 from dlbench.reports.run_data import (
     EMULATED_WARNING,
     emulated_platforms,
@@ -41,7 +41,7 @@ def _comparison(row: Any) -> str:
         return f"{fmt(row.mean)} {row.unit}, no bare-metal result, n={row.n}"
     interval = ci_text(row.normalized_ci_low, row.normalized_ci_high)
     shown = f" {interval}" if interval != "-" else ""
-    return f"{fmt(row.normalized, 3)}×{shown} {VERDICT_SHORT[verdict]} n={row.n}/{row.baseline_n}"
+    return f"{ratio(row.normalized)}×{shown} {VERDICT_SHORT[verdict]} n={row.n}/{row.baseline_n}"
 
 
 def _group_lines(group: answer.AnswerGroup) -> list[str]:
@@ -73,6 +73,24 @@ def _group_lines(group: answer.AnswerGroup) -> list[str]:
         for platform, texts, flags in parts:
             shown = [texts[0].ljust(first), *texts[1:]]
             lines.append(f"    {platform:{width}}  {'   '.join(shown)}" + (f"  ⚠ {'; '.join(flags)}" if flags else ""))
+    return lines
+
+
+def _problem_lines(bad: Any) -> list[str]:
+    """Failed and skipped executions, one line per cause: the same skip on every repetition and
+    platform (no GPU here) is one line naming them, not eight that bury a real failure."""
+    if bad.empty:
+        return []
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for row in bad.itertuples():
+        what = f"{row.suite}/{row.name}{scenario_note(row.scenario)}"
+        groups.setdefault((str(row.status), what, str(row.error)), []).append(row)
+    lines = []
+    for (status, what, error), rows in groups.items():
+        platforms = ", ".join(dict.fromkeys(str(r.platform) for r in rows))
+        reps = ",".join(f"r{r}" for r in sorted({int(r.repetition) for r in rows}))
+        runs = f"{len(rows)} run" + ("s" if len(rows) != 1 else "")
+        lines.append(f"{status.upper()}: {what} on {platforms} ({reps}; {runs}): {error}")
     return lines
 
 
@@ -114,9 +132,7 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
         lines.append(f"Every metric (n, mean, std, intervals, verdicts, flags): {out / 'comparison.csv'}; "
                      f"report: {out / 'report.html'}")
     lines += scenarios.text_lines(stats, frame, bad, profile.requested_list("scenarios"))
-    for row in bad.itertuples():
-        lines.append(f"{row.status.upper()}: {row.platform} {row.suite}/{row.name}{scenario_note(row.scenario)} "
-                     f"r{row.repetition}: {row.error}")
+    lines += _problem_lines(bad)
     if stats.empty and bad.empty:
         lines.append("(no samples)")
     return "\n".join(lines)
