@@ -160,14 +160,14 @@ def test_report_sections_problems_and_latest_run(engine, tmp_path):
     assert lines[answer + 1] == "single · synthetic data · TensorFlow"
     assert lines[answer + 2].startswith("  resnet50 synthetic batch 4 32px (bare metal: 100.5 images/s, 10.5 s; n=2)")
     row = lines[answer + 3].split()
-    assert row[:6] == ["container_on_bare_metal", "throughput", "↑", f"{90.5 / 100.5:.3g}×", "too-few", "n=2/2"]
+    assert row[:6] == ["container_on_bare_metal", "throughput", "↑", f"{90.5 / 100.5:#.3g}×", "too-few", "n=2/2"]
     assert "[" not in lines[answer + 3]  # too few repetitions: no interval at all
     grade = next(i for i, line in enumerate(lines) if line.startswith("NOT DECISION-GRADE"))
     assert answer < grade
     micro = [line for line in lines if line.startswith("  disk ")]
     assert len(micro) == 1 and "container_on_bare_metal" in micro[0] and "2 too-few" in micro[0]
     # the least favourable disk metric: latency 80/50 us (lower is better) beats bandwidth 150.5/200.5
-    assert f"ioping_latency ↓ {80.0 / 50.0:.3g}×BM" in micro[0]
+    assert f"ioping_latency ↓ {80.0 / 50.0:#.3g}×BM" in micro[0]
     assert "ioping_latency" not in "\n".join(lines[:grade])  # micro-benchmarks never come before the answer
     assert f"{tmp_path / 'r' / 'comparison.csv'}" in table and f"{tmp_path / 'r' / 'report.html'}" in table
     # One repetition: no spread, no interval; only bare metal ran, so nothing compares with it.

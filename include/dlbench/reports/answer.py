@@ -20,6 +20,7 @@ import pandas as pd
 from dlbench.profiles import get_profile
 from dlbench.reports import compare, metrics
 from dlbench.reports import stats as st
+from dlbench.reports.formatting import ratio
 
 TRAINING_SUITE = "tf_cnn"
 ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
@@ -303,7 +304,7 @@ def micro_summary(stats: pd.DataFrame) -> list[tuple[str, str, str]]:
             if ranked:
                 worst = max(ranked, key=_badness)
                 text += (f"; worst: {worst.case} {worst.metric} {'↑' if worst.higher_is_better else '↓'} "
-                         f"{worst.normalized:.3g}×BM ({VERDICT_SHORT[st.Verdict(worst.verdict)]})")
+                         f"{ratio(worst.normalized)}×BM ({VERDICT_SHORT[st.Verdict(worst.verdict)]})")
             out.append((str(suite), str(platform), text))
     return out
 
