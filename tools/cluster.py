@@ -208,6 +208,10 @@ class Cluster:
             "AIRFLOW__API__BASE_URL": self.api_url,
             "DLBENCH_WAREHOUSE_URL": self.warehouse_url,
             "DLBENCH_STORAGE_URL": self.store.as_uri(),
+            # The janitor marks a released run's DAG run failed through this deployment's REST API
+            # (dlbench.hooks.airflow_api): the same user as the UI, never printed.
+            "AIRFLOW_CONN_DLBENCH_AIRFLOW_API": json.dumps({"conn_type": "http", "host": self.api_url,
+                                                            "login": self.user, "password": self.password}),
         }
         env.update(self.extra_env)
         return env
