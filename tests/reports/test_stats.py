@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from dlbench.reports import build_report, stats
+from dlbench.reports import build_report, compare, stats
 from dlbench.warehouse.load import load_documents
 from dlbench.workloads import harness
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument
@@ -304,3 +304,22 @@ def test_report_renders_in_a_headless_browser(tmp_path):
     red = ((abs(image[..., 0] - 0xf8) < 6) & (abs(image[..., 1] - 0xd7) < 6) & (abs(image[..., 2] - 0xd7) < 6))
     assert red.sum() > 200, "no 'worse' verdict badge on the first screen"
     assert green.sum() + red.sum() > 200
+
+
+def test_step_outliers_skip_warmup_in_the_database_and_read_several_runs_at_once(engine):
+    """The database extracts the warm-up label (a JSON true: 1 in SQLite, 'true' in PostgreSQL):
+    a slow warm-up step is never an outlier, a slow measured step is; several runs in one query
+    give what one query per run gives."""
+    docs = []
+    for run, slow_step in (("w1", 0), ("w2", 6)):  # w1: only its warm-up step is slow
+        d = ResultDocument(job_id=f"{run}-job", run_id=run, repetition=0,
+                           benchmark=Benchmark(suite="tf_cnn", name="alexnet", parameters={"data": "synthetic"}),
+                           environment=Environment(hostname="h", platform=Platform("bare_metal")))
+        d.add("throughput", 100.0, "images/s")
+        for step in range(10):
+            d.add("step_time", 30.0 if step == slow_step else 0.5 + step * 0.001, "s", step=step, warmup=step < 2)
+        docs.append(d)
+    load_documents(engine, docs)
+    assert compare.step_outliers(engine, "w1") == {"w1-job": 0}
+    assert compare.step_outliers(engine, "w2") == {"w2-job": 1}
+    assert compare.step_outliers(engine, ["w1", "w2"]) == {"w1-job": 0, "w2-job": 1}

@@ -169,10 +169,7 @@ def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
     frame = _frame(engine, f, runs)
     if frame.empty:
         return []
-    outliers: dict[str, int] = {}
-    jobs = set(frame["job_id"])
-    for run in runs:
-        outliers.update(compare.step_outliers(engine, run, jobs))
+    outliers = compare.step_outliers(engine, list(runs))
     stats = compare.statistics(frame, outliers)
     cells = frame.drop_duplicates("case_key")
     kind = {r.case_key: str((r.parameters or {}).get("data") or "") for r in cells.itertuples()}
