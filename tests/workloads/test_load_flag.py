@@ -166,5 +166,12 @@ def test_the_jobs_own_live_children_are_not_other_processes(tmp_path):
             proc.wait()
     labels = ResultDocument.read(tmp_path / "d.json").labels
     print(_shares(labels))
-    assert float(labels["host_own_cpu_share"]) > 0.8, _shares(labels)  # the machine was busy with the job
-    assert load.load_flag(labels) is None, _shares(labels)
+    # The job's own CPU time (own share x window x CPUs) includes what its children had used when
+    # they were last looked at: counted as other processes, own would be the harness's idle few
+    # hundredths of a second. Judged on CPU seconds, not on the remaining "other" share: that share
+    # also holds whatever the machine's daemons did meanwhile (5.06 % once in CI beside the
+    # devcloud's guests), which is the other two tests' question, not this one's.
+    own_seconds = float(labels["host_own_cpu_share"]) * float(labels["host_window_s"]) * float(labels["host_cpus"])
+    children_seconds = sum(live.values())
+    assert children_seconds > 1.0, live  # two seconds of busy loops on the machine's CPUs
+    assert own_seconds >= 0.95 * children_seconds, (own_seconds, children_seconds, _shares(labels))
