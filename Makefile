@@ -76,7 +76,7 @@ airflow-ui: airflow-init ## Airflow UI on http://localhost:8080 (airflow standal
 # SQLite warehouse, report at the end. RUN_CONF overrides the trigger form (JSON).
 # 4 repetitions: a verdict needs >= 3 per side, and 4 is the least that balances the platforms'
 # rotated order (request.platform_order) for 2 and for 4 platforms; measured here, 3 took 5.4 min of
-# DAG time on a busy 2-core host (1.8 min each), so 4 keeps a fresh-clone `make run` under 15 min.
+# DAG time on a busy 2-core host (1.8 min each); a fresh clone's `make run` with 4 took 8.0 min.
 RUN_CONF ?= {"profile": "smoke", "repetitions": 4}
 run-prereqs: $(RUN_PREREQS)
 
