@@ -12,10 +12,6 @@ the same way as the reference. Nothing to skip: it needs only this virtualenv.
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,9 +24,9 @@ from fastapi.routing import APIRoute
 from dlbench import jobs
 from dlbench.ui.app import create_app
 from dlbench.warehouse import db
+from tests.airflow_api_server import api_server
 from tests.conftest import ROOT, require
 from tests.ui.cdp import Browser, chromium_binary
-from tools.cluster import free_port
 from tools.ui_history import generate_history
 
 USERS = {"admin": "admin", "editor": "user", "viewer": "viewer", "nobody": ""}
@@ -49,12 +45,6 @@ class Server:
         return self.log.read_text(errors="replace")[-3000:]
 
 
-def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with log.open("ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-
-
 @pytest.fixture(scope="module")
 def server(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``airflow api-server`` on a free 127.0.0.1 port: its own AIRFLOW_HOME (config, users,
@@ -69,62 +59,15 @@ def server(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     report = base / "dlbench" / "reports" / REPORT_RUN / "report.html"
     report.parent.mkdir(parents=True)
     report.write_text("<h1>written by the report task</h1>")
-    passwords = {user: secrets.token_urlsafe(12) for user in USERS}
-    (base / "passwords.json").write_text(json.dumps(passwords))
-    (base / "airflow").mkdir()
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "DLBENCH_"))},
-        "AIRFLOW_HOME": str(base / "airflow"),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": os.environ.get(
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{airflow_db / 'airflow.db'}"),
-        "AIRFLOW__CORE__FERNET_KEY": os.environ["AIRFLOW__CORE__FERNET_KEY"],
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{role}" for u, role in USERS.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(base / "passwords.json"),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
-        "DLBENCH_HOME": str(base / "dlbench"),
-        "DLBENCH_STORAGE_URL": (base / "dlbench").as_uri(),
-        "DLBENCH_WAREHOUSE_URL": warehouse,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "include"), os.environ.get("PYTHONPATH")) if p),
-    }
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    log = base / "api-server.log"
-    proc = _start([airflow, "api-server", "--apps", "core", "--host", "127.0.0.1", "--port", str(port),
-                   "--workers", "1"], env, log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"airflow api-server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/api/v2/monitor/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"airflow api-server not up within 240 s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    extra = {"AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"), "DLBENCH_HOME": str(base / "dlbench"),
+             "DLBENCH_STORAGE_URL": (base / "dlbench").as_uri(), "DLBENCH_WAREHOUSE_URL": warehouse}
+    with api_server(base, airflow_db, USERS, env=extra, drop_env_prefixes=("AIRFLOW__", "DLBENCH_")) as running:
         tokens = {}
-        for user, password in passwords.items():
-            resp = httpx.post(f"{url}/auth/token", json={"username": user, "password": password}, timeout=30)
+        for user, password in running.passwords.items():
+            resp = httpx.post(f"{running.url}/auth/token", json={"username": user, "password": password}, timeout=30)
             assert resp.status_code == 201, (user, resp.status_code, resp.text)
             tokens[user] = resp.json()["access_token"]
-        yield Server(url=url, tokens=tokens, runs=runs, log=log)
-    finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+        yield Server(url=running.url, tokens=tokens, runs=runs, log=running.log)
 
 
 def _routes() -> list[tuple[str, str]]:

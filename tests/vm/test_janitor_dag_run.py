@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -23,12 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
+from tests.airflow_api_server import api_server as running_api_server
 from tests.conftest import ROOT
-from tools.cluster import free_port
 
 LEASE_S = 30
 USER = "janitor"
@@ -45,53 +43,8 @@ class ApiServer:
 def api_server(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     """``airflow api-server`` on the session's metadata DB, simple auth manager, one user with the
     ``user`` role (may edit DAG runs, nothing more)."""
-    base = tmp_path_factory.mktemp("api")
-    password = secrets.token_urlsafe(12)
-    (base / "passwords.json").write_text(json.dumps({USER: password}))
-    (base / "airflow").mkdir()
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
-        "AIRFLOW_HOME": str(base / "airflow"),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": os.environ.get(
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{airflow_db / 'airflow.db'}"),
-        "AIRFLOW__CORE__FERNET_KEY": os.environ["AIRFLOW__CORE__FERNET_KEY"],
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:user",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(base / "passwords.json"),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "include"), os.environ.get("PYTHONPATH")) if p),
-    }
-    log = base / "api-server.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("airflow")), "api-server", "--apps", "core",
-                                 "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None, f"airflow api-server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-            try:
-                if httpx.get(f"{url}/api/v2/monitor/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"airflow api-server not up within 240 s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
-        yield ApiServer(url=url, password=password, log=log)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with running_api_server(tmp_path_factory.mktemp("api"), airflow_db, {USER: "user"}) as running:
+        yield ApiServer(url=running.url, password=running.passwords[USER], log=running.log)
 
 
 def _guest_of_a_dag_run() -> dict | None:
