@@ -20,7 +20,7 @@ from dlbench import settings
 from dlbench.jobs import DEFAULT_SUITES, Suite
 from dlbench.pipeline.routing import JOB_TASK, load_routing
 from dlbench.providers.registry import PROVIDERS, provider_names
-from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Scenario, load_profiles
+from dlbench.workloads.profiles import DataKind, Framework, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 
 ROUTING = load_routing()
@@ -70,12 +70,20 @@ PARAMS = {
     "suites": Param(
         [s.value for s in DEFAULT_SUITES], type="array", items={"type": "string", "enum": _choices(Suite)},
         title="Suites",
-        description="tf_cnn: TensorFlow image-classification training (the core study). cpu (HPL, HPCG), gpu "
+        description="tf_cnn: image-classification training (the core study; TensorFlow, PyTorch or JAX: Frameworks). "
+        "cpu (HPL, HPCG), gpu "
         "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3). "
         "dltools (opt-in): study 001's FCN5 / AlexNet / ResNet-50 (CIFAR) / LSTM set, seconds per batch per epoch.",
     ),
     "models": Param(
         _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",
+    ),
+    "frameworks": Param(
+        [Framework.TENSORFLOW.value], type="array", items={"type": "string", "enum": _choices(Framework)},
+        title="Frameworks",
+        description="Who trains the tf_cnn networks (the same architectures, protocol and results): tensorflow (the "
+        "study's), pytorch, jax. Platforms are compared per framework; the report compares the frameworks on the same "
+        "platform (docs/frameworks.md).",
     ),
     "data": Param(
         _choices(DataKind), type="array", items={"type": "string", "enum": _choices(DataKind)}, title="Data",
@@ -89,9 +97,11 @@ PARAMS = {
         "machine, plus N co-located tenants (degradation %).",
     ),
     "distributed_mode": Param(
-        None, type=["null", "string"], enum=[None, *_choices(DistributedMode)], title="Distributed mode",
+        None, type=["null", "string"], enum=[None, *(m.value for m in Framework.TENSORFLOW.distributed_modes)],
+        title="Distributed mode (TensorFlow)",
         description="distributed_replicated: the study's (TF1, synchronous through the parameter server). "
-        "multi_worker_mirrored: TF 2's synchronous all-reduce (no parameter server). Empty = the profile's.",
+        "multi_worker_mirrored: TF 2's synchronous all-reduce (no parameter server). Empty = the profile's. "
+        "PyTorch always uses DistributedDataParallel (ddp), JAX jax.distributed.",
     ),
     # Not an enum: user profiles (DLBENCH_PROFILES_FILE, Variable dlbench_profiles) may change after
     # parse time. The form suggests the built-ins; validate_request refuses an unknown name, listing

@@ -24,6 +24,7 @@ from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
     DLToolModel,
+    Framework,
     ModelName,
     Profile,
     Scenario,
@@ -98,9 +99,14 @@ class BenchmarkRequest(BaseModel):
     suites: list[Suite] = Field(default_factory=lambda: list(DEFAULT_SUITES), min_length=1)
     models: list[ModelName] = Field(default_factory=lambda: list(ModelName), min_length=1)
     data: list[DataKind] = Field(default_factory=lambda: [DataKind.SYNTHETIC, DataKind.REAL], min_length=1)
+    frameworks: list[Framework] = Field(
+        default_factory=lambda: [Framework.TENSORFLOW], min_length=1,
+        description="who trains the tf_cnn networks: tensorflow (the study's), pytorch, jax; platforms are compared "
+        "per framework, frameworks on the same platform (docs/frameworks.md)")
     scenarios: list[Scenario] = Field(default_factory=lambda: [Scenario.SINGLE], min_length=1)
     distributed_mode: DistributedMode | None = Field(
-        default=None, description="how a distributed job synchronises (default: the profile's, the study's mode)")
+        default=None, description="how a distributed TensorFlow job synchronises (default: the profile's, the "
+        "study's mode); pytorch always uses ddp, jax jax_distributed")
     profile: str = Field(default="smoke", description="a profile's name: built-in, from DLBENCH_PROFILES_FILE "
                          "or from the Airflow Variable dlbench_profiles (docs/profiles.md)")
     profile_spec: Profile | None = Field(
@@ -155,7 +161,15 @@ class BenchmarkRequest(BaseModel):
         """The pinned profile (always set after validation)."""
         return self.profile_spec or get_profile(self.profile)
 
-    @field_validator("platforms", "suites", "models", "data", "scenarios")
+    @field_validator("distributed_mode")
+    @classmethod
+    def _tensorflow_mode(cls, value: DistributedMode | None) -> DistributedMode | None:
+        if value is not None and value not in Framework.TENSORFLOW.distributed_modes:
+            raise ValueError(f"{value.value} is chosen by its framework itself; this field chooses tensorflow's mode "
+                             "(distributed_replicated or multi_worker_mirrored)")
+        return value
+
+    @field_validator("platforms", "suites", "models", "data", "scenarios", "frameworks")
     @classmethod
     def _unique(cls, value: list[Any]) -> list[Any]:
         return list(dict.fromkeys(value))
@@ -229,7 +243,8 @@ class BenchmarkRequest(BaseModel):
                              "add it to suites")
         if Scenario.DISTRIBUTED not in self.scenarios:
             return self
-        roles = len(self.resolved_profile.scenarios.distributed.roles(self.distributed_mode))
+        roles = max(len(self.resolved_profile.scenarios.distributed.roles(self.distributed_mode_of(f)))
+                    for f in self.frameworks)
         for platform in self.platforms:
             provider = self.provider_for(platform)
             have = provider.instances_for(platform)
@@ -295,7 +310,15 @@ class BenchmarkRequest(BaseModel):
 
     @property
     def training_distributed_mode(self) -> DistributedMode:
+        """TensorFlow's distributed mode: the request's, else the profile's (the study's)."""
         return self.distributed_mode or self.resolved_profile.scenarios.distributed.mode
+
+    def distributed_mode_of(self, framework: Framework) -> DistributedMode:
+        """How ``framework``'s distributed job synchronises: TensorFlow's is chosen
+        (:attr:`training_distributed_mode`), the others have one each (DDP, jax.distributed)."""
+        if framework is Framework.TENSORFLOW:
+            return self.training_distributed_mode
+        return framework.distributed_modes[0]
 
     @property
     def effective_repetitions(self) -> int:
@@ -365,7 +388,8 @@ def explain(exc: ValidationError) -> str:
         "data": [d.value for d in DataKind],
         "profile": profile_names(),
         "scenarios": [s.value for s in Scenario],
-        "distributed_mode": [m.value for m in DistributedMode],
+        "distributed_mode": [m.value for m in Framework.TENSORFLOW.distributed_modes],
+        "frameworks": [f.value for f in Framework],
         **provider_choices(),
         "gates.platform": [p.value for p in Platform if p is not Platform.BARE_METAL],
         "gates.op": [o.value for o in GateOp],
@@ -390,11 +414,17 @@ def explain(exc: ValidationError) -> str:
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
 
+def framework_arg(framework: Framework) -> dict[str, str]:
+    """A cell's ``framework`` argument: absent for tensorflow, so a TensorFlow job's id, arguments and
+    documents are what they were before frameworks existed (old runs stay comparable)."""
+    return {} if framework is Framework.TENSORFLOW else {"framework": framework.value}
+
+
 def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:
     """The argument sets one suite runs for a request in one scenario (the micro-benchmarks have
     only the single scenario).
 
-    - single: every model x data;
+    - single: every model x framework x data;
     - distributed: the same, in the request's synchronisation mode;
     - shared: every model x data against the background job, the study's small-batch control
       (AlexNet batch 32 in ``paper``) against it too, and every model x data as N co-located
@@ -413,15 +443,18 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
                 for m in DLToolModel for b in dltools.model(m).batch_sizes]
     if suite is not Suite.TF_CNN:
         return [{}] if scenario is Scenario.SINGLE else []
-    cells: list[dict[str, Any]] = [{"model": m.value, "data": d.value} for m in request.models for d in request.data]
+    cells: list[dict[str, Any]] = [{"model": m.value, **framework_arg(f), "data": d.value}
+                                   for m in request.models for f in request.frameworks for d in request.data]
     if scenario is Scenario.SINGLE:
         return cells
     if scenario is Scenario.DISTRIBUTED:
-        return [{**cell, "mode": request.training_distributed_mode.value} for cell in cells]
+        return [{**cell, "mode": request.distributed_mode_of(Framework(cell.get("framework", "tensorflow"))).value}
+                for cell in cells]
     shared = request.resolved_profile.scenarios.shared
     out = [{**cell, "interference": "background"} for cell in cells]
-    out += [{"model": shared.control_model.value, "data": d.value, "batch_size": shared.control_batch_size,
-             "interference": "background"} for d in request.data]
+    out += [{"model": shared.control_model.value, **framework_arg(f), "data": d.value,
+             "batch_size": shared.control_batch_size, "interference": "background"}
+            for f in request.frameworks for d in request.data]
     out += [{**cell, "interference": "tenants", "tenants": n} for n in shared.tenants for cell in cells]
     return out
 

@@ -342,6 +342,8 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     if outcomes[0].doc.status is Status.OK:
         background = Role("background", 0, role_job(cell, "background", 0, {
             "model": spec.background_model.value, "data": base.get("data", "synthetic"),
+            # The neighbour runs the foreground's framework: a tenant's stack beside the same stack.
+            **({"framework": base["framework"]} if "framework" in base else {}),
             "batch_size": spec.background_batch_size, "scenario": Scenario.SHARED.value, "condition": "background",
             "loop": True}), bg_target, ends_by_itself=False)
         foreground = Role("foreground", 0, role_job(cell, "foreground", 0, args("with_background")), fg_target,

@@ -30,7 +30,10 @@ DATA_ORDER = ["synthetic", "real"]
 
 FRAMEWORKS = {"tf_cnn": "TensorFlow"}
 """The framework a suite trains with when its documents do not say (``framework`` parameter or
-label): tf_cnn is TensorFlow today; a PyTorch or JAX suite names itself."""
+label): a tf_cnn document without one is TensorFlow's (every run before frameworks existed)."""
+
+FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX"}
+"""How the report writes each framework a document names."""
 
 TOY_PROFILES = frozenset({"smoke"})
 """Profiles that are toy-sized by definition: ``smoke`` shrinks shapes and steps so a whole
@@ -142,7 +145,7 @@ def framework_of(suite: str, parameters: Mapping[str, Any] | None, labels: Mappi
     """The framework a cell trained with: its ``framework`` parameter or execution label, else
     the suite's (:data:`FRAMEWORKS`), else the suite's name."""
     found = (parameters or {}).get("framework") or (labels or {}).get("framework")
-    return str(found) if found else FRAMEWORKS.get(suite, suite)
+    return FRAMEWORK_NAMES.get(str(found), str(found)) if found else FRAMEWORKS.get(suite, suite)
 
 
 def training_rows(stats: pd.DataFrame) -> pd.DataFrame:

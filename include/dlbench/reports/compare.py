@@ -47,7 +47,8 @@ any warehouse without importing the pipeline)."""
 PER_STEP = metrics.EXCLUDED
 """Excluded in SQL already: the bulk of the rows (one per training step)."""
 
-CASE_PARAMETERS = {"tf_cnn": {"data": "{}", "batch_size_per_device": "batch {}", "image_size": "{}px"},
+CASE_PARAMETERS = {"tf_cnn": {"framework": "{}", "precision": "{}", "data": "{}", "batch_size_per_device": "batch {}",
+                              "image_size": "{}px"},
                    "dltools": {"dataset": "{}", "batch_size": "batch {}"}}
 """Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import answer, capacity, compare, gates, load, metrics, regression, scenarios
+from dlbench.reports import answer, capacity, compare, frameworks, gates, load, metrics, regression, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
@@ -455,7 +455,11 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     reps = _span_text(training["n"]) if not training.empty else ""
     cost = cost_html(engine, run_id, frame, capacity.load_prices())
     gate_results = run_gates(engine, run_id, frame, requested)
-    nav = [("answer", "Answer")] + ([("gates", "Gates")] if gate_results else []) + (
+    framework_rows = frameworks.framework_rows(frame)
+    if framework_rows:
+        frameworks.table(framework_rows).to_csv(out / "frameworks.csv", index=False)
+    nav = [("answer", "Answer")] + ([("frameworks", "Frameworks")] if framework_rows else []) + (
+        [("gates", "Gates")] if gate_results else []) + (
         [("regressions", "Regressions")] if regressions else []) + (
         [("scenarios", "Study figures")] if scenarios.has_training(stats, bad) else []) + (
         [("micro", "Micro-benchmarks")] if micro else []) + [("environment", "Environment")] + (
@@ -469,6 +473,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
         _warnings_html(stats, bad, load_table(engine, run_id)),
         answer_html(stats, frame),
+        frameworks.html_section(framework_rows),
         gates.html_section(gate_results),
         cost,
         regressions,

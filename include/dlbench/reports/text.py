@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from dlbench import paths
-from dlbench.reports import answer, compare, gates, scenarios
+from dlbench.reports import answer, compare, frameworks, gates, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.answer import VERDICT_SHORT
 from dlbench.reports.formatting import ci_text, fmt, ratio, scenario_note
@@ -118,6 +118,7 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
         lines.append("ANSWER: training, each platform against bare metal")
         for group in groups:
             lines += _group_lines(group)
+    lines += frameworks.text_lines(frameworks.framework_rows(frame))
     bad = compare.problems(engine, run_id)
     lines += ["", answer.decision_grade(profile, stats).line()]
     if gate_results := run_gates(engine, run_id, frame, requested):

@@ -34,7 +34,9 @@ from dlbench.workloads.profiles.enums import (
     DistributedRole,
     DLToolModel,
     DLToolsData,
+    Framework,
     ModelName,
+    Precision,
     Scenario,
 )
 from dlbench.workloads.profiles.loading import (
@@ -72,8 +74,9 @@ from dlbench.workloads.profiles.timeouts import MIN_JOB_TIMEOUT_S, job_timeout, 
 __all__ = [
     "DLTOOLS_TRAIN_EXAMPLES", "LSTM_SEQUENCE_LENGTH", "MIN_JOB_TIMEOUT_S", "PROFILES_FILE", "PROFILES_FILE_ENV",
     "CpuSpec", "DLToolModel", "DLToolSpec", "DLToolsSpec", "DataKind", "DeepBenchSpec", "DiskSpec", "DistributedMode",
-    "DistributedRole", "DLToolsData", "DistributedSpec", "GpuSpec", "MicroSpec", "MicroSuite", "ModelName",
-    "NetworkSpec", "Profile", "ProfileError", "Scenario", "ScenarioSpecs", "SharedSpec", "TrainingSpec", "all_profiles",
+    "DistributedRole", "DLToolsData", "DistributedSpec", "Framework", "GpuSpec", "MicroSpec", "MicroSuite", "ModelName",
+    "NetworkSpec", "Precision", "Profile", "ProfileError", "Scenario", "ScenarioSpecs", "SharedSpec", "TrainingSpec",
+    "all_profiles",
     "batches_per_full_epoch", "file_profiles", "get_profile", "is_builtin", "job_timeout", "load_profiles",
     "parse_profiles_text", "parse_user_profiles", "planned_work", "profile_digest", "profile_from_argument",
     "profile_names", "profile_to_argument", "register_profile", "register_user_profiles", "resolve_profiles",

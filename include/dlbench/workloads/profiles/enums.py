@@ -37,6 +37,47 @@ class DistributedMode(StrEnum):
 
     DISTRIBUTED_REPLICATED = "distributed_replicated"
     MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    DDP = "ddp"
+    """PyTorch's DistributedDataParallel: one process per instance, gradients all-reduced (Gloo on
+    CPUs, NCCL on GPUs), rendezvous at the first worker's address."""
+    JAX_DISTRIBUTED = "jax_distributed"
+    """``jax.distributed``: one process per instance, the first worker the coordinator, gradients
+    averaged by XLA collectives across the processes."""
+
+    @property
+    def has_parameter_servers(self) -> bool:
+        return self is DistributedMode.DISTRIBUTED_REPLICATED
+
+
+class Framework(StrEnum):
+    """The deep-learning framework a ``tf_cnn`` job trains with (docs/frameworks.md): the same
+    networks (tf_cnn_benchmarks' architectures, one definition each), protocol and documents.
+    ``tensorflow`` is the core study's and the default; a document without a ``framework``
+    parameter (every run before frameworks existed) is TensorFlow."""
+
+    TENSORFLOW = "tensorflow"
+    PYTORCH = "pytorch"
+    JAX = "jax"
+
+    @property
+    def distributed_modes(self) -> tuple[DistributedMode, ...]:
+        """How this framework's distributed job can synchronise (the first is its default)."""
+        if self is Framework.PYTORCH:
+            return (DistributedMode.DDP,)
+        if self is Framework.JAX:
+            return (DistributedMode.JAX_DISTRIBUTED,)
+        return (DistributedMode.DISTRIBUTED_REPLICATED, DistributedMode.MULTI_WORKER_MIRRORED)
+
+
+class Precision(StrEnum):
+    """The arithmetic of a training step (a profile field; recorded in every document, part of the
+    case key when not ``fp32``). ``fp32`` is the study's; ``tf32`` lets matrix units round inputs
+    to 10-bit mantissas (NVIDIA Ampere or newer: refused elsewhere, a CPU has none); ``bf16`` is
+    mixed precision: bfloat16 compute, float32 weights and loss."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
 
 
 class DistributedRole(StrEnum):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
-from dlbench.workloads.profiles.enums import DistributedMode, DLToolModel, ModelName
+from dlbench.workloads.profiles.enums import DistributedMode, DLToolModel, ModelName, Precision
 
 
 class DistributedSpec(BaseModel):
@@ -31,7 +31,7 @@ class DistributedSpec(BaseModel):
     def roles(self, mode: DistributedMode | None = None) -> list[tuple[str, int]]:
         """(role, task index) of every process; the all-reduce mode has no parameter server."""
         mode = mode or self.mode
-        ps = [] if mode is DistributedMode.MULTI_WORKER_MIRRORED else [("ps", i) for i in range(self.parameter_servers)]
+        ps = [("ps", i) for i in range(self.parameter_servers)] if mode.has_parameter_servers else []
         return ps + [("worker", i) for i in range(self.workers)]
 
 
@@ -73,6 +73,8 @@ class TrainingSpec(BaseModel):
     learning_rate: float = Field(gt=0)
     variable_update: Literal["parameter_server", "mirrored"] = "parameter_server"
     local_parameter_device: Literal["cpu", "gpu"] = "cpu"
+    precision: Precision = Field(default=Precision.FP32, description="fp32 (the study's), tf32 (GPUs that have it) or "
+                                 "bf16 mixed precision, for every framework")
 
 
 class CpuSpec(BaseModel):
@@ -256,9 +258,20 @@ def field_errors(name: str, exc: ValidationError) -> str:
     return "\n  ".join(lines)
 
 
+LATER_TRAINING_FIELDS: dict[str, str] = {"precision": Precision.FP32.value}
+"""TrainingSpec fields added after profiles were first recorded, with the value every older profile
+meant (:func:`profile_digest` leaves them out at that value)."""
+
+
 def profile_digest(profile: Profile) -> str:
     """Short sha256 of what a profile makes a workload do: every field but ``name`` and
     ``description``. Recorded in each result document, so results of a profile redefined under
     the same name are told apart in the warehouse (and two names with the same numbers match)."""
     content = profile.model_dump(mode="json", exclude={"name", "description"})
+    for spec in content["tf_cnn"].values():
+        # A field added later, at the value that means what profiles did before it existed, is
+        # left out: the digest of every profile written before it stays what it was.
+        for field, before in LATER_TRAINING_FIELDS.items():
+            if spec.get(field) == before:
+                del spec[field]
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]

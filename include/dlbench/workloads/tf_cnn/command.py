@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
-from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName
+from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, Framework, ModelName, Precision
 
 SCENARIOS = ("single", "distributed", "shared")
 CONDITIONS = ("alone", "with_background", "background", "tenant")
@@ -28,6 +28,10 @@ CONDITIONS = ("alone", "with_background", "background", "tenant")
 
 def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, choices=[m.value for m in ModelName])
+    parser.add_argument("--framework", default=Framework.TENSORFLOW.value, choices=[f.value for f in Framework],
+                        help="the framework that trains the network (default tensorflow, the study's)")
+    parser.add_argument("--precision", default=None, choices=[p.value for p in Precision],
+                        help="override the profile's precision (fp32, tf32, bf16)")
     parser.add_argument("--data", default="synthetic", choices=[d.value for d in DataKind])
     parser.add_argument("--data-dir", default=None, help="ImageNet-format TFRecords (for --data real)")
     parser.add_argument("--warmup-steps", type=int, default=None, help="override the profile")
@@ -36,7 +40,8 @@ def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", choices=SCENARIOS, default="single", help="the study's scenario (default single)")
     dist = parser.add_argument_group("distributed scenario")
     dist.add_argument("--mode", choices=[m.value for m in DistributedMode], default=None,
-                      help="distributed_replicated (the study's: parameter servers) or multi_worker_mirrored")
+                      help="distributed_replicated (the study's: parameter servers) or multi_worker_mirrored "
+                           "(tensorflow), ddp (pytorch), jax_distributed (jax)")
     dist.add_argument("--role", choices=[r.value for r in DistributedRole], default=None,
                       help="this process's role in the cluster")
     dist.add_argument("--task-index", type=int, default=None, help="this process's index among its role's tasks")
@@ -66,6 +71,9 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--tenants must be at least 1"
     if args.batch_size is not None and args.batch_size < 1:
         return "--batch-size must be at least 1"
+    if args.mode is not None and DistributedMode(args.mode) not in Framework(args.framework).distributed_modes:
+        modes = ", ".join(m.value for m in Framework(args.framework).distributed_modes)
+        return f"--mode {args.mode} is not a mode of {args.framework} (its modes: {modes})"
     if distributed and args.loop:
         return "--loop is for a background load, not for a distributed job (its workers step together)"
     return None

@@ -114,11 +114,11 @@ def parse_role(mode: str | None, role: str | None, task_index: int | None, clust
         raise ValueError('--cluster needs a "worker" list')
     if mode == "distributed_replicated" and "ps" not in spec:
         raise ValueError('distributed_replicated needs a "ps" list in --cluster')
-    if mode == "multi_worker_mirrored":
+    if not DistributedMode(mode).has_parameter_servers:
         if "ps" in spec:
-            raise ValueError('multi_worker_mirrored has no parameter server: no "ps" key in --cluster')
+            raise ValueError(f'{mode} has no parameter server: no "ps" key in --cluster')
         if role == "ps":
-            raise ValueError("multi_worker_mirrored has workers only (--role worker)")
+            raise ValueError(f"{mode} has workers only (--role worker)")
     if task_index >= len(spec[role]):
         raise ValueError(f"--task-index {task_index} is outside the cluster's {len(spec[role])} {role} task(s)")
     return ClusterRole(mode=mode, role=role, task_index=task_index, cluster=spec, cluster_json=cluster)

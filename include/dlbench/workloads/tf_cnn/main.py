@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from dlbench.workloads import harness
 from dlbench.workloads.cli import common_kwargs
-from dlbench.workloads.profiles import DataKind, ModelName, get_profile
-from dlbench.workloads.result import Benchmark
-from dlbench.workloads.tf_cnn import distributed, runner
+from dlbench.workloads.profiles import DataKind, Framework, ModelName, Precision, TrainingSpec, get_profile
+from dlbench.workloads.profiles.schema import LATER_TRAINING_FIELDS
+from dlbench.workloads.result import Benchmark, Status
+from dlbench.workloads.tf_cnn import distributed, frameworks
 from dlbench.workloads.tf_cnn.command import usage_problem
 
 
@@ -37,8 +39,13 @@ def main(args: argparse.Namespace) -> int:
                           ("batch_size_per_device", args.batch_size)) if v is not None
     }
     spec = spec.model_copy(update=overrides)
-    model, data = ModelName(args.model), DataKind(args.data)
-    parameters = {"profile": args.profile, "data": data.value, **spec.model_dump()}
+    if args.precision is not None:
+        spec = spec.model_copy(update={"precision": Precision(args.precision)})
+    model, data, framework = ModelName(args.model), DataKind(args.data), Framework(args.framework)
+    parameters = {"profile": args.profile, "data": data.value, **parameters_of(spec)}
+    if framework is not Framework.TENSORFLOW:
+        # Absent means tensorflow: every document written before frameworks existed keeps its identity.
+        parameters["framework"] = framework.value
     if args.scenario != "single":
         parameters["scenario"] = args.scenario
     if role is not None:
@@ -48,11 +55,24 @@ def main(args: argparse.Namespace) -> int:
     if args.loop:
         parameters["loop"] = True
     benchmark = Benchmark(suite="tf_cnn", name=model.value, parameters=parameters)
-    labels = role.labels() if role is not None else {}
-    with harness.workload(benchmark, versions=runner.versions, labels=labels, **common_kwargs(args)) as doc:
+    labels = {**(role.labels() if role is not None else {}), "framework": framework.value,
+              "precision": spec.precision.value}
+    try:
+        trainer = frameworks.trainer(framework)
+    except frameworks.FrameworkMissing as exc:
+        # A visible skip (status skipped, the reason naming the image to use), as the GPU suite
+        # does on a machine without a GPU: the run goes on and the report lists it.
+        with harness.workload(benchmark, labels=labels, **common_kwargs(args)) as doc:
+            doc.status = Status.SKIPPED
+            doc.error = str(exc)
+        print(f"python -m dlbench.workloads tf-cnn: skipped: {exc}", file=sys.stderr)
+        return 0
+    with harness.workload(benchmark, versions=trainer.versions, labels=labels, **common_kwargs(args)) as doc:
         train = {"model_name": model, "spec": spec, "data": data, "data_dir": args.data_dir}
         if role is None:
-            runner.train(doc, loop=args.loop, **train)
+            trainer.train(doc, loop=args.loop, **train)
+        elif framework is not Framework.TENSORFLOW:
+            distributed.run_worker_interruptibly(doc, lambda d: trainer.train_distributed(d, role, **train))
         elif role.role == "ps":
             distributed.run_parameter_server(doc, role)
         elif role.mode == "distributed_replicated":
@@ -67,3 +87,11 @@ def main(args: argparse.Namespace) -> int:
             distributed.run_worker_interruptibly(
                 doc, lambda d: distributed.train_mirrored_worker(d, role, **train))
     return 0
+
+
+def parameters_of(spec: TrainingSpec) -> dict[str, Any]:
+    """The spec as a document's parameters. A field added later (``precision``) is left out at the
+    value every older document meant (fp32), so those documents and new ones stay the same case; at
+    any other value it is part of the case key."""
+    dumped = spec.model_dump(mode="json")
+    return {k: v for k, v in dumped.items() if LATER_TRAINING_FIELDS.get(k, object()) != v}
