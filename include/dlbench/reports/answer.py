@@ -188,7 +188,9 @@ def answer_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGroup]
     for scenario in [*compare.SCENARIOS, *sorted(set(rows["scenario"]) - set(compare.SCENARIOS))]:
         mine = rows[rows["scenario"] == scenario]
         for data in sorted(set(mine["_data"]), key=lambda k: (DATA_ORDER.index(k) if k in DATA_ORDER else 9, k)):
-            for fw in sorted(set(mine[mine["_data"] == data]["_framework"])):
+            names = list(FRAMEWORK_NAMES.values())  # the study's framework first, then as declared
+            for fw in sorted(set(mine[mine["_data"] == data]["_framework"]),
+                             key=lambda f: (names.index(f) if f in names else len(names), f)):
                 found = mine[(mine["_data"] == data) & (mine["_framework"] == fw)]
                 groups.append(AnswerGroup(scenario, data, fw, found.drop(columns=["_data", "_framework"])))
     return groups

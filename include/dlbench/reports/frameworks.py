@@ -68,9 +68,6 @@ def framework_rows(frame: pd.DataFrame, confidence: float = st.DEFAULT_CONFIDENC
     if frame.empty:
         return []
     training = frame[(frame["suite"] == answer.TRAINING_SUITE) & frame["metric"].isin([m for m, _ in METRICS])]
-    # One value per execution (the cell's throughput), as the platform comparison uses.
-    training = training[[not (labels or {}).get("scope") or (labels or {}).get("scope") == "cluster"
-                         for labels in training["labels"]]] if not training.empty else training
     if training.empty:
         return []
     training = training.assign(_fw=training["parameters"].map(framework_key),
@@ -78,8 +75,10 @@ def framework_rows(frame: pd.DataFrame, confidence: float = st.DEFAULT_CONFIDENC
     if training["_fw"].nunique() < 2:
         return []
     rows: list[FrameworkRow] = []
-    for (platform, scenario, name, _, metric, unit), group in training.groupby(
-            ["platform", "scenario", "name", "_cell", "metric", "unit"], sort=False):
+    # A series is a metric with its sample labels (labels_key), as in the platform comparison: one
+    # value per execution of the cell.
+    for (platform, scenario, name, _, metric, unit, _), group in training.groupby(
+            ["platform", "scenario", "name", "_cell", "metric", "unit", "labels_key"], sort=False):
         values = {fw: list(g["value"]) for fw, g in group.groupby("_fw")}
         present = [fw for fw in ORDER if fw in values] + sorted(set(values) - set(ORDER))
         if len(present) < 2:
@@ -95,34 +94,41 @@ def framework_rows(frame: pd.DataFrame, confidence: float = st.DEFAULT_CONFIDENC
                 comparison=st.compare(values[fw], values[baseline], higher, confidence)))
     order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     return sorted(rows, key=lambda r: (compare.SCENARIOS.index(r.scenario) if r.scenario in compare.SCENARIOS else 9,
-                                       r.cell, order.get(r.platform, 9), [m for m, _ in METRICS].index(r.metric),
-                                       ORDER.index(r.framework) if r.framework in ORDER else 9))
+                                       r.cell, order.get(r.platform, 9),
+                                       ORDER.index(r.framework) if r.framework in ORDER else 9,
+                                       [m for m, _ in METRICS].index(r.metric)))
 
 
 def describe(row: FrameworkRow) -> str:
-    """``PyTorch throughput ↑ 1.23× [1.10, 1.37] better n=4/4`` (× TensorFlow on the same platform)."""
+    """``throughput ↑ 1.23× [1.10, 1.37] better n=4/4`` (× the baseline framework, same platform)."""
     c = row.comparison
     arrow = "↑" if row.higher_is_better else "↓"
     interval = f" [{c.ratio_low:.3g}, {c.ratio_high:.3g}]" if c.ratio_low == c.ratio_low else ""
     name = dict(METRICS).get(row.metric, row.metric)
-    return (f"{NAMES.get(row.framework, row.framework)} {name} {arrow} {c.ratio:.3g}×{interval} "
-            f"{answer.VERDICT_SHORT.get(c.verdict, c.verdict.value)} n={c.n}/{c.baseline_n}")
+    return f"{name} {arrow} {c.ratio:.3g}×{interval} {answer.VERDICT_SHORT.get(c.verdict, c.verdict.value)} " \
+           f"n={c.n}/{c.baseline_n}"
 
 
 def text_lines(rows: list[FrameworkRow]) -> list[str]:
-    """The console's section: per scenario, cell and platform, each framework against the baseline."""
+    """The console's section: per scenario and cell, a line per platform and framework with each
+    metric against the baseline framework."""
     if not rows:
         return []
     baseline = NAMES.get(rows[0].baseline, rows[0].baseline)
     lines = ["", f"FRAMEWORKS: each against {baseline} on the same platform and machine (× {baseline})"]
+    seen: set[tuple[str, str, str, str]] = set()
     last: tuple[str, str] | None = None
     for row in rows:
         if (row.scenario, row.cell) != last:
             last = (row.scenario, row.cell)
             lines.append(f"  {row.scenario} · {row.cell}")
-        same = [r for r in rows if (r.scenario, r.cell, r.platform) == (row.scenario, row.cell, row.platform)]
-        if row is same[0]:
-            lines.append(f"    {row.platform:24} " + "   ".join(describe(r) for r in same))
+        key = (row.scenario, row.cell, row.platform, row.framework)
+        if key in seen:
+            continue
+        seen.add(key)
+        same = [r for r in rows if (r.scenario, r.cell, r.platform, r.framework) == key]
+        lines.append(f"    {row.platform:24} {NAMES.get(row.framework, row.framework):10} "
+                     + "   ".join(describe(r) for r in same))
     return lines
 
 
