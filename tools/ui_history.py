@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, func, insert, select
 
+from dlbench.warehouse.load import benchmark_framework
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm")
@@ -85,7 +86,8 @@ def generate_history(engine: Engine, *, runs: int = 10, platforms: Sequence[str]
                     if existing is None:
                         existing = ids(Benchmark)
                         conn.execute(insert(Benchmark), [dict(id=existing, suite="tf_cnn", name=model,
-                                                              parameters_hash=_hash(params), parameters=params)])
+                                                              parameters_hash=_hash(params), parameters=params,
+                                                              framework=benchmark_framework("tf_cnn", params))])
                     benches.append((existing, model, kind, n))
         run_ids, run_rows, exec_rows, sample_rows = [], [], [], []
         for r in range(runs):

@@ -167,3 +167,59 @@ def test_capacity_per_model_data_and_framework_with_n_interval_and_flags(engine)
                                                        "platforms": ["bare_metal", "container_on_vm"]}).json()["rows"]
     assert {(r["model"], r["data"], r["platform"]) for r in one} == {
         ("alexnet", "real", "bare_metal"), ("alexnet", "real", "container_on_vm")}
+
+
+def test_framework_filter_and_names_in_every_view(engine):
+    """Issue 23: the framework filter (``benchmarks.framework``, offered per suite) in the
+    comparison, the trend and the capacity view; with several frameworks shown, the charts name
+    each case's framework (a TensorFlow case's own name has none)."""
+    tf = generate_history(engine, runs=3, seed=7, tenants=(2,))
+    torch = generate_history(engine, runs=3, seed=8, tenants=(2,), prefix="manual__",
+                             parameters={"framework": "pytorch"})
+    generate_history(engine, runs=1, seed=9, tenants=(), prefix="jax__", parameters={"framework": "jax"},
+                     start=datetime(2026, 2, 1, 2, 0, tzinfo=UTC))
+    add_cpu_suite(engine, tf[-1])
+    client = client_for(engine)
+    options = client.get(f"{PREFIX}/api/options").json()
+    assert options["frameworks"] == {"cpu": [], "tf_cnn": [
+        {"value": "jax", "label": "JAX"}, {"value": "pytorch", "label": "PyTorch"},
+        {"value": "tensorflow", "label": "TensorFlow"}]}
+    page = client.get(f"{PREFIX}/").text
+    assert '<select id="framework" name="framework">' in page
+
+    case = {"runs": [tf[-1], torch[-1]], "model": "resnet50", "data": "synthetic", "scenario": "single"}
+    both = client.get(f"{PREFIX}/api/comparison", params=case).json()
+    assert {r["framework"] for r in both["rows"]} == {"TensorFlow", "PyTorch"}
+    assert 'data-group="TensorFlow · resnet50 single synthetic batch 32 · throughput"' in both["svg"]
+    assert 'data-group="PyTorch · resnet50 single pytorch synthetic batch 32 · throughput"' in both["svg"]
+    torch_only = client.get(f"{PREFIX}/api/comparison", params={**case, "framework": "pytorch"}).json()
+    assert torch_only["rows"] and {r["framework"] for r in torch_only["rows"]} == {"PyTorch"}
+    by = {(r["metric"], r["platform"]): r for r in torch_only["rows"]}
+    assert by[("throughput", "bare_metal")]["verdict"] == "baseline"  # bare metal of the same framework
+    assert by[("throughput", "virtual_machine")]["n"] == 3 and by[("throughput", "virtual_machine")]["normalized"] < 1
+    assert "data-group=\"resnet50 single pytorch" in torch_only["svg"] and "TensorFlow" not in torch_only["svg"]
+    tf_only = client.get(f"{PREFIX}/api/comparison", params={**case, "framework": "tensorflow"}).json()
+    assert tf_only["rows"] and {r["framework"] for r in tf_only["rows"]} == {"TensorFlow"}
+    assert {r["n"] for r in tf_only["rows"]} == {3}  # one run's three repetitions: nothing of PyTorch's mixed in
+
+    trend_query = {"runs": tf + torch, "model": "resnet50", "data": "synthetic", "scenario": "single",
+                   "metric": "throughput"}
+    trend = client.get(f"{PREFIX}/api/trend", params=trend_query).json()
+    assert set(trend["case_frameworks"].values()) == {"TensorFlow", "PyTorch"}
+    assert f'trend: {trend["case"]} ({trend["framework"]})' in trend["svg"]
+    torch_trend = client.get(f"{PREFIX}/api/trend", params={**trend_query, "framework": "pytorch"}).json()
+    assert torch_trend["cases"] == ["resnet50 single pytorch synthetic batch 32"]
+    assert [r["run_id"] for r in torch_trend["runs"]] == torch and torch_trend["framework"] == "PyTorch"
+    assert "(PyTorch)" not in torch_trend["svg"]  # one framework: its name is in the case already
+
+    capacity = client.get(f"{PREFIX}/api/capacity", params={"runs": tf + torch, "model": "resnet50"}).json()
+    assert {r["framework"] for r in capacity["rows"]} == {"TensorFlow", "PyTorch"}
+    assert "· PyTorch ·" in capacity["svg"] and "· TensorFlow ·" in capacity["svg"]  # chart per framework
+    torch_capacity = client.get(f"{PREFIX}/api/capacity", params={"runs": tf + torch, "model": "resnet50",
+                                                                  "framework": "pytorch"}).json()
+    assert torch_capacity["rows"] and {r["framework"] for r in torch_capacity["rows"]} == {"PyTorch"}
+    assert {r["instances_per_host"] for r in torch_capacity["rows"]} == {1, 2}
+
+    for bad in ("PyTorch", "pytorch' OR '1'='1"):
+        assert client.get(f"{PREFIX}/api/comparison", params={"framework": bad}).status_code == 422
+    assert client.get(f"{PREFIX}/api/comparison", params={**case, "framework": "mxnet"}).json()["rows"] == []

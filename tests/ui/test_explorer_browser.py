@@ -11,6 +11,8 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -82,6 +84,13 @@ def served(tmp_path):
         for execution, rep in conn.execute(noisy).all():
             conn.execute(update(Sample).where(Sample.execution_id == execution, Sample.metric == "throughput")
                          .values(value=Sample.value * (0.75 + 0.25 * rep)))
+    with serving(engine) as url:
+        yield url, runs
+
+
+@contextmanager
+def serving(engine) -> Iterator[str]:
+    """The app on ``engine``, served by uvicorn under :data:`PREFIX` on a free port: its URL."""
     root = FastAPI()
     root.mount(PREFIX, create_app(engine))
     with socket.socket() as sock:
@@ -94,9 +103,11 @@ def served(tmp_path):
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started
-    yield f"http://127.0.0.1:{port}{PREFIX}/", runs
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}{PREFIX}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -252,3 +263,50 @@ def test_explorer_draws_the_truth_in_headless_chromium(served, browser):
     browser.evaluate("document.getElementById('pin-button').click()")
     browser.wait_for(f"document.getElementById('pins').textContent.includes('{runs[1]}')")
     assert browser.errors() == []
+
+
+def test_the_framework_filter_and_names_in_chromium(tmp_path, browser):
+    """Issue 23: TensorFlow and PyTorch runs side by side. Every comparison bar's group names its
+    framework (the series stay the platforms, in the palette's colours), the trend's cases name
+    theirs; picking PyTorch leaves only PyTorch in every view and lands in the address, which
+    restores the same view in a fresh page."""
+    from dlbench.warehouse import db
+
+    engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
+    tf = generate_history(engine, runs=3, seed=21, tenants=(2,))
+    torch = generate_history(engine, runs=3, seed=22, tenants=(2,), prefix="manual__",
+                             parameters={"framework": "pytorch"}, start=datetime(2026, 2, 1, 2, 0, tzinfo=UTC))
+    with serving(engine) as url:
+        open_page(browser, f"{url}?runs={tf[-1]}&runs={torch[-1]}&model=resnet50&scenario=single")
+        assert browser.evaluate("Array.from(document.querySelectorAll('#framework option'))"
+                                ".map((o) => [o.value, o.textContent])") == [
+            ["", "all frameworks"], ["pytorch", "PyTorch"], ["tensorflow", "TensorFlow"]]
+        groups = set(browser.evaluate("Array.from(document.querySelectorAll('#comparison-chart-box rect.bar'))"
+                                      ".map((b) => b.dataset.group)"))
+        assert groups and {g.split(" · ")[0] for g in groups} == {"TensorFlow", "PyTorch"}
+        colours = browser.evaluate(COLOURS)
+        for chart in ("comparison-chart-higher", "comparison-chart-lower"):
+            assert colours[chart] == {p: [platform_color(p)] for p in PLATFORMS}, chart
+        cases = browser.evaluate("Array.from(document.querySelectorAll('#case option')).map((o) => o.textContent)")
+        assert {c.rsplit(" · ", 1)[1] for c in cases} == {"TensorFlow", "PyTorch"}
+        assert "PyTorch" in browser.evaluate("document.getElementById('capacity').textContent")
+        assert_drawn_inside(browser)
+
+        change(browser, "const f = document.getElementById('framework'); f.value = 'pytorch';"
+                        "f.dispatchEvent(new Event('change'))")
+        for box in ("comparison", "capacity"):
+            text = browser.evaluate(f"document.getElementById('{box}').textContent")
+            assert "PyTorch" in text and "TensorFlow" not in text, box
+        groups = set(browser.evaluate("Array.from(document.querySelectorAll('#comparison-chart-box rect.bar'))"
+                                      ".map((b) => b.dataset.group)"))
+        assert groups and all(g.startswith("resnet50 single pytorch") for g in groups)
+        assert sorted(browser.evaluate("Array.from(document.querySelectorAll('#case option')).map((o) => o.value)")
+                      ) == ["resnet50 single pytorch real batch 32", "resnet50 single pytorch synthetic batch 32"]
+        shared = browser.evaluate("location.href")
+        assert "framework=pytorch" in shared
+        drawn = {box: charts(browser, box) for box in ("comparison-chart-box", "trend-chart-box", "capacity-chart-box")}
+
+        open_page(browser, shared)
+        assert browser.evaluate("document.getElementById('framework').value") == "pytorch"
+        assert {box: charts(browser, box) for box in drawn} == drawn
+        assert browser.errors() == []

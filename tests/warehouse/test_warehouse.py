@@ -54,7 +54,7 @@ def doc(platform: str, rep: int, throughput: float, *, run_id: str = "r1", job_i
 
 
 def test_migrations_match_the_models_and_go_both_ways(engine):
-    assert db.current_revision(engine) == db.head_revision() == "0004"
+    assert db.current_revision(engine) == db.head_revision() == "0005"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == [], diff
@@ -66,6 +66,11 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         assert indexes["ix_executions_benchmark_id_platform"] == ["benchmark_id", "platform"]
         assert indexes["ix_runs_scheduled_started_at"] == ["scheduled", "started_at"]
     assert "capacity_facts" in inspect(engine).get_view_names()
+    db.downgrade(engine, "0004")
+    with engine.connect() as conn:
+        assert "framework" not in {c["name"] for c in inspect(conn).get_columns("benchmarks")}
+        assert {"sample_facts", "capacity_facts"} <= set(inspect(conn).get_view_names())  # 0004's, restored
+        assert "framework" not in {c["name"] for c in inspect(conn).get_columns("sample_facts")}
     db.downgrade(engine, "0003")
     with engine.connect() as conn:
         assert "baseline_pins" not in inspect(conn).get_table_names()
@@ -80,7 +85,7 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         assert not set(TABLES) & set(inspect(conn).get_table_names())
     db.upgrade(engine)
     db.upgrade(engine)  # idempotent: the DAG calls it before every load
-    assert db.current_revision(engine) == "0004"
+    assert db.current_revision(engine) == "0005"
 
 
 def test_engine_for_defaults_to_sqlite_in_dlbench_home(monkeypatch, tmp_path):
@@ -234,7 +239,7 @@ def documented_queries() -> list[str]:
 def test_the_documented_planner_queries_run_and_answer(engine):
     """The SQL in docs/warehouse.md runs on both databases and returns what was loaded."""
     queries = documented_queries()
-    assert len(queries) >= 3
+    assert len(queries) >= 4
     weeks = ["scheduled__2026-11-09T00-00-00", "scheduled__2026-11-16T00-00-00"]
     docs = []
     for week, base, day in zip(weeks, (100.0, 80.0), (9, 16), strict=True):
@@ -254,3 +259,6 @@ def test_the_documented_planner_queries_run_and_answer(engine):
     assert [round(r.mean, 6) for r in results[1]] == [51.0, 41.0]  # weekly trend, oldest first
     normalized = {r.platform: r.normalized for r in results[2]}
     assert normalized["container_on_vm"] == pytest.approx(41.0 / 81.0)
+    # Documents without a framework (every one before frameworks existed) are TensorFlow's.
+    assert [(r.framework, r.platform, r.n, round(r.mean, 6)) for r in results[3]] == [
+        ("tensorflow", "bare_metal", 2, 81.0), ("tensorflow", "container_on_vm", 2, 41.0)]

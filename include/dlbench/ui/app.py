@@ -42,6 +42,8 @@ from dlbench.ui.page import PAGE
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,120}$")
 _FILE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(html|png|csv|json|txt|svg)$")
 _NAME = re.compile(r"^[A-Za-z0-9_. +#=/%()-]{1,200}$")
+_FRAMEWORK = re.compile(r"^[a-z0-9_]{1,40}$")
+"""A ``benchmarks.framework`` value (``tensorflow``, ``pytorch``, ``jax``: lower case, one word)."""
 
 
 def _reports() -> list[tuple[str, datetime, str]]:
@@ -133,18 +135,27 @@ def _flag_cell(text: str) -> str:
     return f'<span class="flag" title="{html.escape(text)}">{FLAG_MARK} {html.escape(text)}</span>' if text else ""
 
 
+def _group(row: dict[str, Any], several_frameworks: bool) -> str:
+    """A comparison chart's group label: the case and metric, and the framework's name when the
+    chart shows several (a TensorFlow case's name has no framework word of its own)."""
+    label = f'{row["case"]} · {row["metric"]}'
+    return f'{row["framework"]} · {label}' if several_frameworks else label
+
+
 def _comparison_charts(rows: list[dict[str, Any]]) -> str:
     """One bar chart per direction (higher-is-better metrics, then lower-is-better): ×BM with its
     interval and ⚠ on flagged bars. A ×BM of 1.2 is good for throughput and bad for elapsed time,
-    so the two are never drawn on one axis."""
+    so the two are never drawn on one axis. The series stay the platforms (one colour each,
+    everywhere); with several frameworks each group names its framework."""
     charts = []
+    several = len({r["framework"] for r in rows}) > 1
     for direction in Direction:
         mine = [r for r in rows if r["direction"] == direction.value and r["normalized"] is not None]
         if not mine:
             continue
-        groups = list(dict.fromkeys(f'{r["case"]} · {r["metric"]}' for r in mine))
+        groups = list(dict.fromkeys(_group(r, several) for r in mine))
         platforms = list(dict.fromkeys(r["platform"] for r in mine))
-        bars = {(f'{r["case"]} · {r["metric"]}', r["platform"]): Bar(
+        bars = {(_group(r, several), r["platform"]): Bar(
             r["normalized"], r["normalized_ci_low"], r["normalized_ci_high"], _flag_text(r)) for r in mine}
         charts.append(bar_chart(
             groups, {p: [bars.get((g, p)) for g in groups] for p in platforms}, reference=1.0, direction=direction,
@@ -179,12 +190,12 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
 
     def filters(runs: list[str], since: str | None, until: str | None, suite: str | None, model: str | None,
                 data: str | None, scenario: str | None, platforms: list[str], metric: str | None,
-                scheduled_only: bool = False) -> explorer.Filters:
+                scheduled_only: bool = False, framework: str | None = None) -> explorer.Filters:
         return explorer.Filters(
             runs=[r for r in (_check(r, _RUN_ID) for r in runs) if r], since=_date(since), until=_date(until),
             scheduled_only=scheduled_only, suite=_check(suite) or "tf_cnn", model=_check(model), data=_check(data),
-            scenario=_check(scenario), platforms=[p for p in (_check(p) for p in platforms) if p],
-            metric=_check(metric))
+            framework=_check(framework, _FRAMEWORK), scenario=_check(scenario),
+            platforms=[p for p in (_check(p) for p in platforms) if p], metric=_check(metric))
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
@@ -208,9 +219,9 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
     def comparison(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
                    suite: str | None = None, model: str | None = None, data: str | None = None,
                    scenario: str | None = None, platforms: list[str] = Query(default=[]),
-                   metric: str | None = None) -> dict[str, Any]:
+                   metric: str | None = None, framework: str | None = None) -> dict[str, Any]:
         f = filters(runs, since, until, suite, model, data, scenario, platforms, metric,
-                    scheduled_only=bool(since or until) and not runs)
+                    scheduled_only=bool(since or until) and not runs, framework=framework)
         rows = explorer.comparison(warehouse(), f)
         for r in rows:
             r["flag_text"] = _flag_text(r)
@@ -233,23 +244,26 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
     def trend(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
               suite: str | None = None, model: str | None = None, data: str | None = None,
               scenario: str | None = None, platforms: list[str] = Query(default=[]), metric: str | None = None,
-              case: str | None = None) -> dict[str, Any]:
-        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric)
+              case: str | None = None, framework: str | None = None) -> dict[str, Any]:
+        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric, framework=framework)
         result = explorer.trend(warehouse(), f, _check(case))
+        # Several frameworks among the cases: the title names the chosen case's (its name may not).
+        named = f' ({result["framework"]})' if len(set(result["case_frameworks"].values())) > 1 else ""
         names = [r["started_at"][:10] or r["run_id"] for r in result["runs"]]
         result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
                                    y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
                                    direction=Direction(result["direction"]),
-                                   title=f'trend: {result["case"] or "-"}', chart_id="trend-chart", width=860)
+                                   title=f'trend: {result["case"] or "-"}{named}', chart_id="trend-chart",
+                                   width=860)
         result["links"] = _dag_run_links(explorer.dag_runs(warehouse(), [r["run_id"] for r in result["runs"]]))
         return result
 
     @app.get("/api/capacity")
     def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), since: str | None = None,
                  until: str | None = None, suite: str | None = None, model: str | None = None, data: str | None = None,
-                 platforms: list[str] = Query(default=[])) -> dict[str, Any]:
+                 platforms: list[str] = Query(default=[]), framework: str | None = None) -> dict[str, Any]:
         """Per model, data kind, framework, platform and density, over the views' selection of runs."""
-        f = filters(runs, since, until, suite, model, data, None, platforms, None)
+        f = filters(runs, since, until, suite, model, data, None, platforms, None, framework=framework)
         result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
         rows = [cap.CapacityRow(**r) for r in result["rows"]]
         result["table"] = _table(

@@ -5,7 +5,10 @@ app (:mod:`dlbench.ui.app`) only validates inputs and renders. Every value reach
 as a bound parameter (SQLAlchemy expressions, ``IN`` lists included): no SQL is built from input.
 
 Every view reads the same selection (:func:`selected_runs`) with the same filters, the suite
-included, so the comparison, the trend and the capacity table never answer different questions.
+and the framework included, so the comparison, the trend and the capacity table never answer
+different questions. The framework filter is the warehouse's ``benchmarks.framework`` (lower
+case, ``tensorflow`` for a tf_cnn case that names none); what a page shows is the report's name
+for it (:func:`dlbench.reports.answer.framework_of`).
 Nothing here computes a statistic: the comparison's intervals, verdicts, n and flags are the
 columns of :func:`dlbench.reports.compare.statistics` (what the report shows), the capacity
 rows those of :func:`dlbench.reports.capacity.capacity`.
@@ -47,18 +50,26 @@ class Filters:
     suite: str = "tf_cnn"
     model: str | None = None
     data: str | None = None
+    framework: str | None = None
     scenario: str | None = None
     platforms: list[str] = field(default_factory=list)
     metric: str | None = None
 
 
+def framework_name(framework: str) -> str:
+    """How the report writes a ``benchmarks.framework`` value (``pytorch`` -> ``PyTorch``)."""
+    return answer.FRAMEWORK_NAMES.get(framework, framework)
+
+
 def options(engine: Engine) -> dict[str, Any]:
-    """What the filters offer: runs (newest first), suites, models, data kinds, scenarios, platforms,
-    hardware types, metrics (with their direction)."""
+    """What the filters offer: runs (newest first), suites, models and frameworks (per suite: a
+    suite with no framework dimension offers none), data kinds, scenarios, platforms, hardware
+    types, metrics (with their direction)."""
     with engine.connect() as conn:
         runs = conn.execute(select(Run.run_id, Run.dag_id, Run.started_at, Run.scheduled)
                             .order_by(Run.started_at.desc().nulls_last(), Run.id.desc()).limit(MAX_RUNS)).all()
-        benches = conn.execute(select(Benchmark.suite, Benchmark.name, Benchmark.parameters)).all()
+        benches = conn.execute(select(Benchmark.suite, Benchmark.name, Benchmark.parameters,
+                                      Benchmark.framework)).all()
         platforms = [r[0] for r in conn.execute(select(Execution.platform).distinct())]
         hardware = sorted({name for r in conn.execute(
             select(Environment.gpu_model, Environment.cpu_model).distinct()) if (name := r[0] or r[1])})
@@ -69,6 +80,8 @@ def options(engine: Engine) -> dict[str, Any]:
                   "started_at": r.started_at.isoformat() if r.started_at else None} for r in runs],
         "suites": suites,
         "models": {s: sorted({b.name for b in benches if b.suite == s}) for s in suites},
+        "frameworks": {s: [{"value": fw, "label": framework_name(fw)} for fw in sorted(
+            {b.framework for b in benches if b.suite == s and b.framework})] for s in suites},
         "data": sorted({str(b.parameters.get("data")) for b in benches if (b.parameters or {}).get("data")}),
         "scenarios": sorted({compare.scenario_of(b.parameters) for b in benches},
                             key=lambda s: compare.SCENARIOS.index(s) if s in compare.SCENARIOS else 99),
@@ -138,9 +151,16 @@ def _num(v: Any) -> Any:
     return int(number) if isinstance(v, int) or (hasattr(v, "dtype") and "int" in str(v.dtype)) else number
 
 
+def _benchmarks_of(engine: Engine, framework: str) -> set[tuple[str, str, str]]:
+    """The cases (suite, name, parameters hash) that ran with ``framework``."""
+    with engine.connect() as conn:
+        return {(r.suite, r.name, r.parameters_hash) for r in conn.execute(
+            select(Benchmark.suite, Benchmark.name, Benchmark.parameters_hash).where(Benchmark.framework == framework))}
+
+
 def _frame(engine: Engine, f: Filters, runs: Sequence[str]) -> pd.DataFrame:
     """The selected runs' case samples (:func:`dlbench.reports.compare.samples_frame`, what the
-    report reads), filtered by suite, model, data, scenario, platforms and metric."""
+    report reads), filtered by suite, model, data, framework, scenario, platforms and metric."""
     parts = [part for run in runs if not (part := compare.samples_frame(engine, run)).empty]
     if not parts:
         return pd.DataFrame()
@@ -157,6 +177,10 @@ def _frame(engine: Engine, f: Filters, runs: Sequence[str]) -> pd.DataFrame:
         keep &= frame["scenario"] == f.scenario
     if f.data:
         keep &= frame["parameters"].map(lambda p: str((p or {}).get("data")) == f.data)
+    if f.framework:
+        cases = _benchmarks_of(engine, f.framework)
+        keep &= pd.Series([key in cases for key in zip(frame["suite"], frame["name"], frame["parameters_hash"],
+                                                       strict=True)], index=frame.index)
     return frame[keep].reset_index(drop=True)
 
 
@@ -204,6 +228,8 @@ def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str
         query = query.where(Sample.metric.in_(wanted))
     if f.model:
         query = query.where(Benchmark.name == f.model)
+    if f.framework:
+        query = query.where(Benchmark.framework == f.framework)
     if f.platforms:
         query = query.where(Execution.platform.in_(f.platforms))
     with engine.connect() as conn:
@@ -219,6 +245,7 @@ def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str
             continue
         r["case"] = compare.case_name(r["suite"], r["name"], params, r["labels"], r["execution_labels"])
         r["scenario"] = compare.scenario_of(params)
+        r["framework"] = answer.framework_of(r["suite"], params, r["execution_labels"])
         out.append(r)
     return out
 
@@ -226,7 +253,9 @@ def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str
 def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]:
     """One case's mean per run and platform over time, with the change points
     (:func:`dlbench.reports.regression.change_points`) per platform: the picked runs, else the
-    scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite."""
+    scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite.
+    ``case_frameworks`` names each case's framework, so a page can say it when several are shown
+    (a TensorFlow case's name has no framework word: its documents name none)."""
     if not f.metric:
         f.metric = (metrics.HEADLINE.get(f.suite) or ["throughput"])[0]
     runs = selected_runs(engine, f, latest=TREND_RUNS)
@@ -235,6 +264,7 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
     ranked = sorted({r["case"]: r["scenario"] for r in rows}.items(),
                     key=lambda c: (rank.get(c[1], len(rank)), c[0]))  # single-instance cases first
     cases = [c for c, _ in ranked]
+    case_frameworks = {r["case"]: r["framework"] for r in rows}
     chosen = case if case in cases else (cases[0] if cases else None)
     found: dict[str, tuple] = {}
     series: dict[str, dict[str, list[float]]] = {}
@@ -253,7 +283,8 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
         cps = change_points([y for _, y in points])
         marks[platform] = [points[i] for i in cps]
     unit = next((r["unit"] for r in rows if r["case"] == chosen), "")
-    return {"case": chosen, "cases": cases, "metric": f.metric, "unit": unit,
+    return {"case": chosen, "cases": cases, "case_frameworks": case_frameworks,
+            "framework": case_frameworks.get(chosen) if chosen else None, "metric": f.metric, "unit": unit,
             "direction": metrics.direction(f.metric, unit).value,
             "runs": [{"run_id": run_id, "started_at": started, "dag_id": dag_id}
                      for started, run_id, dag_id in ordered],
@@ -263,7 +294,8 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
 def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = None) -> dict[str, Any]:
     """Capacity rows of the selected runs (:func:`dlbench.reports.capacity.capacity`): per model
     ("all models": every one), data kind, framework, platform and density, with n, intervals and
-    flags. On ``hardware``, else the first hardware type the selection ran on."""
+    flags (the framework filter keeps the rows the report names with that framework's name). On
+    ``hardware``, else the first hardware type the selection ran on."""
     if f.suite != CAPACITY_SUITE:
         return {"hardware": hardware, "hardware_types": [], "rows": [], "runs": [],
                 "note": f"capacity is planned from training ({CAPACITY_SUITE}) throughput; suite {f.suite} has none"}
@@ -272,8 +304,9 @@ def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = Non
     chosen = [hardware] if hardware in kinds else kinds
     rows: list[cap.CapacityRow] = []
     for kind in chosen if runs else []:
-        rows = cap.capacity(engine, kind, f.model, data=f.data, runs=runs, prices=prices,
-                            platforms=f.platforms or None)
+        rows = [r for r in cap.capacity(engine, kind, f.model, data=f.data, runs=runs, prices=prices,
+                                        platforms=f.platforms or None)
+                if not f.framework or r.framework == framework_name(f.framework)]
         if rows:
             hardware = kind
             break

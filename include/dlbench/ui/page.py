@@ -43,6 +43,7 @@ verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters 
   <label>Suite<select id="suite" name="suite"></select></label>
   <label>Model<select id="model" name="model"></select></label>
   <label>Data<select id="data" name="data"></select></label>
+  <label>Framework<select id="framework" name="framework"></select></label>
   <label>Scenario<select id="scenario" name="scenario"></select></label>
   <label>Platforms<span id="platforms"></span></label>
   <label>Trend metric<select id="metric" name="metric"></select></label>
@@ -70,7 +71,7 @@ verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters 
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
-const FIELDS = ["since", "until", "suite", "model", "data", "scenario"];
+const FIELDS = ["since", "until", "suite", "model", "data", "framework", "scenario"];
 const INITIAL = new URLSearchParams(location.search);  // a shared view: restored once, on load
 let OPTIONS = null;
 let wantedCase = INITIAL.get("case") || "";
@@ -111,6 +112,8 @@ async function getJSON(url, init) {
 function suiteChanged(chosen) {
   const s = $("suite").value;
   fill($("model"), OPTIONS.models[s] || [], "all models", chosen && chosen.model);
+  // A suite without a framework dimension (the micro-benchmarks) offers none: only "all".
+  fill($("framework"), OPTIONS.frameworks[s] || [], "all frameworks", chosen && chosen.framework);
   fill($("metric"), (OPTIONS.metrics[s] || []).map((m) => ({value: m.metric,
     label: m.metric + (m.direction === "higher" ? " (↑ higher is better)" : " (↓ lower is better)")})),
     undefined, chosen && chosen.metric);
@@ -127,7 +130,10 @@ async function refresh() {
     wantedCase = "";
     $("comparison-chart-box").innerHTML = cmp.svg; $("comparison").innerHTML = cmp.table;
     $("trend-chart-box").innerHTML = tr.svg; $("trend-links").innerHTML = "DAG runs: " + (tr.links || "none");
-    fill($("case"), tr.cases, undefined, tr.case ? [tr.case] : []);
+    // Several frameworks among the cases: each names its own (a TensorFlow case's name has none).
+    const several = new Set(Object.values(tr.case_frameworks)).size > 1;
+    fill($("case"), tr.cases.map((c) => ({value: c, label: several ? c + " · " + tr.case_frameworks[c] : c})),
+         undefined, tr.case ? [tr.case] : []);
     $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
     if (cap.hardware) $("hardware").value = cap.hardware;
     $("status").innerHTML = "runs: " + (cmp.links || "none");
@@ -164,7 +170,8 @@ async function init() {
   fill($("scenario"), OPTIONS.scenarios, "all scenarios", [INITIAL.get("scenario") || ""]);
   fill($("hardware"), OPTIONS.hardware, undefined, [INITIAL.get("hardware") || ""]);
   for (const id of ["since", "until"]) $(id).value = INITIAL.get(id) || "";
-  suiteChanged({model: [INITIAL.get("model") || ""], metric: [INITIAL.get("metric") || ""]});
+  suiteChanged({model: [INITIAL.get("model") || ""], metric: [INITIAL.get("metric") || ""],
+                framework: [INITIAL.get("framework") || ""]});
   const shown = INITIAL.getAll("platforms");
   for (const p of OPTIONS.platforms) {
     const l = document.createElement("label"); l.style.flexDirection = "row";
@@ -173,7 +180,7 @@ async function init() {
     c.addEventListener("change", refresh); l.appendChild(c); l.appendChild(document.createTextNode(p));
     $("platforms").appendChild(l);
   }
-  for (const id of ["runs", "since", "until", "model", "data", "scenario", "metric", "case", "hardware"])
+  for (const id of ["runs", "since", "until", "model", "data", "framework", "scenario", "metric", "case", "hardware"])
     $(id).addEventListener("change", refresh);
   $("suite").addEventListener("change", () => { suiteChanged(); refresh(); });
   $("pin-button").addEventListener("click", () => changePin(false));

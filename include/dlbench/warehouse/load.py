@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from dlbench import storage
 from dlbench.warehouse.archive import archive_files, read_run_info, run_documents, run_info
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
+from dlbench.workloads.profiles.enums import Framework
 from dlbench.workloads.result import ResultDocument
 
 T = TypeVar("T")
@@ -147,12 +148,33 @@ def _environment(session: Session, doc: ResultDocument, platform: str) -> Enviro
     ))
 
 
+FRAMEWORK_SUITES: dict[str, Framework] = {"tf_cnn": Framework.TENSORFLOW}
+"""The suites whose documents name the framework they trained with (a ``framework`` parameter),
+with the framework a document without one trained with: every tf_cnn document written before
+frameworks existed, and every TensorFlow one since (``tf_cnn/main.py`` records the parameter only
+for the others, so a TensorFlow case keeps its identity). Migration 0005 backfills with this rule."""
+
+
+def benchmark_framework(suite: str, parameters: dict[str, Any] | None) -> str | None:
+    """``benchmarks.framework``: the case's ``framework`` parameter, else its suite's default;
+    None for a suite with no selectable framework (a micro-benchmark has no framework dimension,
+    and "tensorflow" there would be a claim nobody made). Lower case, the :class:`Framework`
+    values, so one spelling answers ``WHERE framework = 'pytorch'``."""
+    default = FRAMEWORK_SUITES.get(suite)
+    if default is None:
+        return None
+    return str((parameters or {}).get("framework") or default.value).lower()
+
+
 def _benchmark(session: Session, doc: ResultDocument) -> Benchmark:
     bench = doc.benchmark
     digest = canonical_hash(bench.parameters)
+    framework = benchmark_framework(bench.suite, bench.parameters)
     where = (Benchmark.suite == bench.suite) & (Benchmark.name == bench.name) & (Benchmark.parameters_hash == digest)
-    return _get_or_insert(session, Benchmark, where, lambda: Benchmark(
-        suite=bench.suite, name=bench.name, parameters_hash=digest, parameters=bench.parameters))
+    row = _get_or_insert(session, Benchmark, where, lambda: Benchmark(
+        suite=bench.suite, name=bench.name, parameters_hash=digest, parameters=bench.parameters, framework=framework))
+    row.framework = framework  # a row written by another writer without it is completed by any load
+    return row
 
 
 def platform_of(doc: ResultDocument) -> str:

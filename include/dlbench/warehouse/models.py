@@ -3,7 +3,8 @@
 - runs: one benchmark run (one DAG run); ``scheduled`` separates the weekly trend from ad-hoc runs.
 - environments: where it ran (platform, hardware, versions), deduplicated by a fingerprint.
 - benchmarks: what ran (suite, name, requested parameters), deduplicated by a parameters hash,
-  so "the same model/batch/data on another platform" is an equality on ``benchmark_id``.
+  so "the same model/batch/data on another platform" is an equality on ``benchmark_id``; its
+  ``framework`` is the one fact of the parameters planners filter on most (migration 0005).
 - executions: one result document (job): run x environment x benchmark x repetition.
 - samples: its measured values (metric, typed value, unit, labels).
 
@@ -97,6 +98,11 @@ class Benchmark(Base):
     name: Mapped[str] = mapped_column(String(120))
     parameters_hash: Mapped[str] = mapped_column(String(64))
     parameters: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # The framework a training case ran with (tensorflow | pytorch | jax), a function of the
+    # parameters (dlbench.warehouse.load.benchmark_framework): a plain column so planners' SQL
+    # filters ``WHERE framework = 'pytorch'`` on both databases alike; NULL for a suite that
+    # trains with no selectable framework (the micro-benchmarks). Migration 0005.
+    framework: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 class Execution(Base):
