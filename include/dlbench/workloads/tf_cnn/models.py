@@ -21,7 +21,9 @@ default) is an L2 loss on every trainable variable except batch norm's (biases i
 
 Each architecture is written once, against :class:`Net`; :class:`KerasNet` turns it into a Keras
 model (single instance, multi-worker mirrored) and :class:`GraphBuilder` into ``tf.compat.v1`` graph
-ops (distributed_replicated, see the comment above it), so both modes train the same network.
+ops (distributed_replicated, see the comment above it), so both modes train the same network. The
+same :class:`KerasNet` builds the JAX runner's model from Keras 3 on the JAX backend (:func:`build`
+with ``keras`` and :func:`keras_batch_norm`), so that framework trains the same networks too.
 """
 
 from __future__ import annotations
@@ -180,11 +182,20 @@ ARCHITECTURES: dict[ModelName, Callable[[Net, Any, int], Any]] = {
 # --- Keras ---------------------------------------------------------------------------------------------------------
 
 
-def _conv_initializer() -> Any:
+BatchNormFactory = Callable[[BatchNorm], Any]
+"""``BatchNorm -> Keras layer``: how a :class:`KerasNet` normalises after an unbiased convolution."""
+
+
+def _tf_keras() -> Any:
+    """TensorFlow's Keras (Keras 3 on the TensorFlow backend), the TensorFlow runner's."""
     import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
+    return tf.keras
+
+
+def _conv_initializer(keras: Any) -> Any:
     # tf.compat.v1.variance_scaling_initializer()'s defaults, what convnet_builder.conv uses.
-    return tf.keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="truncated_normal")
+    return keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="truncated_normal")
 
 
 def _dense_stddev(fan_in: int, relu: bool) -> float:
@@ -226,19 +237,36 @@ def fused_batch_norm_layer(bn: BatchNorm, **kwargs: Any) -> Any:
     return FusedBatchNorm(**kwargs)
 
 
-def _is_batch_norm(layer: Any) -> bool:
-    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
+def keras_batch_norm(keras: Any) -> BatchNormFactory:
+    """Keras' own BatchNormalization with the harness's settings, for a backend without TensorFlow's
+    fused kernel (JAX): moving averages with momentum ``bn.decay`` (Keras' momentum is the decay),
+    gamma only where the model's batch norm has a scale, beta always."""
 
-    return isinstance(layer, tf.keras.layers.BatchNormalization) or type(layer).__name__ == "FusedBatchNorm"
+    def layer(bn: BatchNorm) -> Any:
+        return keras.layers.BatchNormalization(momentum=bn.decay, epsilon=bn.epsilon, scale=bn.scale, center=True)
+
+    return layer
+
+
+def _is_batch_norm(layer: Any) -> bool:
+    # The standalone package: tf.keras.layers.BatchNormalization is this very class (Keras 3), and a
+    # JAX process has no TensorFlow to import.
+    import keras  # heavy: Keras loads its backend (TensorFlow or JAX); only a built model gets here
+
+    return isinstance(layer, keras.layers.BatchNormalization) or type(layer).__name__ == "FusedBatchNorm"
 
 
 class KerasNet:
-    """:class:`Net` as Keras layers on symbolic tensors (a functional model)."""
+    """:class:`Net` as Keras layers on symbolic tensors (a functional model).
 
-    def __init__(self) -> None:
-        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
+    ``keras`` is the Keras module whose layers build the model: TensorFlow's (the default, with the
+    fused batch norm of :func:`fused_batch_norm_layer`) or Keras 3 on another backend with the
+    ``batch_norm`` that backend has (:func:`keras_batch_norm`)."""
 
-        self.layers = tf.keras.layers
+    def __init__(self, keras: Any | None = None, batch_norm: BatchNormFactory | None = None) -> None:
+        self.keras = _tf_keras() if keras is None else keras
+        self.layers = self.keras.layers
+        self.batch_norm: BatchNormFactory = fused_batch_norm_layer if batch_norm is None else batch_norm
 
     def conv(self, x: Any, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
              bn: BatchNorm | None = None, relu: bool = True) -> Any:
@@ -250,9 +278,9 @@ class KerasNet:
                 padding = "VALID"
         activation = "relu" if relu and bn is None else None
         y = self.layers.Conv2D(filters, (kh, kw), strides=stride, padding=padding.lower(), use_bias=bn is None,
-                               activation=activation, kernel_initializer=_conv_initializer())(x)
+                               activation=activation, kernel_initializer=_conv_initializer(self.keras))(x)
         if bn is not None:
-            y = fused_batch_norm_layer(bn)(y)
+            y = self.batch_norm(bn)(y)
             if relu:
                 y = self.layers.ReLU()(y)
         return y
@@ -264,9 +292,7 @@ class KerasNet:
         return self.layers.AveragePooling2D(size, stride, padding=padding.lower())(x)
 
     def dense(self, x: Any, units: int, *, relu: bool) -> Any:
-        import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
-
-        init = tf.keras.initializers.TruncatedNormal(stddev=_dense_stddev(_channels(x), relu))
+        init = self.keras.initializers.TruncatedNormal(stddev=_dense_stddev(_channels(x), relu))
         return self.layers.Dense(units, activation="relu" if relu else None, kernel_initializer=init)(x)
 
     def dropout(self, x: Any, rate: float) -> Any:
@@ -285,14 +311,15 @@ class KerasNet:
         return self.layers.ReLU()(self.layers.Add()([a, b]))
 
 
-def build(model: ModelName | str, spec: TrainingSpec) -> Any:
-    """A Keras model producing logits for ``spec.num_classes`` classes on NHWC input."""
-    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
-
+def build(model: ModelName | str, spec: TrainingSpec, *, keras: Any | None = None,
+          batch_norm: BatchNormFactory | None = None) -> Any:
+    """A Keras model producing logits for ``spec.num_classes`` classes on NHWC input: TensorFlow's
+    Keras by default, else the ``keras`` module given with its ``batch_norm`` (see :class:`KerasNet`)."""
+    net = KerasNet(keras, batch_norm)
     model = ModelName(model)
-    inputs = tf.keras.Input(shape=(spec.image_size, spec.image_size, 3), name="images")
-    outputs = ARCHITECTURES[model](KerasNet(), inputs, spec.num_classes)
-    return tf.keras.Model(inputs, outputs, name=model.value)
+    inputs = net.keras.Input(shape=(spec.image_size, spec.image_size, 3), name="images")
+    outputs = ARCHITECTURES[model](net, inputs, spec.num_classes)
+    return net.keras.Model(inputs, outputs, name=model.value)
 
 
 def l2_variables(model: Any) -> list[Any]:
