@@ -5,10 +5,12 @@
 #
 #   dlbench-node (default; `make node-image`): the project's own node image. Everything a
 #     benchmarked machine needs, installed at image-build time so a freshly deployed node needs
-#     no preparation: the benchmark tools of the workload image, Debian's Docker engine, a venv
-#     /opt/dlbench/venv with requirements-workload.txt (offline, from build/wheelhouse: run
-#     `make wheelhouse` first), the workloads package in /opt/dlbench/include, HPCG prebuilt at
-#     /opt/dlbench/bin/dlbench-hpcg, and the marker /etc/dlbench/node-image.json.
+#     no preparation: the benchmark tools of the workload image, Debian's Docker engine, ONE venv
+#     /opt/dlbench/venv with every framework's requirements (requirements-workload*.txt:
+#     TensorFlow, PyTorch and JAX together; a bare-metal node runs whatever the request names;
+#     offline, from build/wheelhouse: run `make wheelhouse` first), the workloads package in
+#     /opt/dlbench/include, HPCG prebuilt at /opt/dlbench/bin/dlbench-hpcg, and the marker
+#     /etc/dlbench/node-image.json (with the frameworks installed and their requirements digest).
 #     Default output: build/node-image/dlbench-node.tar
 #   stock (`make devcloud-images`): what a Debian generic cloud image has (python3, sshd, sudo...)
 #     and nothing of dlbench. Default output: .devcloud/images/stock.tar
@@ -59,6 +61,12 @@ inputs() {  # everything the result depends on, digested into the stamp
 context() {  # the workload context digest the product compares with (dlbench.execution.image)
   (cd "$repo" && "$py" -c "from dlbench.execution.image import context_digest; print(context_digest())")
 }
+requirements() {  # the digest of all frameworks' requirement files, as prepare.py records it
+  (cd "$repo" && "$py" -c "from dlbench.execution.prepare import requirements_digest
+from dlbench.workloads.profiles import Framework
+print(requirements_digest(list(Framework)))")
+}
+requirement_files="requirements-workload.txt requirements-workload-pytorch.txt requirements-workload-jax.txt"
 if [ "$variant" = dlbench-node ]; then
   [ -x "$py" ] || { echo "no $py (make venv): it computes the workload context digest" >&2; exit 1; }
   ls "$wheelhouse"/*.whl >/dev/null 2>&1 || { echo "no wheels in $wheelhouse: run \`make wheelhouse\` first" >&2; exit 1; }
@@ -102,12 +110,13 @@ EOF
 
 if [ "$variant" = dlbench-node ]; then
   ctx=$(context)
+  req=$(requirements)
   mkdir -p "$root/opt/dlbench/include/dlbench" "$root/opt/dlbench/bin" "$root/etc/dlbench" "$root/tmp/wheelhouse"
   # Exactly what docker/Dockerfile copies: only the workloads (they never import Airflow).
   cp "$repo/include/dlbench/__init__.py" "$root/opt/dlbench/include/dlbench/__init__.py"
   (cd "$repo/include/dlbench" && tar --exclude=__pycache__ --exclude='*.pyc' -cf - workloads) |
     tar -C "$root/opt/dlbench/include/dlbench" -xf -
-  cp "$repo/requirements-workload.txt" "$root/tmp/requirements-workload.txt"
+  for f in $requirement_files; do cp "$repo/$f" "$root/tmp/$f"; done
   # The venv and HPCG are made inside the image's own root (its python3, its gcc), with the
   # wheelhouse bind-mounted read-only; the mounts die with the private mount namespace.
   unshare --mount --propagation private --fork bash -euo pipefail -c '
@@ -118,14 +127,15 @@ if [ "$variant" = dlbench-node ]; then
     chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
       PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /bin/sh -euc "
         python3 -m venv /opt/dlbench/venv
-        /opt/dlbench/venv/bin/pip install -q --no-index --find-links /tmp/wheelhouse -r /tmp/requirements-workload.txt
+        /opt/dlbench/venv/bin/pip install -q --no-index --find-links /tmp/wheelhouse -r /tmp/requirements-workload.txt -r /tmp/requirements-workload-pytorch.txt -r /tmp/requirements-workload-jax.txt
+        /opt/dlbench/venv/bin/pip check
         gcc -O3 -o /opt/dlbench/bin/dlbench-hpcg /opt/dlbench/include/dlbench/workloads/micro/hpcg.c -lm
       "
   ' build-node-image "$root" "$wheelhouse" >>"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
-  rm -rf "$root/tmp/wheelhouse" "$root/tmp/requirements-workload.txt"
+  rm -rf "$root/tmp/wheelhouse"; for f in $requirement_files; do rm -f "$root/tmp/$f"; done
   find "$root/opt/dlbench" -name __pycache__ -prune -exec rm -rf {} +
   cat >"$root/etc/dlbench/node-image.json" <<EOF
-{"image": "dlbench-node", "context": "$ctx", "python": "/opt/dlbench/venv/bin/python", "pythonpath": "/opt/dlbench/include", "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+{"image": "dlbench-node", "context": "$ctx", "python": "/opt/dlbench/venv/bin/python", "pythonpath": "/opt/dlbench/include", "frameworks": ["tensorflow", "pytorch", "jax"], "requirements": "$req", "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
 EOF
 fi
 

@@ -8,9 +8,11 @@
 # with the benchmark tools, Docker, the workload venv and the workloads. Added from Debian
 # packages: linux-image-amd64 (+ initramfs), systemd, cloud-init (datasources NoCloud and
 # ConfigDrive), DHCP on the first NIC as a fallback, sshd (key authentication, root by key),
-# a serial console. The workload image (dlbench-workload:latest) is pre-loaded into the guest's
-# Docker store at build time, so container_on_vm needs no 2 GB `docker load` under emulation
-# (--no-workload-image leaves it out: the prepare stage then loads it over SSH).
+# a serial console. The TensorFlow workload image (dlbench-workload:latest, the default request's
+# and every suite's but another framework's tf_cnn) is pre-loaded into the guest's Docker store at
+# build time, so container_on_vm needs no 2 GB `docker load` under emulation (--no-workload-image
+# leaves it out: the prepare stage then loads it over SSH). The PyTorch and JAX images are not
+# (they would add about 1.7 GB to every guest disk): a run that names them loads them over SSH.
 #
 # Output in DIR (default build/vm-image):
 #   dlbench-vm.qcow2   the root filesystem (ext4, label dlbench-root, no partition table)
@@ -142,14 +144,15 @@ done
 # The guest's Docker bridge in the benchmarking range (as the host's, mk/docker.mk).
 echo '{"bip": "198.18.200.1/24"}' >"$root/etc/docker/daemon.json"
 # A stale workload context (the controller's code changed since the build) then only re-pushes
-# the package: the venv and its requirements are recorded as installed (execution/prepare.py).
-req=$(sha256sum "$repo/requirements-workload.txt" | cut -c1-16)
-python3 - "$root" "$req" <<'EOF'
+# the package: the venv, its frameworks and their requirements are recorded as installed
+# (execution/prepare.py), as the node image's marker says (all three frameworks, one venv).
+python3 - "$root" <<'EOF'
 import json, sys
-root, req = sys.argv[1], sys.argv[2]
+root = sys.argv[1]
 marker = json.load(open(f"{root}/etc/dlbench/node-image.json"))
-json.dump({"context": marker["context"], "requirements": req, "python": marker["python"],
-           "pythonpath": marker["pythonpath"], "python_version": "3.11", "prepared_at": marker["built_at"]},
+json.dump({"context": marker["context"], "frameworks": marker["frameworks"], "requirements": marker["requirements"],
+           "python": marker["python"], "pythonpath": marker["pythonpath"], "python_version": "3.11",
+           "prepared_at": marker["built_at"]},
           open(f"{root}/opt/dlbench/prepared.json", "w"), indent=2)
 EOF
 

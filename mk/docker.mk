@@ -19,16 +19,31 @@ docker-up: ## start the Docker engine if it is installed but not running
 base-image: docker-up ## local Debian base with debootstrap (only where no registry is reachable)
 	docker/build-base.sh dlbench-base:bookworm-2
 
-wheelhouse: venv ## wheels of the workload requirements, for offline image builds
+wheelhouse: venv ## wheels of every framework's workload requirements, for offline image and node-image builds
 	$(PY) -c "from dlbench.execution.image import build_wheelhouse; build_wheelhouse()"
 
-image: venv docker-up ## build the workload image dlbench-workload:latest if missing
-	@if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image; \
-	else echo "no Docker engine: skipping the workload image (container rows will be reported as skipped)"; fi
+# One workload image per framework (docs/container.md): dlbench-workload:latest (TensorFlow, and
+# every suite but tf_cnn), dlbench-workload-pytorch:latest, dlbench-workload-jax:latest. CI's
+# container tests run all three; `make image IMAGE_FRAMEWORKS=tensorflow` builds one.
+IMAGE_FRAMEWORKS ?= tensorflow pytorch jax
+image: venv docker-up ## build the workload images (one per framework, IMAGE_FRAMEWORKS) that are missing or stale
+	@if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image $(IMAGE_FRAMEWORKS); \
+	else echo "no Docker engine: skipping the workload images (container rows will be reported as skipped)"; fi
 
+# The GPU image of one framework (FRAMEWORK=tensorflow|pytorch|jax): the framework's CUDA build
+# in place of its CPU pin. Not built in CI (no GPU, and CUDA wheels are GBs).
+FRAMEWORK ?= tensorflow
 TF_VERSION := $(shell sed -n 's/^tensorflow-cpu==//p' requirements-workload.txt)
+TORCH_VERSION := $(shell sed -n 's/^torch==//p' requirements-workload-pytorch.txt)
+JAX_VERSION := $(shell sed -n 's/^jax==//p' requirements-workload-jax.txt)
+GPU_PACKAGE_tensorflow = tensorflow[and-cuda]==$(TF_VERSION)
+GPU_PACKAGE_pytorch = torch==$(TORCH_VERSION)
+GPU_PACKAGE_jax = jax[cuda12]==$(JAX_VERSION)
+GPU_TAG_tensorflow = dlbench-workload:gpu
+GPU_TAG_pytorch = dlbench-workload-pytorch:gpu
+GPU_TAG_jax = dlbench-workload-jax:gpu
 GPU_BASE_IMAGE ?= python:3.11-slim-bookworm
-image-gpu: docker-up ## the GPU workload image dlbench-workload:gpu (TensorFlow with CUDA; needs a registry/index or build/wheelhouse)
-	docker build -f docker/Dockerfile --build-arg BASE_IMAGE=$(GPU_BASE_IMAGE) \
-	  --build-arg TF_PACKAGE="tensorflow[and-cuda]==$(TF_VERSION)" -t dlbench-workload:gpu .
+image-gpu: docker-up ## a GPU workload image (FRAMEWORK=tensorflow|pytorch|jax: dlbench-workload[-FRAMEWORK]:gpu; needs an index or build/wheelhouse)
+	docker build -f docker/Dockerfile --build-arg BASE_IMAGE=$(GPU_BASE_IMAGE) --build-arg FRAMEWORK=$(FRAMEWORK) \
+	  --build-arg FRAMEWORK_PACKAGE="$(GPU_PACKAGE_$(FRAMEWORK))" -t $(GPU_TAG_$(FRAMEWORK)) .
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from dlbench.execution.image import job_image
 from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
 from dlbench.settings import DEFAULT_EXPIRY
 
@@ -248,6 +249,8 @@ HOSTNAME_MAX = 63
 
 
 def image_of(target: Target) -> str:
+    """The target's workload image: TensorFlow's, the image of every suite but another
+    framework's ``tf_cnn`` (:func:`dlbench.execution.image.job_image`)."""
     image = getattr(target.access, "image", None)
     if not image:
         raise ValueError(f"target {target.name} ({target.access.kind}) runs no container image")
@@ -256,7 +259,8 @@ def image_of(target: Target) -> str:
 
 def workload_launch(job: Job, target: Target, results_dir: str, data_dir: str | None, user: str | None,
                     resources: Resources | None = None) -> ContainerLaunch:
-    """The one launch of a job's workload container, wherever the engine is.
+    """The one launch of a job's workload container, wherever the engine is, in the image of the
+    job's framework (a pytorch ``tf_cnn`` job runs in ``<image>-pytorch``).
 
     ``results_dir`` and ``data_dir`` are paths on the engine's machine; ``user`` is the uid:gid
     that owns them there (the controller's locally, the SSH user's on a node), so the workload
@@ -273,7 +277,7 @@ def workload_launch(job: Job, target: Target, results_dir: str, data_dir: str | 
     # Elsewhere the engine's default (the id's first 12 hex digits) stays, as before.
     hostname = name if resources.user_network and len(name) <= HOSTNAME_MAX else None
     return ContainerLaunch(
-        image=image_of(target), name=name, command=("python", "-m", "dlbench.workloads", *argv),
+        image=job_image(image_of(target), job), name=name, command=("python", "-m", "dlbench.workloads", *argv),
         labels=labels_for(job.run_id, job.job_id, target.expires_at), env=dict(WORKLOAD_ENV), user=user,
         mounts=tuple(mounts), resources=resources, ports=published_of(target), hostname=hostname,
     )

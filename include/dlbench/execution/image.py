@@ -1,4 +1,12 @@
-"""The workload image: is a Docker engine there, and is the image built (build it if not).
+"""The workload images: is a Docker engine there, and are the images built (build them if not).
+
+One image per framework of the ``tf_cnn`` suite, all from ``docker/Dockerfile`` (its
+``FRAMEWORK`` build argument picks the requirements file): ``dlbench-workload:latest``
+(TensorFlow, the study's, and the image of every other suite), ``dlbench-workload-pytorch:latest``
+and ``dlbench-workload-jax:latest``. One image each rather than one with all three: a run loads
+onto its nodes only the images its request names, and moving an image to a node costs about a
+minute per 2 GB. :func:`workload_image` is the one place that maps the TensorFlow image's
+reference (the providers' ``docker_image``) to another framework's.
 
 Users with a registry build from the official Python image (the Dockerfile's default
 ``BASE_IMAGE``). Where no registry is reachable (this project's CI), the base is made locally
@@ -16,9 +24,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlbench import settings
+from dlbench.jobs import Suite
+from dlbench.workloads.profiles import Framework
+
+if TYPE_CHECKING:
+    from dlbench.jobs import Job
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +44,59 @@ OFFICIAL_BASE = "python:3.11-slim-bookworm"
 LOCAL_BASE = "dlbench-base:bookworm-2"
 DEFAULT_TAG = "dlbench-workload:latest"
 BUILD_RECORD = ROOT / "build" / "image-build.json"
+REQUIREMENTS: dict[Framework, Path] = {
+    Framework.TENSORFLOW: ROOT / "requirements-workload.txt",
+    Framework.PYTORCH: ROOT / "requirements-workload-pytorch.txt",
+    Framework.JAX: ROOT / "requirements-workload-jax.txt",
+}
+"""What the benchmarked machine needs to run each framework (every file also carries what the
+micro-benchmarks and the workload package need). The images install one each; the node and VM
+images install all three into one venv (they are compatible: ``pip check`` passes)."""
+
+
+def workload_image(image: str, framework: Framework) -> str:
+    """The reference of ``framework``'s workload image, given the TensorFlow image's ``image``.
+
+    ``REPO:TAG`` -> ``REPO-pytorch:TAG`` / ``REPO-jax:TAG`` (TensorFlow's is ``image`` itself), so
+    one setting (a provider's ``docker_image``) names all three and a registry holds them side by
+    side (``registry:5000/team/dlbench-workload:2.21`` -> ``.../dlbench-workload-pytorch:2.21``).
+    A digest reference (``REPO@sha256:...``, or ``REPO:TAG@sha256:...``) pins exactly one image,
+    whose framework cannot be derived from it: another framework is refused (ValueError), which
+    the providers turn into a visible skip of that framework's jobs. Pin the other frameworks'
+    images by tag, or give them the tags this function names.
+    """
+    if framework is Framework.TENSORFLOW:
+        return image
+    if "@" in image:
+        raise ValueError(f"{image} is pinned by digest: it names the tensorflow image only, so the {framework.value} "
+                         "image cannot be derived from it (name the images by tag: REPO:TAG gives "
+                         f"REPO-{framework.value}:TAG)")
+    slash = image.rfind("/")
+    colon = image.rfind(":")
+    repo, tag = (image[:colon], image[colon:]) if colon > slash else (image, "")
+    return f"{repo}-{framework.value}{tag}"
+
+
+def framework_of(args: Mapping[str, object]) -> Framework:
+    """The framework a job's arguments name; none (every suite but tf_cnn, and tf_cnn on
+    TensorFlow: :func:`dlbench.request.framework_arg`) is TensorFlow."""
+    return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
+
+
+def job_image(image: str, job: Job) -> str:
+    """The image ``job`` runs in, given the TensorFlow image's reference: its framework's."""
+    return workload_image(image, framework_of(job.args))
+
+
+def frameworks_needed(frameworks: Iterable[Framework], suites: Iterable[Suite]) -> list[Framework]:
+    """The frameworks whose images a run uses: those named for ``tf_cnn`` when it runs, and
+    TensorFlow's (the image of every other suite) when any other suite runs. In
+    :class:`Framework` order, so the images are built and loaded in a stable order."""
+    named = set(suites)
+    wanted = set(frameworks) if Suite.TF_CNN in named else set()
+    if named - {Suite.TF_CNN}:
+        wanted.add(Framework.TENSORFLOW)
+    return [f for f in Framework if f in wanted]
 
 
 def docker_available(timeout: float = 10) -> tuple[bool, str]:
@@ -57,14 +125,23 @@ def image_exists(tag: str) -> bool:
 CONTEXT_LABEL = "dlbench.context"
 
 
-def context_digest() -> str:
-    """Hash of everything the image is built from: a stale image (older workload code than the
-    controller's) is rebuilt instead of silently benchmarking old code."""
-    digest = hashlib.sha256()
+def context_files() -> list[Path]:
+    """Everything the images are built from (and the node image's venv and package)."""
     package = ROOT / "include" / "dlbench"
     workloads = sorted(p for p in (package / "workloads").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    files = [DOCKERFILE, ROOT / "requirements-workload.txt", package / "__init__.py", *workloads]
-    for path in files:
+    return [DOCKERFILE, *REQUIREMENTS.values(), package / "__init__.py", *workloads]
+
+
+def context_digest() -> str:
+    """Hash of everything the images are built from (:func:`context_files`): a stale image (older
+    workload code than the controller's) is rebuilt instead of silently benchmarking old code.
+
+    One digest for every framework's image (and the node image's marker): it covers all the
+    requirement files, so a change to one framework's pins marks all images stale. Simpler than
+    one digest per image and never wrong; the cost is a rebuild of the other images' venv stage
+    only when requirements change, which is rare (a code-only change rebuilds the last stage)."""
+    digest = hashlib.sha256()
+    for path in context_files():
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -95,20 +172,25 @@ def choose_base() -> str:
 
 
 def build_wheelhouse() -> Path:
-    """Download the workload requirements' wheels on the host (pip reaches PyPI; the build may not).
+    """Download every framework's requirements' wheels on the host (pip reaches PyPI; the build
+    may not): one wheelhouse for all the images and the node image (shared wheels once).
 
-    One download at a time (a lock beside it): the workload image and the node image both need
-    it and are built side by side (``make -j``); a second pip would read half-written wheels."""
+    Each file is resolved on its own (as each image installs it), so the wheelhouse holds every
+    version any one of them picks. One download at a time (a lock beside it): the workload image
+    and the node image both need it and are built side by side (``make -j``); a second pip
+    would read half-written wheels."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     with (WHEELHOUSE.parent / "wheelhouse.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(WHEELHOUSE),
-                        "-r", str(ROOT / "requirements-workload.txt")], check=True, timeout=3600)
+        for requirements in REQUIREMENTS.values():
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d",
+                            str(WHEELHOUSE), "-r", str(requirements)], check=True, timeout=3600)
     return WHEELHOUSE
 
 
-def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
-    """Build the workload image; returns the build time in seconds."""
+def build_image(tag: str = DEFAULT_TAG, base: str | None = None,
+                framework: Framework = Framework.TENSORFLOW) -> float:
+    """Build ``framework``'s workload image as ``tag``; returns the build time in seconds."""
     base = base or choose_base()
     if base == LOCAL_BASE or settings.offline_build():
         build_wheelhouse()
@@ -116,8 +198,9 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     proc = subprocess.run(
-        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}", "--label",
-         f"{CONTEXT_LABEL}={context_digest()}", "-t", tag, str(ROOT)],
+        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
+         "--build-arg", f"FRAMEWORK={framework.value}", "--label", f"{CONTEXT_LABEL}={context_digest()}",
+         "-t", tag, str(ROOT)],
         capture_output=True, text=True, timeout=3600, env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False,
     )
     if proc.returncode != 0:
@@ -128,20 +211,40 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None) -> float:
     _docker("image", "prune", "--force", "--filter", f"label={CONTEXT_LABEL}", timeout=300, check=False)
     _drop_outdated_venv_stages()
     size = image_size(tag)
-    record = {"tag": tag, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": size,
-              "context": context_digest(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
-    BUILD_RECORD.write_text(json.dumps(record, indent=2) + "\n")
+    record: dict[str, object] = {
+        "tag": tag, "framework": framework.value, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": size,
+        "context": context_digest(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    _record_build(record)
     log.info("built %s from %s in %.0f s (%.0f MiB)", tag, base, elapsed, size / 2**20)
     return elapsed
 
 
+def _record_build(record: dict[str, object]) -> None:
+    """``build/image-build.json``: the last build of each image, by tag (the TensorFlow image's
+    fields stay at the top level, as before frameworks had images of their own)."""
+    try:
+        previous = json.loads(BUILD_RECORD.read_text())
+    except (OSError, ValueError):
+        previous = {}
+    previous = previous if isinstance(previous, dict) else {}
+    images = {**previous.pop("images", {}), str(record["tag"]): record}
+    top = record if record["framework"] == Framework.TENSORFLOW.value else previous
+    BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
+    BUILD_RECORD.write_text(json.dumps({**top, "images": images}, indent=2) + "\n")
+
+
 def _drop_outdated_venv_stages() -> None:
     """The legacy builder keeps each build's venv stage (1.5+ GB) as an untagged image. The newest
-    one is the cache that makes a workload-code-only rebuild take seconds: keep it, drop the rest."""
+    one of each framework is the cache that makes a workload-code-only rebuild take seconds: keep
+    it, drop the rest."""
     listing = _docker("image", "ls", "--filter", "label=dlbench.stage=venv", "--filter", "dangling=true",
-                      "--format", "{{.CreatedAt}}\t{{.ID}}", timeout=60, check=False).stdout.split("\n")
-    stale = [line.split("\t")[1] for line in sorted(filter(None, listing))[:-1]]
+                      "--format", '{{.CreatedAt}}\t{{.ID}}\t{{index .Labels "dlbench.framework"}}',
+                      timeout=60, check=False).stdout.split("\n")
+    by_framework: dict[str, list[str]] = {}
+    for line in sorted(filter(None, listing)):
+        _, image_id, framework = (line.split("\t") + ["", ""])[:3]
+        by_framework.setdefault(framework or Framework.TENSORFLOW.value, []).append(image_id)
+    stale = [image_id for ids in by_framework.values() for image_id in ids[:-1]]
     if stale:
         _docker("image", "rm", *stale, timeout=300, check=False)
 
@@ -151,25 +254,45 @@ def image_size(tag: str) -> int:
     return int(_docker("image", "inspect", "--format", "{{.Size}}", tag, timeout=60).stdout.strip())
 
 
-def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False) -> str:
-    """The tag of a current workload image, building it when missing, stale, or when asked."""
+def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False,
+                 framework: Framework = Framework.TENSORFLOW) -> str:
+    """The tag of a current workload image of ``framework``, building it when missing, stale, or
+    when asked."""
     if rebuild or not image_is_current(tag):
-        build_image(tag)
+        build_image(tag, framework=framework)
     return tag
 
 
+def ensure_images(frameworks: Iterable[Framework], image: str = DEFAULT_TAG) -> dict[Framework, str]:
+    """Each framework's image current (built when missing or stale). Returns the frameworks
+    whose image is *unavailable*, with why (for a visible skip of that framework's jobs only);
+    one failed build does not stop the others."""
+    unavailable: dict[Framework, str] = {}
+    for framework in frameworks:
+        try:
+            ensure_image(workload_image(image, framework), framework=framework)
+        except Exception as exc:  # noqa: BLE001 - returned for a visible skip of this framework only
+            log.warning("the %s workload image is unavailable: %s", framework.value, exc)
+            unavailable[framework] = f"{type(exc).__name__}: {exc}"
+    return unavailable
+
+
 def main() -> int:
-    """``python -m dlbench.execution.image [--rebuild]``: used by ``make image``."""
-    rebuild = "--rebuild" in sys.argv[1:]
+    """``python -m dlbench.execution.image [--rebuild] [FRAMEWORK...]``: used by ``make image``
+    (every framework's image when none is named)."""
+    args = sys.argv[1:]
+    rebuild = "--rebuild" in args
+    frameworks = [Framework(a) for a in args if not a.startswith("--")] or list(Framework)
     ok, reason = docker_available()
     if not ok:
-        print(f"cannot build the workload image: {reason}", file=sys.stderr)
+        print(f"cannot build the workload images: {reason}", file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    started = time.monotonic()
-    tag = ensure_image(DEFAULT_TAG, rebuild=rebuild)
-    print(f"{tag} ready ({image_size(tag) / 2**20:.0f} MiB) after {time.monotonic() - started:.0f} s"
-          f" (last build recorded in {BUILD_RECORD.relative_to(ROOT)})")
+    for framework in frameworks:
+        started = time.monotonic()
+        tag = ensure_image(workload_image(DEFAULT_TAG, framework), rebuild=rebuild, framework=framework)
+        print(f"{tag} ready ({image_size(tag) / 2**20:.0f} MiB) after {time.monotonic() - started:.0f} s"
+              f" (last build recorded in {BUILD_RECORD.relative_to(ROOT)})")
     return 0
 
 

@@ -7,8 +7,11 @@ done. Any other machine (a ``stock`` image: python3 and sshd) gets, for the host
 
 - the workload package (``include/dlbench/__init__.py`` and ``include/dlbench/workloads/``,
   exactly what docker/Dockerfile copies) under ``<prefix>/include``;
-- its pinned dependencies (``requirements-workload.txt``) from a wheelhouse the controller
-  resolves for the node's Python version and glibc (``pip --only-binary=:all: --python-version
+- its pinned dependencies (the requirement files of the frameworks the run names:
+  ``requirements-workload.txt`` for TensorFlow and the other suites,
+  ``requirements-workload-<framework>.txt`` for the others; a node prepared for more frameworks
+  is reused as is) from a wheelhouse the controller resolves for the node's Python version and
+  glibc (``pip --only-binary=:all: --python-version
   --platform``; ``build/wheelhouse`` is used as is when it satisfies them, else wheels are
   downloaded once into ``DLBENCH_HOME/wheelhouse``), installed offline into ``<prefix>/venv``
   (or with ``pip install --target`` where ``venv`` is missing) by a pip wheel pushed along;
@@ -17,8 +20,11 @@ done. Any other machine (a ``stock`` image: python3 and sshd) gets, for the host
 Nothing is configured by hand and nothing is installed from the node's own package manager (a
 cloud node may have no mirror): system tools the suites need and the node lacks are *reported*
 in the :class:`Preparation` (``missing_tools``). For the docker runtime, an engine must answer
-on the node; the workload image is streamed (``docker save | ssh docker load``) only when the
-node's copy is missing or built from other code (its ``dlbench.context`` label).
+on the node; the workload image of each framework the run names (and only those:
+:func:`~dlbench.execution.image.frameworks_needed`) is streamed (``docker save | ssh docker
+load``) only when the node's copy is missing or built from other code (its ``dlbench.context``
+label). A framework whose image cannot be had is reported in ``framework_skips`` (its jobs are
+skipped, naming the image and ``make image``), not the whole platform.
 
 :func:`prepare_many` prepares several machines in parallel, one connection per thread.
 """
@@ -45,7 +51,9 @@ from urllib.parse import unquote, urlparse
 from dlbench import paths
 from dlbench.errors import ExecutionError
 from dlbench.execution.gpus import GpuFacts, parse_probe, probe_argv
-from dlbench.execution.image import CONTEXT_LABEL, ROOT, WHEELHOUSE, context_digest
+from dlbench.execution.image import CONTEXT_LABEL, REQUIREMENTS, ROOT, WHEELHOUSE, context_digest, workload_image
+from dlbench.workloads.profiles import Framework
+from dlbench.workloads.tf_cnn.frameworks import PACKAGES
 
 if TYPE_CHECKING:
     from dlbench.execution.transport import RemoteHost
@@ -55,7 +63,6 @@ log = logging.getLogger(__name__)
 NODE_IMAGE_MARKER = "/etc/dlbench/node-image.json"
 """Written into the dlbench-node image by its build: {"image", "context", "python", "pythonpath"}."""
 DEFAULT_PREFIX = "/opt/dlbench"
-REQUIREMENTS = ROOT / "requirements-workload.txt"
 PACKAGE_ROOT = ROOT / "include"
 SUITE_TOOLS = ("fio", "ioping", "iperf3", "hpcc", "mpirun", "gcc")
 """System tools of the micro-benchmark suites (disk: fio, ioping; network: iperf3; cpu: hpcc,
@@ -94,8 +101,14 @@ class Preparation:
     engine_version: str = ""
     engine_id: str = ""
     image: str | None = None
+    """The TensorFlow image's reference as asked for (the others are derived from it)."""
+    images: dict[str, str] = field(default_factory=dict)
+    """framework -> the image loaded (or found current) for it on the node."""
     image_loaded: bool | None = None
+    """Every asked-for framework's image is on the node and current."""
     image_reason: str = ""
+    framework_skips: dict[str, str] = field(default_factory=dict)
+    """framework -> why its image is not on the node (its jobs are skipped, the others run)."""
     missing_tools: list[str] = field(default_factory=list)
     gpus: int = 0
     """NVIDIA GPUs nvidia-smi lists on the machine."""
@@ -134,8 +147,11 @@ class _Phase:
 
 
 def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
-            prefix: str = DEFAULT_PREFIX, engine: str = "docker") -> Preparation:
-    """Detect what ``host`` has and add only what is missing for the runtimes asked for.
+            prefix: str = DEFAULT_PREFIX, engine: str = "docker",
+            frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> Preparation:
+    """Detect what ``host`` has and add only what is missing for the runtimes asked for, for
+    ``frameworks`` (their requirements on the host, their images in the engine; ``docker_image``
+    is TensorFlow's reference, the others' are derived by :func:`workload_image`).
 
     Raises :class:`ExecutionError` when an installation step fails; a node that *cannot* run a
     runtime (no python3, no engine) is reported in the result instead, for a visible skip.
@@ -154,9 +170,9 @@ def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
         if prep.node_image:
             prep.host_ready = True
         else:
-            _prepare_host(host, prep, clock, prefix, digest)
+            _prepare_host(host, prep, clock, prefix, digest, frameworks)
     if docker_image:
-        _prepare_engine(host, prep, clock, docker_image, engine)
+        _prepare_engine(host, prep, clock, docker_image, engine, frameworks)
     with clock("detect"):
         status, out = host.run(probe_argv(engine), 60)
         facts = parse_probe(out) if status == 0 else GpuFacts()
@@ -167,7 +183,8 @@ def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
 
 
 def prepare_many(hosts: Sequence[RemoteHost], *, host_runtime: bool, docker_image: str | None,
-                 prefix: str = DEFAULT_PREFIX, engine: str = "docker") -> list[Preparation | BaseException]:
+                 prefix: str = DEFAULT_PREFIX, engine: str = "docker",
+                 frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> list[Preparation | BaseException]:
     """:func:`prepare` on every host in parallel (one thread and one connection each); a host
     that failed yields its exception in its place, so one bad node does not hide the others."""
     if not hosts:
@@ -175,7 +192,8 @@ def prepare_many(hosts: Sequence[RemoteHost], *, host_runtime: bool, docker_imag
 
     def one(host: RemoteHost) -> Preparation:
         with host:
-            return prepare(host, host_runtime=host_runtime, docker_image=docker_image, prefix=prefix, engine=engine)
+            return prepare(host, host_runtime=host_runtime, docker_image=docker_image, prefix=prefix, engine=engine,
+                           frameworks=frameworks)
 
     results: list[Preparation | BaseException] = []
     with ThreadPoolExecutor(max_workers=min(8, len(hosts)), thread_name_prefix="dlbench-prepare") as pool:
@@ -191,7 +209,8 @@ def prepare_many(hosts: Sequence[RemoteHost], *, host_runtime: bool, docker_imag
 # -- host runtime --------------------------------------------------------------------------------
 
 
-def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: str, digest: str) -> None:
+def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: str, digest: str,
+                  frameworks: Sequence[Framework]) -> None:
     with clock("detect"):
         status, out = host.run(["sh", "-c", 'command -v python3 && exec python3 -c "$1"', "sh", _PROBE], 60)
         if status != 0:
@@ -202,14 +221,18 @@ def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: st
         prep.missing_tools = _missing_tools(host)
         if node["uid"] != 0 and prefix == DEFAULT_PREFIX:
             prefix = f"{node['home']}/.local/dlbench"  # /opt needs root; the SSH user's own place
-        requirements = _requirements_digest()
         mine = _read_json(host, f"{prefix}/prepared.json") or {}
         python_ok = bool(mine.get("python")) and host.run(["test", "-x", mine["python"]], 30)[0] == 0
-    if python_ok and mine.get("context") == digest:
+        # A record without frameworks predates them: TensorFlow's requirements only.
+        installed = [Framework(f) for f in mine.get("frameworks", [Framework.TENSORFLOW.value])]
+        current = (python_ok and set(frameworks) <= set(installed)
+                   and mine.get("requirements") == requirements_digest(installed))
+    if current and mine.get("context") == digest:
         prep.python, prep.pythonpath, prep.host_ready = mine["python"], mine["pythonpath"], True
         return
-    if not (python_ok and mine.get("requirements") == requirements):
-        python, pythonpath = _install_dependencies(host, prep, clock, node, prefix)
+    if not current:
+        installed = [f for f in Framework if f in frameworks]
+        python, pythonpath = _install_dependencies(host, prep, clock, node, prefix, installed)
     else:
         python, pythonpath = mine["python"], mine["pythonpath"]
     with clock("push_package"):
@@ -224,22 +247,23 @@ def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: st
             host.check(["sh", "-c", 'mkdir -p -- "$1/bin" && gcc -O3 -o "$1/bin/dlbench-hpcg" "$2" -lm',
                         "sh", prefix, source], 300)
     with clock("verify"):
-        check = ("import importlib.util, dlbench.workloads.cli, pydantic, yaml; "
-                 "assert importlib.util.find_spec('tensorflow'), 'tensorflow is not importable'")
-        host.check(["env", f"PYTHONPATH={pythonpath}", python, "-c", check], 120)
-    record = {"context": digest, "requirements": requirements, "python": python, "pythonpath": pythonpath,
+        check = ("import importlib.util, sys, dlbench.workloads.cli, pydantic, yaml\n"
+                 "for p in sys.argv[1:]: assert importlib.util.find_spec(p), p + ' is not importable'")
+        host.check(["env", f"PYTHONPATH={pythonpath}", python, "-c", check, *(PACKAGES[f] for f in installed)], 120)
+    record = {"context": digest, "frameworks": [f.value for f in installed],
+              "requirements": requirements_digest(installed), "python": python, "pythonpath": pythonpath,
               "python_version": prep.python_version, "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     host.put_bytes(json.dumps(record, indent=2).encode() + b"\n", f"{prefix}/prepared.json")
     prep.python, prep.pythonpath, prep.host_ready = python, pythonpath, True
 
 
 def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, node: dict[str, Any],
-                          prefix: str) -> tuple[str, str]:
-    """The pinned requirements, offline from a pushed wheelhouse: a venv when the node's Python
-    has the ``venv`` module, else ``pip install --target`` (then on PYTHONPATH)."""
+                          prefix: str, frameworks: Sequence[Framework]) -> tuple[str, str]:
+    """The pinned requirements of ``frameworks``, offline from a pushed wheelhouse: a venv when
+    the node's Python has the ``venv`` module, else ``pip install --target`` (then on PYTHONPATH)."""
     with clock("wheelhouse"):
         wheels = resolve_wheels(node["version"], node["machine"], node["libc_version"] if node["libc"] == "glibc"
-                                else "")
+                                else "", frameworks)
         pip_wheel = pip_wheel_path()
     remote_wheels = f"{prefix}/wheelhouse"
     with clock("push_wheels"):
@@ -249,11 +273,15 @@ def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, no
         for wheel in [*wheels, pip_wheel]:
             tar += ["-C", str(wheel.parent), wheel.name]
         host.stream_from(tar, ["tar", "-x", "-f", "-", "-C", remote_wheels, "--no-same-owner"], 3600)
-        host.put_file(REQUIREMENTS, f"{remote_wheels}/requirements-workload.txt")
+        files = [REQUIREMENTS[f] for f in frameworks]
+        for file in files:
+            host.put_file(file, f"{remote_wheels}/{file.name}")
         size = sum(w.stat().st_size for w in wheels)
-        prep.actions.append(f"pushed {len(wheels)} wheels ({size / 2**20:.0f} MiB)")
+        prep.actions.append(f"pushed {len(wheels)} wheels ({size / 2**20:.0f} MiB) for "
+                            f"{', '.join(f.value for f in frameworks)}")
     pip = [f"{remote_wheels}/{pip_wheel.name}/pip", "install", "--no-index", "--find-links", remote_wheels,
-           "--only-binary=:all:", "--no-warn-script-location", "-r", f"{remote_wheels}/requirements-workload.txt"]
+           "--only-binary=:all:", "--no-warn-script-location",
+           *(a for file in files for a in ("-r", f"{remote_wheels}/{file.name}"))]
     with clock("pip_install"):
         python, pythonpath = f"{prefix}/venv/bin/python", f"{prefix}/include"
         made = node["venv"] and host.run([node["executable"], "-m", "venv", "--without-pip", f"{prefix}/venv"],
@@ -287,8 +315,15 @@ def _read_json(host: RemoteHost, path: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _requirements_digest() -> str:
-    return hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
+def requirements_digest(frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> str:
+    """Digest of the requirement files of ``frameworks`` (in :class:`Framework` order, their bytes
+    concatenated: TensorFlow's alone gives the digest of ``requirements-workload.txt``, what records
+    made before frameworks hold). The node image's marker carries it for all three."""
+    digest = hashlib.sha256()
+    for framework in Framework:
+        if framework in frameworks:
+            digest.update(REQUIREMENTS[framework].read_bytes())
+    return digest.hexdigest()[:16]
 
 
 # -- the controller's wheelhouse ------------------------------------------------------------------
@@ -310,8 +345,9 @@ def platform_tags(machine: str, glibc: str) -> list[str]:
     return tags + [f"{name}_{arch}" for floor, name in legacy.items() if minor >= floor]
 
 
-def resolve_wheels(python_version: str, machine: str, glibc: str) -> list[Path]:
-    """The wheel files that install ``requirements-workload.txt`` on such a node (cached).
+def resolve_wheels(python_version: str, machine: str, glibc: str,
+                   frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> list[Path]:
+    """The wheel files that install the requirements of ``frameworks`` on such a node (cached).
 
     ``build/wheelhouse`` (made by ``make wheelhouse`` for the image) is used as is when pip can
     resolve the requirements from it for that Python and platform; otherwise the wheels are
@@ -319,31 +355,32 @@ def resolve_wheels(python_version: str, machine: str, glibc: str) -> list[Path]:
     """
     tags = platform_tags(machine, glibc)
     target = ["--only-binary=:all:", "--python-version", python_version, *(a for t in tags for a in ("--platform", t))]
-    key = f"cp{python_version.replace('.', '')}-{tags[0]}-{_requirements_digest()}"
+    requirements = [a for f in Framework if f in frameworks for a in ("-r", str(REQUIREMENTS[f]))]
+    key = f"cp{python_version.replace('.', '')}-{tags[0]}-{requirements_digest(frameworks)}"
     with _WHEEL_LOCK:
         if WHEELHOUSE.is_dir():
-            found = _resolve_from(WHEELHOUSE, target)
+            found = _resolve_from(WHEELHOUSE, target, requirements)
             if found is not None:
                 return found
         cache = paths.home() / "wheelhouse" / key
         if not (cache / ".complete").exists():
             cache.mkdir(parents=True, exist_ok=True)
             log.info("downloading the workload wheels for %s into %s", key, cache)
-            _pip(["download", "-q", *target, "-d", str(cache), "-r", str(REQUIREMENTS)], 3600)
+            _pip(["download", "-q", *target, "-d", str(cache), *requirements], 3600)
             (cache / ".complete").write_text(key + "\n")
-        found = _resolve_from(cache, target)
+        found = _resolve_from(cache, target, requirements)
         if found is None:
-            raise ExecutionError(f"the wheels in {cache} do not satisfy {REQUIREMENTS.name} for {key}")
+            raise ExecutionError(f"the wheels in {cache} do not satisfy {' '.join(requirements[1::2])} for {key}")
         return found
 
 
-def _resolve_from(directory: Path, target: list[str]) -> list[Path] | None:
+def _resolve_from(directory: Path, target: list[str], requirements: list[str]) -> list[Path] | None:
     """The wheels pip would install from ``directory`` alone (a dry run with a report), or None."""
     with tempfile.TemporaryDirectory(prefix="dlbench-wheels-") as tmp:
         report = Path(tmp) / "report.json"
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--no-index",
-             "--find-links", str(directory), "--report", str(report), *target, "-r", str(REQUIREMENTS)],
+             "--find-links", str(directory), "--report", str(report), *target, *requirements],
             capture_output=True, text=True, timeout=600, env={**_pip_env(), "PIP_CONFIG_FILE": os.devnull},
             check=False)
         if proc.returncode != 0 or not report.exists():
@@ -385,7 +422,10 @@ def _pip(args: list[str], timeout: float) -> None:
 # -- docker runtime ------------------------------------------------------------------------------
 
 
-def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, engine: str) -> None:
+def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, engine: str,
+                    frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> None:
+    """An engine on the node, and each of ``frameworks``' images current in it (only those:
+    moving an image costs about a minute per 2 GB)."""
     prep.image = image
     with clock("engine"):
         status, out = host.run([engine, "info", "--format", "{{.ServerVersion}}|{{.ID}}"], 60)
@@ -397,17 +437,33 @@ def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: s
         return
     prep.engine = True
     prep.engine_version, prep.engine_id = last.split("|", 1)
+    for framework in frameworks:
+        try:
+            reference = workload_image(image, framework)
+        except ValueError as exc:
+            prep.framework_skips[framework.value] = f"container platform skipped for {framework.value}: {exc}"
+            continue
+        why = _load_image(host, prep, clock, reference, engine)
+        if why:
+            prep.framework_skips[framework.value] = (f"container platform skipped for {framework.value}: {why} "
+                                                     "(build it on the controller with `make image`)")
+        else:
+            prep.images[framework.value] = reference
+    prep.image_loaded = not prep.framework_skips
+    prep.image_reason = "; ".join(prep.framework_skips.values())
+
+
+def _load_image(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, engine: str) -> str:
+    """``image`` current in the node's engine, loaded from the controller's copy when missing or
+    stale. Returns why it cannot be ('' when it is there); a load that fails raises."""
     wanted = local_image_context(image)
     with clock("image_check"):
         present = remote_image_context(host, image, engine)
     if present is not None and (wanted is None or present == wanted):
-        prep.image_loaded = True  # the node's copy is current (or the controller has none to compare)
-        return
+        return ""  # the node's copy is current (or the controller has none to compare)
     if wanted is None:
-        prep.image_loaded = False
-        prep.image_reason = (f"image {image} is {'stale' if present is not None else 'missing'} on "
-                             f"{host.address} and the controller has no copy to load")
-        return
+        return (f"image {image} is {'stale' if present is not None else 'missing'} on "
+                f"{host.address} and the controller has no copy to load")
     with clock("image_load"):
         archive = saved_image(image, wanted)
         with open(archive, "rb") as tar:
@@ -418,8 +474,8 @@ def _prepare_engine(host: RemoteHost, prep: Preparation, clock: _Clock, image: s
     if loaded != wanted:
         raise ExecutionError(f"after loading, {image} on {host.address} has {CONTEXT_LABEL}={loaded!r}, "
                              f"the controller's has {wanted!r}")
-    prep.image_loaded = True
     prep.actions.append(f"loaded image {image} into the node's {engine} ({local_image_size(image) / 2**20:.0f} MiB)")
+    return ""
 
 
 _SAVE_LOCK = threading.Lock()

@@ -32,6 +32,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dlbench.execution.image import framework_of
 from dlbench.workloads.result import Platform
 
 
@@ -271,9 +272,16 @@ class Target(BaseModel):
     address: str | None = Field(default=None, description="the machine's address other instances reach it at")
     data_dir: str | None = None
     skip_reason: str | None = Field(default=None, description="set when the platform cannot run here: jobs are skipped")
+    framework_skips: dict[str, str] = Field(
+        default_factory=dict, description="framework -> why its image is not here: that framework's jobs are skipped")
     expires_at: datetime | None = Field(default=None, description="the run's expiry (labels on containers)")
     timings: dict[str, float] = Field(default_factory=dict, description="provisioning phases of this machine, s")
     labels: dict[str, str] = Field(default_factory=dict, description="facts for the result documents")
+
+    def skip_reason_for(self, args: Mapping[str, object]) -> str | None:
+        """Why a job with these arguments cannot run here: the platform's reason, else its
+        framework's (its image could not be built or loaded: ``framework_skips``)."""
+        return self.skip_reason or self.framework_skips.get(framework_of(args).value)
 
     @property
     def runtime(self) -> str:

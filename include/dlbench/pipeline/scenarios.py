@@ -154,9 +154,9 @@ def usable(job: Job, targets: Sequence[Target]) -> list[Target]:
     candidates = sorted((t for t in targets if t.platform == job.platform), key=lambda t: t.name)
     if not candidates:
         raise ValueError(f"no target provisioned for platform {job.platform.value!r}")
-    ready = [t for t in candidates if not t.skip_reason]
+    ready = [t for t in candidates if not t.skip_reason_for(job.args)]
     if not ready:
-        raise ScenarioSkipped(candidates[0].skip_reason or "no usable target")
+        raise ScenarioSkipped(candidates[0].skip_reason_for(job.args) or "no usable target")
     return ready
 
 

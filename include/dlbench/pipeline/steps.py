@@ -239,8 +239,8 @@ def _publish(run_id: str, staged: list[Path]) -> None:
 def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive: Path, timeout: float,
                 staged: list[Path]) -> dict[str, Any]:
     try:
-        if the_job.scenario is Scenario.SINGLE and target.skip_reason:
-            raise JobSkipped(target.skip_reason)
+        if the_job.scenario is Scenario.SINGLE and target.skip_reason_for(the_job.args):
+            raise JobSkipped(str(target.skip_reason_for(the_job.args)))
         # The cell's machines are claimed before anything starts (docs/scaling.md): another job
         # on them, from this run or any other, would be measured with this one. Waiting for
         # them is not part of any measurement; it is bounded by the job's own timeout.

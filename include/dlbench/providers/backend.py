@@ -20,7 +20,7 @@ from dlbench.execution.targets import Target
 from dlbench.jobs import Suite
 from dlbench.providers.base import Tags
 from dlbench.providers.settings import ProviderSettings
-from dlbench.workloads.profiles import DataKind, Profile, Scenario
+from dlbench.workloads.profiles import DataKind, Framework, Profile, Scenario
 from dlbench.workloads.result import Platform
 
 
@@ -37,6 +37,8 @@ class RunRequest(Protocol):
     def suites(self) -> Sequence[Suite]: ...
     @property
     def data(self) -> Sequence[DataKind]: ...
+    @property
+    def frameworks(self) -> Sequence[Framework]: ...
     @property
     def scenarios(self) -> Sequence[Scenario]: ...
     @property

@@ -26,7 +26,7 @@ from pydantic import Field
 from dlbench.execution.engine import remove_run_containers
 from dlbench.execution.gpus import Allotment, allot, local_facts
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
-from dlbench.execution.image import docker_available, ensure_image
+from dlbench.execution.image import docker_available, ensure_images, frameworks_needed, workload_image
 from dlbench.execution.targets import LocalDocker, LocalProcess, SSHDocker, SSHHost, Target
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import Tags
@@ -87,7 +87,7 @@ class LocalBackend(ProviderBackend):
                                       data_dir=data_dir, skip_reason=gpus.host_skip, expires_at=tags.expires_at,
                                       labels={"provider": "local", "gpus": str(gpus.count)}))
             elif platform is Platform.CONTAINER_ON_BARE_METAL:
-                targets.append(self._container_target(tags, data_dir, gpus))
+                targets.append(self._container_target(request, tags, data_dir, gpus))
         vm_request = self._vm_request(request)
         if vm_request is not None:
             targets += self._vm_targets(vm_request, tags, budget_s)
@@ -127,21 +127,26 @@ class LocalBackend(ProviderBackend):
             log.warning("released guest %s of run %s left behind: %s", action.name, action.run_id, action.reason)
 
     @staticmethod
-    def _container_target(tags: Tags, data_dir: str | None, gpus: Allotment) -> Target:
-        image, skip = WORKLOAD_IMAGE, None
+    def _container_target(request: RunRequest, tags: Tags, data_dir: str | None, gpus: Allotment) -> Target:
+        """This host's Docker engine, with the image of every framework the request names built
+        (TensorFlow's also for the other suites). A framework whose image cannot be built skips
+        only its own jobs, naming the image and ``make image``; no engine skips the platform."""
+        skip: str | None = None
+        framework_skips: dict[str, str] = {}
         ok, reason = docker_available()
         if not ok:
             skip = f"container platform skipped: {reason}"
         elif gpus.container_skip:
             skip = f"container platform skipped: {gpus.container_skip}"
         else:
-            try:
-                image = ensure_image(WORKLOAD_IMAGE)
-            except Exception as exc:  # noqa: BLE001 - reported as a visible skip, never hidden
-                skip = f"container platform skipped: workload image unavailable: {exc}"
+            unavailable = ensure_images(frameworks_needed(request.frameworks, request.suites), WORKLOAD_IMAGE)
+            framework_skips = {
+                f.value: f"container platform skipped for {f.value}: workload image "
+                         f"{workload_image(WORKLOAD_IMAGE, f)} unavailable (build it with `make image`): {why}"
+                for f, why in unavailable.items()}
         return Target(name="local-docker", platform=Platform.CONTAINER_ON_BARE_METAL,
-                      access=LocalDocker(image=image, gpus=gpus.container), data_dir=data_dir, skip_reason=skip,
-                      expires_at=tags.expires_at,
+                      access=LocalDocker(image=WORKLOAD_IMAGE, gpus=gpus.container), data_dir=data_dir,
+                      skip_reason=skip, framework_skips=framework_skips, expires_at=tags.expires_at,
                       labels={"provider": "local", "gpus": str(gpus.count)})
 
     def keep_alive(self, tags: Tags) -> AbstractContextManager[object]:

@@ -44,6 +44,7 @@ from typing import ClassVar, Literal
 from dlbench import paths, storage
 from dlbench.errors import ExecutionError, WaitTimeout
 from dlbench.execution.gpus import GpuFacts, allot, parse_probe, probe_argv
+from dlbench.execution.image import frameworks_needed
 from dlbench.execution.prepare import prepare
 from dlbench.execution.staging import check_remote_data, stage_data
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
@@ -143,6 +144,8 @@ class Machine:
     pythonpath: str | None = None
     data_dir: str | None = None
     skip_docker: str | None = None
+    framework_skips: dict[str, str] = field(default_factory=dict)
+    """framework -> why its workload image is not in the machine's engine (its jobs skip)."""
     gpus: GpuFacts = field(default_factory=GpuFacts)
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -350,7 +353,7 @@ class MachineBackend(ProvisioningBackend):
             runtimes: set[str] = {s.runtime_for(p) for p in machine.platforms}
             with RemoteHost.from_access(access) as host:
                 if s.prepare:
-                    self._prepare(machine, host, runtimes)
+                    self._prepare(machine, host, runtimes, request)
                 else:
                     machine.python = s.remote_python or "python3"
                     status, out = host.run(probe_argv(), 60)
@@ -377,19 +380,25 @@ class MachineBackend(ProvisioningBackend):
             raise WaitTimeout(f"{len(pending)} machine(s) not ready (SSH, prepare, data) within {limit:.0f} s "
                               f"({work.what})")
 
-    def _prepare(self, machine: Machine, host: RemoteHost, runtimes: set[str]) -> None:
+    def _prepare(self, machine: Machine, host: RemoteHost, runtimes: set[str], request: RunRequest) -> None:
         started = time.monotonic()
+        # Only the frameworks the request names (their requirements, their images): an image
+        # costs about a minute per 2 GB to move to a node.
         prep = prepare(host, host_runtime="host" in runtimes,
-                       docker_image=self.settings.docker_image if "docker" in runtimes else None)
+                       docker_image=self.settings.docker_image if "docker" in runtimes else None,
+                       frameworks=frameworks_needed(request.frameworks, request.suites))
         machine.instance.timings["prepare"] = time.monotonic() - started
         if "host" in runtimes and not prep.host_ready:
             raise ExecutionError(f"{machine.instance.name} cannot run the workloads: {prep.host_reason}")
         machine.python = self.settings.remote_python or prep.python or "python3"
         machine.pythonpath = prep.pythonpath
         machine.gpus = GpuFacts(count=prep.gpus, engine_passes_gpus=prep.engine_passes_gpus)
-        if "docker" in runtimes and not prep.image_loaded:
+        if "docker" in runtimes and not prep.engine:
             machine.skip_docker = (f"container platform skipped on {machine.instance.name}: "
-                                   f"{prep.image_reason or prep.engine_reason or 'no engine with the workload image'}")
+                                   f"{prep.engine_reason or 'no engine with the workload image'}")
+        elif "docker" in runtimes:
+            machine.framework_skips = {f: f"{why} (on {machine.instance.name})"
+                                       for f, why in prep.framework_skips.items()}
         machine.labels.update({"prepared": "; ".join(prep.actions) or "none",
                                "node_image": "yes" if prep.node_image else "no"})
         if prep.missing_tools:
@@ -429,13 +438,14 @@ class MachineBackend(ProvisioningBackend):
                 targets.append(Target(
                     name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
                     data_dir=machine.data_dir, skip_reason=skip,
+                    framework_skips=dict(machine.framework_skips) if docker else {},
                     expires_at=tags.expires_at, timings=dict(inst.timings),
                     labels={"provider": self.driver.name, "run_id": tags.run_id, **machine.labels,
                             "gpus": str(gpus.count),
                             **({HOST_LABEL: str(inst.details[HOST_ID])} if inst.details.get(HOST_ID) else {})}))
         for target in targets:
-            if target.skip_reason:
-                log.warning("%s: %s", target.platform.value, target.skip_reason)
+            for reason in filter(None, (target.skip_reason, *target.framework_skips.values())):
+                log.warning("%s: %s", target.platform.value, reason)
         return targets
 
     # -- teardown -------------------------------------------------------------------------------

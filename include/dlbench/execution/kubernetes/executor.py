@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dlbench.execution.base import DEFAULT_GRACE_S, Executor, StopWatch, finish, on_stop, timed_out
 from dlbench.execution.container import WORKLOAD_ENV
+from dlbench.execution.image import job_image
 from dlbench.execution.kubernetes.client import client_for
 from dlbench.execution.kubernetes.facts import cluster_facts
 from dlbench.execution.kubernetes.labels import k8s_annotations, k8s_labels, label_value
@@ -79,7 +80,8 @@ class KubernetesExecutor(Executor):
         env = [{"name": k, "value": v} for k, v in {**WORKLOAD_ENV, "DLBENCH_RESULT": RESULT_PATH,
                                                      "DLBENCH_EMIT": EMIT}.items()]
         container: dict[str, Any] = {
-            "name": "workload", "image": access.image, "imagePullPolicy": access.image_pull_policy,
+            # The job's framework's image (a pytorch tf_cnn job: <image>-pytorch), as the cluster pulls it.
+            "name": "workload", "image": job_image(access.image, job), "imagePullPolicy": access.image_pull_policy,
             "command": self.workload_command(job, target.data_dir), "env": env,
             "resources": {"limits": limits, "requests": dict(limits)} if limits else {},
             "ports": [{"containerPort": p, "hostPort": p, "protocol": "TCP"}
