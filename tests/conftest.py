@@ -161,3 +161,14 @@ def workload_image(docker_client):
     from dlbench.execution.image import DEFAULT_TAG, ensure_image
 
     return ensure_image(DEFAULT_TAG)
+
+
+@pytest.fixture(scope="session")
+def framework_images(workload_image):
+    """Every framework's workload image (TensorFlow's is ``workload_image``), built when missing:
+    {framework value: tag}. A build that fails fails the test that needs it (no silent skip)."""
+    from dlbench.execution.image import ensure_image
+    from dlbench.execution.image import workload_image as image_of
+    from dlbench.workloads.profiles import Framework
+
+    return {f.value: ensure_image(image_of(workload_image, f), framework=f) for f in Framework}

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from dlbench.workloads.profiles import Framework
 from tests.conftest import ROOT, require
 from tests.execution.conftest import NODE_IMAGE, Fleet, conn  # noqa: F401 - conn is a fixture used here
 
@@ -69,7 +70,8 @@ class Cluster:
 
 
 @pytest.fixture(scope="package")
-def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image: str) -> Iterator[Cluster]:  # noqa: F811
+def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image: str,  # noqa: F811
+            framework_images: dict[str, str]) -> Iterator[Cluster]:
     from kubernetes import config
 
     from dlbench.execution.prepare import prepare
@@ -81,7 +83,9 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
     try:
         (machine,) = nodes.deploy(1, image="dlbench-node")
         with machine.host() as host:
-            prep = prepare(host, host_runtime=False, docker_image=workload_image)
+            # PyTorch's image too: a tenant's framework in a pod (test_executor's pytorch job).
+            prep = prepare(host, host_runtime=False, docker_image=workload_image,
+                           frameworks=(Framework.TENSORFLOW, Framework.PYTORCH))
         require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
         assert prep.image_loaded, prep.image_reason
         port = free_port()

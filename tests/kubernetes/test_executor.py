@@ -46,6 +46,18 @@ def test_job_succeeds_and_its_document_comes_back_through_the_log(cluster, run_i
     assert status == 0 and out.split() == [], out
 
 
+def test_a_pytorch_job_runs_in_its_frameworks_image_on_the_node(cluster, run_id, tmp_path):
+    """A tenant's framework in a pod: the job's image is PyTorch's (derived from the target's
+    TensorFlow image), loaded on the node by prepare; the document says PyTorch trained."""
+    target = cluster.target(cluster.namespace(run_id))
+    one = job(run_id, platform="container_on_bare_metal", framework="pytorch")
+    doc = executor_for(target).execute(one, target, tmp_path / "r.json", timeout=300)
+    assert doc.status is Status.OK, doc.error
+    assert doc.benchmark.parameters["framework"] == "pytorch" and doc.labels["framework"] == "pytorch"
+    assert doc.environment.versions["torch"].startswith("2.13.0") and "tensorflow" not in doc.environment.versions
+    assert doc.sample("throughput").value > 0 and doc.environment.container.inside
+
+
 class BigDocument(KubernetesExecutor):
     """The same wrapper and transport, with a workload that writes a 1.5 MiB document."""
 
