@@ -186,9 +186,14 @@ def _free_local_ports(count: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target], port: int
-               ) -> Iterator[tuple[list[Target], list[str], str]]:
-    """(a target per role, the address each role listens at, what the placement is)."""
+def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target], port: int,
+               own_ports: bool = False) -> Iterator[tuple[list[Target], list[str], str]]:
+    """(a target per role, the address each role listens at, what the placement is).
+
+    ``own_ports``: the roles also connect on ports their library picks (Gloo and NCCL pairs,
+    jax.distributed's collectives), so containers on separate instances cannot publish just the
+    cluster port: they share their instance's network (``--network host``, what DDP in containers
+    needs on any cloud) and listen at the instance's address."""
     ready = usable(cell, targets)
     launch = ready[0].access.group_launch
     if launch is GroupLaunch.LOCAL_PROCESSES:
@@ -205,10 +210,14 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
         raise ScenarioSkipped(f"distributed needs {len(names)} instances of {cell.platform.value} (one per role), "
                               f"the run has {len(ready)} usable")
     placed = ready[:len(names)]
-    if launch is GroupLaunch.PUBLISHED_INSTANCES:
+    where = f"{len(placed)} instances, one role each"
+    if launch is GroupLaunch.PUBLISHED_INSTANCES and own_ports:
+        placed = [_with_access(t, network="host") for t in placed]
+        where += " (containers on their instance's network)"
+    elif launch is GroupLaunch.PUBLISHED_INSTANCES:
         placed = [_with_access(t, publish=(port,)) for t in placed]
     addresses = [f"{_address(t)}:{port}" for t in placed]
-    yield placed, addresses, f"{len(placed)} instances, one role each"
+    yield placed, addresses, where
 
 
 # -- distributed ---------------------------------------------------------------------------------
@@ -218,7 +227,8 @@ def run_distributed(cell: Job, targets: Sequence[Target], timeout: float, archiv
     spec = get_profile(cell.profile).scenarios.distributed
     mode = DistributedMode(str(cell.args.get("mode", spec.mode.value)))
     names = spec.roles(mode)
-    with _placement(cell, names, targets, spec.port) as (placed, addresses, where):
+    own_ports = mode in (DistributedMode.DDP, DistributedMode.JAX_DISTRIBUTED)
+    with _placement(cell, names, targets, spec.port, own_ports) as (placed, addresses, where):
         cluster: dict[str, list[str]] = {}
         for (name, _), address in zip(names, addresses, strict=True):
             cluster.setdefault(name, []).append(address)

@@ -16,6 +16,7 @@ that carries it (:class:`FrameworkMissing`), never a silent fallback to another 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from dlbench.workloads.profiles import Framework
@@ -49,6 +50,13 @@ class FrameworkMissing(RuntimeError):
         super().__init__(f"{SKIP_PREFIX}{framework.value} is not installed on this machine ({detail}); "
                          f"run it with {IMAGES[framework]}")
         self.framework = framework
+
+
+def installed() -> list[Framework]:
+    """The frameworks installed where this process runs (found, not imported: cheap). Recorded in
+    each document (label ``frameworks_installed``): a container's says which image it ran (each
+    framework's image carries only its own), a node's which image it was deployed from."""
+    return [f for f in Framework if importlib.util.find_spec(PACKAGES[f]) is not None]
 
 
 def trainer(framework: Framework) -> ModuleType:

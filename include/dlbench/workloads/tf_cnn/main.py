@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
         parameters["loop"] = True
     benchmark = Benchmark(suite="tf_cnn", name=model.value, parameters=parameters)
     labels = {**(role.labels() if role is not None else {}), "framework": framework.value,
-              "precision": spec.precision.value}
+              "precision": spec.precision.value,
+              "frameworks_installed": ",".join(f.value for f in frameworks.installed())}
     try:
         trainer = frameworks.trainer(framework)
     except frameworks.FrameworkMissing as exc:
