@@ -27,6 +27,7 @@ same process (one workload process per job, so that never happens through the co
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
 import time
@@ -298,8 +299,7 @@ def train_distributed(
 
 def versions() -> dict[str, str]:
     import jax  # heavy: JAX loads XLA; only a JAX run reports its versions
-    import jaxlib  # heavy (as above)
 
     keras = _keras()
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
+    return {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"), "keras": keras.__version__,
             "jax_backend": jax.default_backend(), "jax_device": jax.devices()[0].device_kind}
