@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.workloads import harness
-from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName, TrainingSpec
+from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName, Precision, TrainingSpec
 from dlbench.workloads.result import ResultDocument
 from dlbench.workloads.tf_cnn import data as datasets
 from dlbench.workloads.tf_cnn import models, runner
@@ -332,9 +332,16 @@ def train_replicated_worker(
     import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only running a model needs it
 
     t0 = clock()
+    if spec.precision is Precision.BF16:
+        # The TF1 graph builders have no mixed-precision policy: a bf16 job here would train in
+        # fp32 under a bf16 label. Refused, naming the mode that has it.
+        raise ValueError("precision bf16 is not available in distributed_replicated (TF1 graph mode); use "
+                         "distributed_mode multi_worker_mirrored, or fp32/tf32")
+    runner.set_precision(spec.precision)  # fp32: TensorFloat-32 off; tf32: on (and checked)
     towers, worker_cpu, local_parameter_device = _worker_devices(role)
     doc.labels.update({"local_parameter_device": local_parameter_device, "replicas": str(len(towers)),
-                       "placement": "distributed_replicated"})
+                       "placement": "distributed_replicated",
+                       **runner.framework_labels(local_parameter_device == "gpu")})
     server = _start_server(role)
     built = _build_replicated_graph(role, model_name, spec, data, data_dir, towers, worker_cpu)
     local_batch = spec.batch_size_per_device * len(towers)

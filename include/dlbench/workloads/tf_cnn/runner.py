@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.workloads import harness
-from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
+from dlbench.workloads.profiles import DataKind, ModelName, Precision, TrainingSpec
 from dlbench.workloads.result import ResultDocument
 from dlbench.workloads.tf_cnn import data as datasets
 from dlbench.workloads.tf_cnn import models
@@ -262,6 +262,7 @@ def train(
     import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only a training run needs it
 
     t0 = clock()
+    set_precision(spec.precision)
     if strategy is None:
         strategy_obj, placement, replicas = make_strategy(spec)
         local_replicas = replicas
@@ -289,7 +290,8 @@ def train(
 
     def replica_step(images: Any, labels: Any) -> Any:
         with tf.GradientTape() as tape:
-            logits = model(images, training=True)
+            # float32 logits for the loss (a no-op at fp32; under bf16 the loss stays float32).
+            logits = tf.cast(model(images, training=True), tf.float32)
             loss = tf.nn.compute_average_loss(loss_fn(labels, logits), global_batch_size=global_batch)
             # tf_cnn_benchmarks' total loss: cross entropy + weight decay (once over the replicas).
             loss += tf.nn.scale_regularization_loss(models.weight_decay_loss(decayed))
@@ -367,10 +369,35 @@ def train(
         "global_batch_size": str(global_batch),
         # Where the weights really live (not the profile's wish): the placement label's proof.
         "variable_device": variable_device(model),
+        **framework_labels(placement != "cpu" and bool(tf.config.list_logical_devices("GPU"))),
     })
     # Divergence is a property of the run, not a failure of the timing (LossTrajectory).
     add_loss_samples(doc, losses, spec.num_classes, **labels)
     return summary
+
+
+def set_precision(precision: Precision) -> None:
+    """The profile's precision for TensorFlow, before the model is built. fp32 turns TensorFloat-32
+    OFF (TensorFlow enables it by default on Ampere and newer, which would make "fp32" GPUs round
+    matmul inputs to 10 bits); tf32 turns it on and needs a GPU that has it; bf16 is Keras' mixed
+    policy (bfloat16 compute, float32 variables; the loss is computed in float32)."""
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only a training run needs it
+
+    if precision is Precision.TF32:
+        capable = [g for g in tf.config.list_physical_devices("GPU")
+                   if tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0)) >= (8, 0)]
+        if not capable:
+            raise RuntimeError("precision tf32 needs an NVIDIA GPU of compute capability 8.0 or newer (Ampere); "
+                               "this machine has none: use fp32 or bf16")
+    tf.config.experimental.enable_tensor_float_32_execution(precision is Precision.TF32)
+    tf.keras.mixed_precision.set_global_policy("mixed_bfloat16" if precision is Precision.BF16 else "float32")
+
+
+def framework_labels(on_gpu: bool) -> dict[str, str]:
+    """What every framework's document says of how it ran (PyTorch's and JAX's runners set the same keys)."""
+    import tensorflow as tf  # heavy: TensorFlow takes seconds to import; only a training run needs it
+
+    return {"framework_version": tf.__version__, "backend": "gpu" if on_gpu else "cpu", "compiler": "tf.function"}
 
 
 def versions() -> dict[str, str]:
