@@ -106,12 +106,13 @@ def plain_jax(model: str, batch: int, warmup: int, steps: int) -> float:
     ends: list[float] = []
 
     class Clock(keras.callbacks.Callback):
-        def on_train_batch_begin(self, index: int, logs: object = None) -> None:
-            if index == warmup:
-                ends.append(time.perf_counter())
+        """The measured window: from the end of the last warm-up step to the end of the last step.
+        Reading the loss waits for the step's device work (JAX dispatches asynchronously: a
+        callback's time alone would miss steps still in flight, flattering the plain loop)."""
 
-        def on_train_batch_end(self, index: int, logs: object = None) -> None:
-            if index == warmup + steps - 1:
+        def on_train_batch_end(self, index: int, logs: dict[str, object] | None = None) -> None:
+            if index in (warmup - 1, warmup + steps - 1):
+                float((logs or {})["loss"])  # type: ignore[arg-type]  # a device scalar or a float: both convert
                 ends.append(time.perf_counter())
 
     net.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0, callbacks=[Clock()])
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--batch-size", type=int, default=8, help="per run, both sides (paper: 32/32/512)")
-    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--warmup-steps", type=int, default=3, help="at least 1 (the plain loops' clocks start there)")
     parser.add_argument("--measured-steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2, help="A B pairs per framework and model")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
