@@ -88,3 +88,12 @@ def test_one_framework_has_no_frameworks_section(engine, tmp_path):
                             for rep, v in enumerate(values)])
     assert framework_rows(samples_frame(engine, "fw1")) == []
     assert "FRAMEWORKS:" not in text_table(engine, "fw1", tmp_path)
+
+
+def test_the_decision_run_keeps_the_frameworks_asked_about():
+    from dlbench.reports.answer import decision_command
+
+    assert decision_command("smoke", True) == """make run RUN_CONF='{"profile": "paper", "repetitions": 5}'"""
+    assert decision_command("smoke", True, ["tensorflow"]) == decision_command("smoke", True)
+    assert decision_command("smoke", True, ["tensorflow", "pytorch"]) == (
+        """make run RUN_CONF='{"profile": "paper", "repetitions": 5, "frameworks": ["tensorflow", "pytorch"]}'""")

@@ -224,10 +224,14 @@ class Grade:
         return f"NOT DECISION-GRADE: {'; '.join(self.reasons)}. {self.instead}"
 
 
-def decision_command(profile: str | None, toy: bool) -> str:
-    """The run to do instead: the request keys of :class:`dlbench.request.BenchmarkRequest`."""
+def decision_command(profile: str | None, toy: bool, frameworks: list[str] | None = None) -> str:
+    """The run to do instead: the request keys of :class:`dlbench.request.BenchmarkRequest`; the
+    run's frameworks when it named others than TensorFlow (the question was about them)."""
     name = DECISION_PROFILE if toy or not profile else profile
-    return (f"make run RUN_CONF='{{\"profile\": \"{name}\", \"repetitions\": {DECISION_REPETITIONS}}}'")
+    keys = f"\"profile\": \"{name}\", \"repetitions\": {DECISION_REPETITIONS}"
+    if frameworks and frameworks != ["tensorflow"]:
+        keys += ", \"frameworks\": [" + ", ".join(f"\"{f}\"" for f in frameworks) + "]"
+    return f"make run RUN_CONF='{{{keys}}}'"
 
 
 def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
@@ -273,7 +277,8 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
                        f"({', '.join(counts)})")
     if not reasons:
         return Grade(True, (), None)
-    return Grade(False, tuple(reasons), f"For a decision run: {decision_command(profile.name, profile.toy)} on a "
+    command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"))
+    return Grade(False, tuple(reasons), f"For a decision run: {command} on a "
                                         "quiet machine (or trigger dlbench_benchmark with that conf).")
 
 
