@@ -143,10 +143,19 @@ class NovaSettings(OpenStackSettings):
         return self.flavors.get(platform) or self.flavor
 
 
+COLLECTIVE_PORTS = (32768, 60999)
+"""Linux's default ephemeral port range (``net.ipv4.ip_local_port_range``). PyTorch DDP (Gloo,
+NCCL) and jax.distributed connect each pair of processes on ports the kernel picks from it,
+besides the rendezvous port: a distributed PyTorch or JAX job between VMs needs it open between
+the run's instances (only between them: the rule's remote is the run's own group)."""
+
+
 def benchmark_ports() -> list[tuple[str, int, int]]:
     """(protocol, from, to) the run's instances open to each other: the network suite's iperf3
-    server pair and every profile's distributed role port (one source for each fact)."""
-    ports = {("tcp", DEFAULT_PORT, DEFAULT_PORT + 1), ("udp", DEFAULT_PORT, DEFAULT_PORT + 1)}
+    server pair, every profile's distributed role port and the collectives' ephemeral ports (one
+    source for each fact)."""
+    ports = {("tcp", DEFAULT_PORT, DEFAULT_PORT + 1), ("udp", DEFAULT_PORT, DEFAULT_PORT + 1),
+             ("tcp", *COLLECTIVE_PORTS)}
     for profile in load_profiles().values():
         port = profile.scenarios.distributed.port
         ports.add(("tcp", port, port))
