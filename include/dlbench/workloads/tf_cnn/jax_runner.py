@@ -44,9 +44,7 @@ from dlbench.workloads.tf_cnn.runner import (
     StepSummary,
     add_loss_samples,
     add_training_samples,
-    loop_windows,
-    realtime,
-    timed_steps,
+    warmup_and_measure,
 )
 
 
@@ -224,29 +222,21 @@ def _train(
         losses.append(float(loss.addressable_data(0)))
 
     setup_seconds = clock() - t0
-    step_times = timed_steps(run_step, spec.warmup_steps, clock)
-    if role is not None:
+    def barrier() -> None:
         from jax.experimental import multihost_utils  # only a job across instances needs the barrier
 
+        assert role is not None
         harness.progress(f"worker {role.task_index}: at the barrier before the measured steps")
         multihost_utils.sync_global_devices("dlbench: before the measured steps")
-    window_start = realtime()
-    if loop:
-        measured, windows, window_end = loop_windows(
-            run_step, spec.measured_steps, clock, on_window=lambda n: harness.progress(f"loop {n} done"))
-        if not measured:
-            raise harness.Stopped()  # stopped before a single measured step: nothing was measured
-        harness.ended_by_stop(doc)
-        doc.add("loops", windows, "count")
-    else:
-        measured = timed_steps(run_step, spec.measured_steps, clock)
-        window_end = realtime()
+
+    step_times, window = warmup_and_measure(doc, run_step, spec, clock, loop=loop,
+                                            before_measured=barrier if role is not None else None)
     if role is not None:
         harness.progress(f"worker {role.task_index}: {spec.measured_steps} measured steps done")
     labels = {"model": model_name.value, "data": data.value, "batch_size": local_batch}
     summary = add_training_samples(
-        doc, step_times=step_times + measured, warmup_steps=spec.warmup_steps, images_per_step=local_batch,
-        setup_seconds=setup_seconds, window=(window_start, window_end), labels=labels)
+        doc, step_times=step_times, warmup_steps=spec.warmup_steps, images_per_step=local_batch,
+        setup_seconds=setup_seconds, window=window, labels=labels)
     doc.add("compile_time", compile_seconds, "s", compiler="xla", **labels)
     for device in local_devices:
         stats = device.memory_stats() if backend != "cpu" else None

@@ -214,6 +214,31 @@ def loop_windows(step: Callable[[], Any], window_steps: int, clock: Clock = time
     return times, windows, ended
 
 
+def warmup_and_measure(doc: ResultDocument, step: Callable[[], Any], spec: TrainingSpec, clock: Clock, *,
+                       loop: bool, before_measured: Callable[[], Any] | None = None
+                       ) -> tuple[list[float], tuple[float, float]]:
+    """The study's protocol around one framework's ``step``, the same for every framework: the
+    warm-up steps, ``before_measured`` (a barrier across workers), then the measured steps — or,
+    with ``loop``, windows of them until SIGTERM (a shared-resource background; its document
+    records the windows and that SIGTERM ended it). Returns every step's time (warm-up first) and
+    the measured window in :func:`realtime`."""
+    step_times = timed_steps(step, spec.warmup_steps, clock)
+    if before_measured is not None:
+        before_measured()
+    window_start = realtime()
+    if loop:
+        measured, windows, window_end = loop_windows(
+            step, spec.measured_steps, clock, on_window=lambda n: harness.progress(f"loop {n} done"))
+        if not measured:
+            raise harness.Stopped()  # stopped before a single measured step: nothing was measured
+        harness.ended_by_stop(doc)
+        doc.add("loops", windows, "count")
+    else:
+        measured = timed_steps(step, spec.measured_steps, clock)
+        window_end = realtime()
+    return step_times + measured, (window_start, window_end)
+
+
 def add_training_samples(
     doc: ResultDocument,
     *,
@@ -337,24 +362,11 @@ def train(
         losses.append(float(step()))
 
     setup_seconds = clock() - t0
-    step_times = timed_steps(run_step, spec.warmup_steps, clock)
-    if before_measured is not None:
-        before_measured()
-    window_start = realtime()
-    if loop:
-        measured, windows, window_end = loop_windows(
-            run_step, spec.measured_steps, clock, on_window=lambda n: harness.progress(f"loop {n} done"))
-        if not measured:
-            raise harness.Stopped()  # stopped before a single measured step: nothing was measured
-        harness.ended_by_stop(doc)
-        doc.add("loops", windows, "count")
-    else:
-        measured = timed_steps(run_step, spec.measured_steps, clock)
-        window_end = realtime()
+    step_times, window = warmup_and_measure(doc, run_step, spec, clock, loop=loop, before_measured=before_measured)
     labels = {"model": model_name.value, "data": data.value, "batch_size": local_batch}
     summary = add_training_samples(
-        doc, step_times=step_times + measured, warmup_steps=spec.warmup_steps, images_per_step=local_batch,
-        setup_seconds=setup_seconds, window=(window_start, window_end), labels=labels)
+        doc, step_times=step_times, warmup_steps=spec.warmup_steps, images_per_step=local_batch,
+        setup_seconds=setup_seconds, window=window, labels=labels)
     for gpu in tf.config.list_logical_devices("GPU"):
         try:
             peak = tf.config.experimental.get_memory_info(gpu.name)["peak"]

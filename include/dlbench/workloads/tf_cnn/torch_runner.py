@@ -58,9 +58,7 @@ from dlbench.workloads.tf_cnn.runner import (
     StepSummary,
     add_loss_samples,
     add_training_samples,
-    loop_windows,
-    realtime,
-    timed_steps,
+    warmup_and_measure,
 )
 
 COMPILER = "eager"
@@ -372,21 +370,13 @@ def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: 
         trainer = _Trainer(job, device, seed=group.rank_offset if group else 0, ddp=group is not None)
         setup_seconds = clock() - t0
         harness.progress(f"{name}: warm-up ({spec.warmup_steps} steps)")
-        step_times = timed_steps(trainer.step, spec.warmup_steps, clock)
-        if group is not None:
+
+        def barrier() -> None:
             harness.progress(f"{name}: at the barrier before the measured steps")
             _barrier(device)
-        window_start = realtime()
-        if job.loop:
-            measured, windows, window_end = loop_windows(
-                trainer.step, spec.measured_steps, clock, on_window=lambda n: harness.progress(f"loop {n} done"))
-            if not measured:
-                raise harness.Stopped()  # stopped before a single measured step: nothing was measured
-            harness.ended_by_stop(doc)
-            doc.add("loops", windows, "count")
-        else:
-            measured = timed_steps(trainer.step, spec.measured_steps, clock)
-            window_end = realtime()
+
+        step_times, window = warmup_and_measure(doc, trainer.step, spec, clock, loop=job.loop,
+                                                before_measured=barrier if group is not None else None)
         finished = not job.loop
     finally:
         if trainer is not None:
@@ -404,8 +394,8 @@ def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: 
     images_per_step = spec.batch_size_per_device * local
     labels = {"model": job.model_name.value, "data": job.data.value, "batch_size": images_per_step}
     summary = add_training_samples(
-        doc, step_times=step_times + measured, warmup_steps=spec.warmup_steps, images_per_step=images_per_step,
-        setup_seconds=setup_seconds, window=(window_start, window_end), labels=labels)
+        doc, step_times=step_times, warmup_steps=spec.warmup_steps, images_per_step=images_per_step,
+        setup_seconds=setup_seconds, window=window, labels=labels)
     if device.type == "cuda":
         doc.add("peak_memory", torch.cuda.max_memory_allocated(device), "bytes", device=str(device), scope="device")
     world = group.world_size if group is not None else 1
