@@ -85,6 +85,20 @@ class Role:
             self.proc.wait()
 
 
+def run_workers(tmp: Path, count: int, *args: str, timeout: float = 180) -> list[ResultDocument]:
+    """``count`` worker roles of one job (``args``, each with its ``--task-index``), waited for
+    together and killed if one hangs; fails naming the workers' errors unless all exit 0. Worker
+    ``i``'s stderr stays in ``tmp / f"w{i}.log"`` (:class:`Role`'s file)."""
+    workers = [Role(tmp, f"w{index}", *args, "--task-index", str(index)) for index in range(count)]
+    try:
+        codes = [worker.wait(timeout) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    assert codes == [0] * count, "\n".join(worker.stderr() for worker in workers)
+    return [worker.doc() for worker in workers]
+
+
 def listens_on_all_interfaces(port: int) -> bool:
     """Whether some socket listens on the wildcard address (0.0.0.0 or ::) at ``port`` (/proc/net/tcp*)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -198,14 +212,7 @@ def test_multi_worker_mirrored(tmp_path):
     cluster = json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]})
     args = (*COMMON, *STEPS, "--scenario", "distributed", "--mode", "multi_worker_mirrored", "--cluster", cluster,
             "--role", "worker")
-    workers = [Role(tmp_path, f"w{i}", *args, "--task-index", str(i)) for i in range(2)]
-    try:
-        codes = [w.wait() for w in workers]
-    finally:
-        for w in workers:
-            w.kill()
-    assert codes == [0, 0], "\n".join(w.stderr() for w in workers)
-    docs = [w.doc() for w in workers]
+    docs = run_workers(tmp_path, 2, *args)
     for index, doc in enumerate(docs):
         assert doc.status is Status.OK, doc.error
         assert doc.benchmark.parameters["variable_update"] == "multi_worker_mirrored"

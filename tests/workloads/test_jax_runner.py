@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from dlbench.workloads.result import ResultDocument, Status, json_schema
-from tests.workloads.test_distributed import Role, free_ports, overlap_share, steps, window
+from tests.workloads.test_distributed import Role, free_ports, overlap_share, run_workers, steps, window
 
 COMMON = ("tf-cnn", "--framework", "jax", "--profile", "smoke", "--platform", "bare_metal", "--run-id", "t")
 FEW_STEPS = ("--warmup-steps", "1", "--measured-steps", "2")
@@ -143,14 +143,7 @@ def test_jax_distributed_across_two_processes(tmp_path):
     cluster = json.dumps({"worker": [f"127.0.0.1:{port}", f"127.0.0.1:{unused}"]})
     args = (*COMMON, "--model", "alexnet", "--warmup-steps", "2", "--measured-steps", "3", "--scenario",
             "distributed", "--mode", "jax_distributed", "--cluster", cluster, "--role", "worker")
-    workers = [Role(tmp_path, f"w{index}", *args, "--task-index", str(index)) for index in (0, 1)]
-    try:
-        codes = [worker.wait(300) for worker in workers]
-    finally:
-        for worker in workers:
-            worker.kill()
-    assert codes == [0, 0], [worker.stderr() for worker in workers]
-    docs = [worker.doc() for worker in workers]
+    docs = run_workers(tmp_path, 2, *args, timeout=300)
     for index, doc in enumerate(docs):
         assert doc.status is Status.OK, doc.error
         assert doc.benchmark.parameters["mode"] == "jax_distributed" and doc.benchmark.parameters["workers"] == 2
@@ -161,7 +154,7 @@ def test_jax_distributed_across_two_processes(tmp_path):
     losses = [[s.value for s in doc.samples if s.metric == "loss"] for doc in docs]
     assert losses[0] == losses[1] and len(losses[0]) == 5
     assert overlap_share(window(docs[0]), window(docs[1])) > 0.5
-    assert "jax.distributed up (2 processes" in workers[1].log.read_text()
+    assert "jax.distributed up (2 processes" in (tmp_path / "w1.log").read_text()
 
 
 def test_loop_background_keeps_its_samples_when_stopped(tmp_path):

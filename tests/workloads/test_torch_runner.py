@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 
 from dlbench.workloads.result import ResultDocument, Status, json_schema
-from tests.workloads.test_distributed import STOPPED, Role, free_ports, overlap_share, steps, window
+from tests.workloads.test_distributed import STOPPED, Role, free_ports, overlap_share, run_workers, steps, window
 
 MODELS = ["inception3", "resnet50", "alexnet"]
 SMOKE_PARAMETERS = {  # trainable parameters at the smoke profile's sizes and 10 classes (the Keras models')
@@ -125,14 +125,7 @@ def test_ddp_across_two_instances_over_gloo(tmp_path):
     cluster = json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]})
     args = (*PYTORCH, "--model", "alexnet", "--warmup-steps", "2", "--measured-steps", "3", "--scenario",
             "distributed", "--mode", "ddp", "--role", "worker", "--cluster", cluster)
-    workers = [Role(tmp_path, f"w{i}", *args, "--task-index", str(i)) for i in range(2)]
-    try:
-        codes = [w.wait() for w in workers]
-    finally:
-        for w in workers:
-            w.kill()
-    assert codes == [0, 0], "\n".join(w.stderr() for w in workers)
-    docs = [w.doc() for w in workers]
+    docs = run_workers(tmp_path, 2, *args)
     for index, doc in enumerate(docs):
         assert doc.status is Status.OK, doc.error
         params = doc.benchmark.parameters
@@ -147,7 +140,7 @@ def test_ddp_across_two_instances_over_gloo(tmp_path):
     assert docs[0].labels["weights_checksum"] == docs[1].labels["weights_checksum"]
     assert len(steps(docs[0])) == len(steps(docs[1])) == 5
     assert overlap_share(window(docs[0]), window(docs[1])) > 0.8
-    assert "at the barrier before the measured steps" in workers[1].log.read_text()
+    assert "at the barrier before the measured steps" in (tmp_path / "w1.log").read_text()
 
 
 def test_ddp_worker_waiting_for_its_peer_stops_on_sigterm(tmp_path):
