@@ -7,13 +7,14 @@ Low enough that executors, providers and the pipeline all use it without loading
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.profiles import get_profile
-from dlbench.workloads.profiles import DataKind, Scenario, is_builtin, profile_digest, profile_to_argument
+from dlbench.workloads.profiles import DataKind, Framework, Scenario, is_builtin, profile_digest, profile_to_argument
 from dlbench.workloads.result import Platform
 
 
@@ -46,6 +47,18 @@ SUITE_COMMANDS: dict[str, str] = {
     Suite.DLTOOLS.value: "dltools",
 }
 """Suite -> the workload CLI subcommand that runs it."""
+
+
+def framework_arg(framework: Framework) -> dict[str, str]:
+    """A tf_cnn cell's ``framework`` argument: absent for tensorflow, so a TensorFlow job's id, arguments and
+    documents are what they were before frameworks existed (old runs stay comparable)."""
+    return {} if framework is Framework.TENSORFLOW else {"framework": framework.value}
+
+
+def framework_of(args: Mapping[str, object]) -> Framework:
+    """The framework a job's arguments name (:func:`framework_arg`'s inverse): none, every suite but
+    tf_cnn and tf_cnn on TensorFlow, is TensorFlow."""
+    return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
 
 
 class Job(BaseModel):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from dlbench.errors import ConfigError
 from dlbench.grammar import AbsolutePath
-from dlbench.jobs import DEFAULT_SUITES, SUITE_COMMANDS, Job, Suite, job_id_for
+from dlbench.jobs import DEFAULT_SUITES, SUITE_COMMANDS, Job, Suite, framework_arg, framework_of, job_id_for
 from dlbench.profiles import all_profiles, get_profile, profile_names
 from dlbench.providers.local import LocalSettings
 from dlbench.providers.registry import ProviderSettingsUnion, provider_choices, provider_names
@@ -414,12 +414,6 @@ def explain(exc: ValidationError) -> str:
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
 
-def framework_arg(framework: Framework) -> dict[str, str]:
-    """A cell's ``framework`` argument: absent for tensorflow, so a TensorFlow job's id, arguments and
-    documents are what they were before frameworks existed (old runs stay comparable)."""
-    return {} if framework is Framework.TENSORFLOW else {"framework": framework.value}
-
-
 def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:
     """The argument sets one suite runs for a request in one scenario (the micro-benchmarks have
     only the single scenario).
@@ -448,7 +442,7 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
     if scenario is Scenario.SINGLE:
         return cells
     if scenario is Scenario.DISTRIBUTED:
-        return [{**cell, "mode": request.distributed_mode_of(Framework(cell.get("framework", "tensorflow"))).value}
+        return [{**cell, "mode": request.distributed_mode_of(framework_of(cell)).value}
                 for cell in cells]
     shared = request.resolved_profile.scenarios.shared
     out = [{**cell, "interference": "background"} for cell in cells]

@@ -21,14 +21,13 @@ from dlbench.execution.image import (
     DEFAULT_TAG,
     REQUIREMENTS,
     context_files,
-    framework_of,
     frameworks_needed,
     workload_image,
 )
 from dlbench.execution.kubernetes.executor import KubernetesExecutor
 from dlbench.execution.prepare import requirements_digest
 from dlbench.execution.targets import KubernetesAccess, LocalDocker, Target
-from dlbench.jobs import Job, Suite
+from dlbench.jobs import Job, Suite, framework_of
 from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import Platform, ResultDocument, Status
 from tests.conftest import require

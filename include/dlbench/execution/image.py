@@ -24,12 +24,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench import settings
-from dlbench.jobs import Suite
+from dlbench.jobs import Suite, framework_of
 from dlbench.workloads.profiles import Framework
 
 if TYPE_CHECKING:
@@ -75,12 +75,6 @@ def workload_image(image: str, framework: Framework) -> str:
     colon = image.rfind(":")
     repo, tag = (image[:colon], image[colon:]) if colon > slash else (image, "")
     return f"{repo}-{framework.value}{tag}"
-
-
-def framework_of(args: Mapping[str, object]) -> Framework:
-    """The framework a job's arguments name; none (every suite but tf_cnn, and tf_cnn on
-    TensorFlow: :func:`dlbench.request.framework_arg`) is TensorFlow."""
-    return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
 
 
 def job_image(image: str, job: Job) -> str:

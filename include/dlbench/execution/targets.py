@@ -32,7 +32,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlbench.execution.image import framework_of
+from dlbench.jobs import framework_of
 from dlbench.workloads.result import Platform
 
 

@@ -21,6 +21,7 @@ from dlbench.profiles import get_profile
 from dlbench.reports import compare, metrics
 from dlbench.reports import stats as st
 from dlbench.reports.formatting import ratio
+from dlbench.warehouse.load import FRAMEWORK_SUITES
 
 TRAINING_SUITE = "tf_cnn"
 ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
@@ -28,12 +29,12 @@ ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time")
 
 DATA_ORDER = ["synthetic", "real"]
 
-FRAMEWORKS = {"tf_cnn": "TensorFlow"}
-"""The framework a suite trains with when its documents do not say (``framework`` parameter or
-label): a tf_cnn document without one is TensorFlow's (every run before frameworks existed)."""
-
 FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX"}
 """How the report writes each framework a document names."""
+
+FRAMEWORKS = {suite: FRAMEWORK_NAMES[framework.value] for suite, framework in FRAMEWORK_SUITES.items()}
+"""The framework a suite trains with when its documents do not say (``framework`` parameter or
+label): the warehouse's rule (a tf_cnn document without one is TensorFlow's)."""
 
 TOY_PROFILES = frozenset({"smoke"})
 """Profiles that are toy-sized by definition: ``smoke`` shrinks shapes and steps so a whole

@@ -21,9 +21,11 @@ import pandas as pd
 
 from dlbench.reports import answer, compare
 from dlbench.reports import stats as st
+from dlbench.warehouse.load import benchmark_framework
+from dlbench.workloads.profiles import Framework
 
-ORDER = ("tensorflow", "pytorch", "jax")
-"""The frameworks in the order a reader meets them (the study's first)."""
+ORDER = tuple(f.value for f in Framework)
+"""The frameworks in the order a reader meets them (the enum's: the study's first)."""
 
 NAMES = answer.FRAMEWORK_NAMES
 
@@ -32,9 +34,9 @@ METRICS = answer.ANSWER_METRICS
 
 
 def framework_key(parameters: Mapping[str, Any] | None) -> str:
-    """The framework a document trained with: its ``framework`` parameter, tensorflow when absent
-    (documents from before frameworks existed, and TensorFlow's, which leave it out)."""
-    return str((parameters or {}).get("framework") or "tensorflow")
+    """The framework a training document trained with, as the warehouse's ``benchmarks.framework``
+    says it (:func:`dlbench.warehouse.load.benchmark_framework`: tensorflow when absent)."""
+    return benchmark_framework(answer.TRAINING_SUITE, dict(parameters or {})) or ""
 
 
 def cell_key(parameters: Mapping[str, Any] | None) -> str:

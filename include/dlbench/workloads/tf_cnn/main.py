@@ -36,11 +36,10 @@ def main(args: argparse.Namespace) -> int:
     spec = get_profile(args.profile).training(args.model)
     overrides = {
         k: v for k, v in (("warmup_steps", args.warmup_steps), ("measured_steps", args.measured_steps),
-                          ("batch_size_per_device", args.batch_size)) if v is not None
+                          ("batch_size_per_device", args.batch_size),
+                          ("precision", Precision(args.precision) if args.precision else None)) if v is not None
     }
     spec = spec.model_copy(update=overrides)
-    if args.precision is not None:
-        spec = spec.model_copy(update={"precision": Precision(args.precision)})
     model, data, framework = ModelName(args.model), DataKind(args.data), Framework(args.framework)
     parameters = {"profile": args.profile, "data": data.value, **parameters_of(spec)}
     if framework is not Framework.TENSORFLOW:
