@@ -20,8 +20,10 @@ from dlbench.workloads.result import Platform
 
 class Suite(StrEnum):
     """Benchmark suites: ``tf_cnn`` is the core study's training benchmark; ``dltools`` study 001's
-    DL-tool training set (FCN5, AlexNet, ResNet-50 on MNIST/CIFAR-10, LSTM on PTB); the others are the
-    micro-benchmarks that explain them (study 001's CPU/GPU/disk, study 003's DeepBench kernels)."""
+    DL-tool training set (FCN5, AlexNet, ResNet-50 on MNIST/CIFAR-10, LSTM on PTB); ``fathom`` study
+    003's eight Fathom workloads; ``transformer`` a GPT-style decoder's training and generation; the
+    others are the micro-benchmarks that explain them (study 001's CPU/GPU/disk, study 003's DeepBench
+    kernels)."""
 
     TF_CNN = "tf_cnn"
     CPU = "cpu"
@@ -30,21 +32,26 @@ class Suite(StrEnum):
     DISK = "disk"
     NETWORK = "network"
     DLTOOLS = "dltools"
+    FATHOM = "fathom"
+    TRANSFORMER = "transformer"
 
 
 BENCHMARK_DAG_ID = "dlbench_benchmark"
 """The benchmark DAG's id (dags/dlbench_benchmark.py declares it from here): the explorer's
 permissions are this DAG's, its DAG-run links point at it, ``make run`` runs it."""
 
-DEFAULT_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s is not Suite.DLTOOLS)
-"""What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it.
-Study 001's DL-tool set (16 jobs per platform even in smoke) is asked for by name."""
+OPT_IN_SUITES: tuple[Suite, ...] = (Suite.DLTOOLS, Suite.FATHOM, Suite.TRANSFORMER)
+"""Asked for by name only: study 001's DL-tool set (16 jobs per platform even in smoke), Fathom's
+eight workloads in two tasks, the transformer's training and generation."""
+
+DEFAULT_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s not in OPT_IN_SUITES)
+"""What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it."""
 
 
 SUITE_COMMANDS: dict[str, str] = {
     Suite.TF_CNN.value: "tf-cnn", Suite.CPU.value: "cpu", Suite.GPU.value: "gpu",
     Suite.DEEPBENCH.value: "deepbench", Suite.DISK.value: "disk", Suite.NETWORK.value: "network",
-    Suite.DLTOOLS.value: "dltools",
+    Suite.DLTOOLS.value: "dltools", Suite.FATHOM.value: "fathom", Suite.TRANSFORMER.value: "transformer",
 }
 """Suite -> the workload CLI subcommand that runs it."""
 
@@ -102,8 +109,9 @@ class Job(BaseModel):
             "--repetition", str(self.repetition), "--platform", self.platform.value, "--profile", self.profile,
         ]
         profile = get_profile(self.profile)
-        if self.profile_digest is not None and profile_digest(profile) != self.profile_digest:
-            raise ValueError(f"profile {self.profile!r} here has digest {profile_digest(profile)}, but the job was "
+        here = profile_digest(profile, self.suite)
+        if self.profile_digest is not None and here != self.profile_digest:
+            raise ValueError(f"profile {self.profile!r} here has digest {here}, but the job was "
                              f"planned with {self.profile_digest}: pass the run's request to run_job (it carries "
                              "the pinned profile)")
         if not is_builtin(profile):  # a user profile: the machine running the job may not know it

@@ -471,7 +471,6 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
     platform (machine innermost: a run cut short has surveyed the whole fleet on its first cells)."""
     jobs = []
     profile = request.resolved_profile
-    digest = profile_digest(profile)
     for repetition in range(max(request.repetitions_for(suite) for suite in request.suites)):
         for suite in request.suites:
             if repetition >= request.repetitions_for(suite):
@@ -487,7 +486,8 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
                                                   machine),
                                 run_id=run_id, platform=platform, suite=suite.value,
                                 command=SUITE_COMMANDS[suite.value], args=args, profile=request.profile,
-                                repetition=repetition, scenario=scenario, profile_digest=digest, timeout_s=timeout,
+                                repetition=repetition, scenario=scenario,
+                                profile_digest=profile_digest(profile, suite.value), timeout_s=timeout,
                                 machine=machine,
                             ))
     return jobs

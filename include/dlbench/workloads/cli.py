@@ -98,7 +98,7 @@ def _label_profile(doc: ResultDocument) -> Callable[[], None]:
     profile redefined under the same name stay distinguishable in the warehouse."""
     if _used_profile:
         doc.labels.setdefault("profile", _used_profile[-1].name)
-        doc.labels.setdefault("profile_digest", profile_digest(_used_profile[-1]))
+        doc.labels.setdefault("profile_digest", profile_digest(_used_profile[-1], doc.benchmark.suite))
     return lambda: None
 
 

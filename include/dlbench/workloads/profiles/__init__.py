@@ -34,11 +34,15 @@ from dlbench.workloads.profiles.enums import (
     DistributedRole,
     DLToolModel,
     DLToolsData,
+    FathomModel,
+    FathomTask,
     Framework,
     ModelName,
     Precision,
     Scenario,
+    TransformerTask,
 )
+from dlbench.workloads.profiles.fathom import FathomModelSpec, FathomSpec
 from dlbench.workloads.profiles.loading import (
     PROFILES_FILE,
     PROFILES_FILE_ENV,
@@ -50,6 +54,7 @@ from dlbench.workloads.profiles.loading import (
 )
 from dlbench.workloads.profiles.schema import (
     DLTOOLS_TRAIN_EXAMPLES,
+    LATER_SECTIONS,
     LSTM_SEQUENCE_LENGTH,
     CpuSpec,
     DeepBenchSpec,
@@ -70,13 +75,15 @@ from dlbench.workloads.profiles.schema import (
     profile_digest,
 )
 from dlbench.workloads.profiles.timeouts import MIN_JOB_TIMEOUT_S, job_timeout, planned_work
+from dlbench.workloads.profiles.transformer import TransformerSpec
 
 __all__ = [
     "DLTOOLS_TRAIN_EXAMPLES", "LSTM_SEQUENCE_LENGTH", "MIN_JOB_TIMEOUT_S", "PROFILES_FILE", "PROFILES_FILE_ENV",
     "CpuSpec", "DLToolModel", "DLToolSpec", "DLToolsSpec", "DataKind", "DeepBenchSpec", "DiskSpec", "DistributedMode",
-    "DistributedRole", "DLToolsData", "DistributedSpec", "Framework", "GpuSpec", "MicroSpec", "MicroSuite", "ModelName",
+    "DistributedRole", "DLToolsData", "DistributedSpec", "FathomModel", "FathomModelSpec", "FathomSpec", "FathomTask",
+    "Framework", "GpuSpec", "MicroSpec", "MicroSuite", "ModelName",
     "NetworkSpec", "Precision", "Profile", "ProfileError", "Scenario", "ScenarioSpecs", "SharedSpec", "TrainingSpec",
-    "all_profiles",
+    "LATER_SECTIONS", "TransformerSpec", "TransformerTask", "all_profiles",
     "batches_per_full_epoch", "file_profiles", "get_profile", "is_builtin", "job_timeout", "load_profiles",
     "parse_profiles_text", "parse_user_profiles", "planned_work", "profile_digest", "profile_from_argument",
     "profile_names", "profile_to_argument", "register_profile", "register_user_profiles", "resolve_profiles",

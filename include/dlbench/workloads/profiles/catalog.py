@@ -29,9 +29,9 @@ def register_profile(profile: Profile) -> Profile:
     workload got on its command line. Same name, other content: the newer wins, with a warning."""
     with _registered_lock:
         old = _registered.get(profile.name)
-        if old is not None and profile_digest(old) != profile_digest(profile):
+        if old is not None and profile_digest(old, whole=True) != profile_digest(profile, whole=True):
             log.warning("profile %r redefined in this process (digest %s -> %s)", profile.name,
-                        profile_digest(old), profile_digest(profile))
+                        profile_digest(old, whole=True), profile_digest(profile, whole=True))
         _registered[profile.name] = profile
     return profile
 
@@ -69,4 +69,4 @@ def is_builtin(profile: Profile) -> bool:
     """Whether ``profile`` is the installed package's profile of that name, unchanged: then a
     workload resolves it by name and nothing else travels on its command line."""
     builtin = load_profiles().get(profile.name)
-    return builtin is not None and profile_digest(builtin) == profile_digest(profile)
+    return builtin is not None and profile_digest(builtin, whole=True) == profile_digest(profile, whole=True)

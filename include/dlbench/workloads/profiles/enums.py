@@ -106,3 +106,32 @@ class DLToolsData(StrEnum):
     AUTO = "auto"
     REAL = "real"
     SYNTHETIC = "synthetic"
+
+
+class FathomModel(StrEnum):
+    """Fathom's eight reference workloads (Adolf et al., IISWC 2016; study 003 ran them native and
+    in containers), re-implemented for TensorFlow 2 (docs/fathom.md)."""
+
+    SEQ2SEQ = "seq2seq"
+    MEMNET = "memnet"
+    SPEECH = "speech"
+    AUTOENC = "autoenc"
+    RESIDUAL = "residual"
+    VGG = "vgg"
+    ALEXNET = "alexnet"
+    DEEPQ = "deepq"
+
+
+class FathomTask(StrEnum):
+    """Fathom's two modes: training steps, or inference (the forward pass only)."""
+
+    TRAIN = "train"
+    INFER = "infer"
+
+
+class TransformerTask(StrEnum):
+    """What a ``transformer`` job measures: training steps of the decoder, or generation (a batch of
+    prompts, then new tokens one at a time with a key/value cache)."""
+
+    TRAIN = "train"
+    GENERATE = "generate"

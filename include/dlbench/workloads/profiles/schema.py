@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from dlbench.workloads.profiles.enums import DistributedMode, DLToolModel, ModelName, Precision
+from dlbench.workloads.profiles.fathom import FathomSpec
+from dlbench.workloads.profiles.transformer import TransformerSpec
 
 
 class DistributedSpec(BaseModel):
@@ -214,14 +216,21 @@ class Profile(BaseModel):
     micro: MicroSpec
     scenarios: ScenarioSpecs = Field(default_factory=ScenarioSpecs)
     dltools: DLToolsSpec = Field(default_factory=DLToolsSpec)
+    fathom: FathomSpec = Field(default_factory=FathomSpec)
+    transformer: TransformerSpec = Field(default_factory=TransformerSpec)
 
     def repetitions_for(self, suite: str) -> int:
         """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001);
-        the DL-tool set ``dltools.repetitions``."""
+        the DL-tool set ``dltools.repetitions``, Fathom ``fathom.repetitions``, the transformer
+        ``transformer.repetitions``."""
         if suite == "tf_cnn":
             return self.repetitions
         if suite == "dltools":
             return self.dltools.repetitions
+        if suite == "fathom":
+            return self.fathom.repetitions
+        if suite == "transformer":
+            return self.transformer.repetitions
         return self.micro.suite_repetitions.get(suite, self.micro.repetitions)  # type: ignore[call-overload]  # any suite name: a str, not a MicroSuite
 
     @model_validator(mode="before")
@@ -263,10 +272,17 @@ LATER_TRAINING_FIELDS: dict[str, str] = {"precision": Precision.FP32.value}
 meant (:func:`profile_digest` leaves them out at that value)."""
 
 
-def profile_digest(profile: Profile) -> str:
-    """Short sha256 of what a profile makes a workload do: every field but ``name`` and
-    ``description``. Recorded in each result document, so results of a profile redefined under
-    the same name are told apart in the warehouse (and two names with the same numbers match)."""
+LATER_SECTIONS: tuple[str, ...] = ("fathom", "transformer")
+"""Profile sections added after digests were first recorded, each read only by its own suite: a job
+of another suite has the digest it always had; a job of that suite digests the section too."""
+
+
+def profile_digest(profile: Profile, suite: str | None = None, *, whole: bool = False) -> str:
+    """Short sha256 of what a profile makes a workload of ``suite`` do: every field but ``name`` and
+    ``description`` (and the :data:`LATER_SECTIONS` of other suites). Recorded in each result
+    document, so results of a profile redefined under the same name are told apart in the warehouse
+    (and two names with the same numbers match). ``whole``: every section, to tell two definitions
+    of a profile apart whatever suite they are used for."""
     content = profile.model_dump(mode="json", exclude={"name", "description"})
     for spec in content["tf_cnn"].values():
         # A field added later, at the value that means what profiles did before it existed, is
@@ -274,4 +290,7 @@ def profile_digest(profile: Profile) -> str:
         for field, before in LATER_TRAINING_FIELDS.items():
             if spec.get(field) == before:
                 del spec[field]
+    for section in LATER_SECTIONS:
+        if not whole and section != suite:
+            del content[section]
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
