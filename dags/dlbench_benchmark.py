@@ -73,7 +73,9 @@ PARAMS = {
         description="tf_cnn: image-classification training (the core study; TensorFlow, PyTorch or JAX: Frameworks). "
         "cpu (HPL, HPCG), gpu "
         "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3). "
-        "dltools (opt-in): study 001's FCN5 / AlexNet / ResNet-50 (CIFAR) / LSTM set, seconds per batch per epoch.",
+        "dltools (opt-in): study 001's FCN5 / AlexNet / ResNet-50 (CIFAR) / LSTM set, seconds per batch per epoch. "
+        "fathom (opt-in): study 003's eight Fathom workloads, training and inference. transformer (opt-in): a "
+        "GPT-style decoder in PyTorch, training (tokens/s, MFU) and generation (time to first token, tokens/s).",
     ),
     "models": Param(
         _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",

@@ -7,7 +7,7 @@ Low enough that executors, providers and the pipeline all use it without loading
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -56,6 +56,18 @@ SUITE_COMMANDS: dict[str, str] = {
 """Suite -> the workload CLI subcommand that runs it."""
 
 
+TRANSFORMER_FRAMEWORK = Framework.PYTORCH
+"""The framework of the ``transformer`` suite's decoder (its jobs name it: ``framework_arg``)."""
+
+
+def suite_frameworks(suite: Suite, frameworks: Iterable[Framework]) -> set[Framework]:
+    """The frameworks a suite's jobs run with: ``tf_cnn`` the request's, ``transformer`` PyTorch, every
+    other suite TensorFlow (its code is TensorFlow's, or a micro-benchmark in the TensorFlow image)."""
+    if suite is Suite.TF_CNN:
+        return set(frameworks)
+    return {TRANSFORMER_FRAMEWORK} if suite is Suite.TRANSFORMER else {Framework.TENSORFLOW}
+
+
 def framework_arg(framework: Framework) -> dict[str, str]:
     """A tf_cnn cell's ``framework`` argument: absent for tensorflow, so a TensorFlow job's id, arguments and
     documents are what they were before frameworks existed (old runs stay comparable)."""
@@ -63,8 +75,8 @@ def framework_arg(framework: Framework) -> dict[str, str]:
 
 
 def framework_of(args: Mapping[str, object]) -> Framework:
-    """The framework a job's arguments name (:func:`framework_arg`'s inverse): none, every suite but
-    tf_cnn and tf_cnn on TensorFlow, is TensorFlow."""
+    """The framework a job's arguments name (:func:`framework_arg`'s inverse): none (the micro-benchmarks,
+    dltools, fathom, tf_cnn on TensorFlow) is TensorFlow."""
     return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
 
 
@@ -122,7 +134,8 @@ class Job(BaseModel):
             else:
                 argv += [f"--{key.replace('_', '-')}", str(value)]
         reads_data = self.args.get("data") == DataKind.REAL.value or (
-            self.suite == Suite.DLTOOLS.value and self.args.get("data") != DataKind.SYNTHETIC.value)
+            self.suite in (Suite.DLTOOLS.value, Suite.FATHOM.value)
+            and self.args.get("data") != DataKind.SYNTHETIC.value)
         if data_dir and (reads_data or self.suite == Suite.DISK.value):
             argv += ["--data-dir", data_dir]  # the disk suite tests the directory real data is read from
         return argv

@@ -15,7 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from dlbench.errors import ConfigError
 from dlbench.grammar import AbsolutePath
-from dlbench.jobs import DEFAULT_SUITES, SUITE_COMMANDS, Job, Suite, framework_arg, framework_of, job_id_for
+from dlbench.jobs import (
+    DEFAULT_SUITES,
+    SUITE_COMMANDS,
+    TRANSFORMER_FRAMEWORK,
+    Job,
+    Suite,
+    framework_arg,
+    framework_of,
+    job_id_for,
+)
 from dlbench.profiles import all_profiles, get_profile, profile_names
 from dlbench.providers.local import LocalSettings
 from dlbench.providers.registry import ProviderSettingsUnion, provider_choices, provider_names
@@ -28,6 +37,8 @@ from dlbench.workloads.profiles import (
     ModelName,
     Profile,
     Scenario,
+    TransformerSpec,
+    TransformerTask,
     job_timeout,
     profile_digest,
 )
@@ -238,13 +249,15 @@ class BenchmarkRequest(BaseModel):
     def _enough_instances(self) -> BenchmarkRequest:
         """A distributed job puts each role on its own instance (anti-affinity): refuse a request
         that provisions fewer, before anything is provisioned."""
-        if self.scenarios != [Scenario.SINGLE] and Suite.TF_CNN not in self.suites:
-            raise ValueError("scenarios: 'distributed' and 'shared' are scenarios of the tf_cnn suite; "
-                             "add it to suites")
+        if self.scenarios != [Scenario.SINGLE] and not set(SCENARIO_SUITES) & set(self.suites):
+            raise ValueError("scenarios: 'distributed' and 'shared' are scenarios of the "
+                             f"{' and '.join(SCENARIO_SUITES)} suites; add one to suites")
         if Scenario.DISTRIBUTED not in self.scenarios:
             return self
-        roles = max(len(self.resolved_profile.scenarios.distributed.roles(self.distributed_mode_of(f)))
-                    for f in self.frameworks)
+        modes = [self.distributed_mode_of(f) for f in self.frameworks] if Suite.TF_CNN in self.suites else []
+        modes += [DistributedMode.DDP] if Suite.TRANSFORMER in self.suites else []
+        distributed = self.resolved_profile.scenarios.distributed
+        roles = max((len(distributed.roles(mode)) for mode in modes), default=0)
         for platform in self.platforms:
             provider = self.provider_for(platform)
             have = provider.instances_for(platform)
@@ -414,6 +427,10 @@ def explain(exc: ValidationError) -> str:
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
 
+SCENARIO_SUITES: tuple[Suite, ...] = (Suite.TF_CNN, Suite.TRANSFORMER)
+"""Suites with distributed and shared cells (the others run the single scenario only)."""
+
+
 def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:
     """The argument sets one suite runs for a request in one scenario (the micro-benchmarks have
     only the single scenario).
@@ -435,6 +452,14 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
         data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
         return [{"model": m.value, "batch_size": b, "data": data}
                 for m in DLToolModel for b in dltools.model(m).batch_sizes]
+    if suite is Suite.FATHOM:
+        if scenario is not Scenario.SINGLE:
+            return []
+        fathom = request.resolved_profile.fathom
+        data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+        return [{"model": m.value, "task": t.value, "data": data} for m in fathom.models for t in fathom.tasks]
+    if suite is Suite.TRANSFORMER:
+        return transformer_cells(request.resolved_profile.transformer, scenario)
     if suite is not Suite.TF_CNN:
         return [{}] if scenario is Scenario.SINGLE else []
     cells: list[dict[str, Any]] = [{"model": m.value, **framework_arg(f), "data": d.value}
@@ -451,6 +476,21 @@ def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Sc
             for f in request.frameworks for d in request.data]
     out += [{**cell, "interference": "tenants", "tenants": n} for n in shared.tenants for cell in cells]
     return out
+
+
+def transformer_cells(spec: TransformerSpec, scenario: Scenario) -> list[dict[str, Any]]:
+    """The transformer's cells: single, each task of the profile; distributed, training data-parallel
+    across the instances (DDP); shared, training alone and then beside a looped generation job on the
+    same machine (the background a serving tenant puts on a training one)."""
+    framework = framework_arg(TRANSFORMER_FRAMEWORK)  # explicit: it picks the job's image and its skips
+    if scenario is Scenario.SINGLE:
+        return [{"task": t.value, **framework} for t in spec.tasks]
+    if TransformerTask.TRAIN not in spec.tasks:
+        return []
+    train = {"task": TransformerTask.TRAIN.value, **framework}
+    if scenario is Scenario.DISTRIBUTED:
+        return [{**train, "mode": DistributedMode.DDP.value}]
+    return [{**train, "interference": "background"}]
 
 
 def platform_order(platforms: list[Platform], repetition: int) -> list[Platform]:

@@ -62,6 +62,12 @@ def value(doc: ResultDocument, metric: str, **labels: object) -> float | None:
     return None
 
 
+def unit(doc: ResultDocument, metric: str, default: str) -> str:
+    """The unit of ``metric``'s first sample in ``doc`` (images/s for a CNN, tokens/s for the
+    transformer), else ``default``: a cell's figures keep their roles' units."""
+    return next((s.unit for s in doc.samples if s.metric == metric), default)
+
+
 def window(doc: ResultDocument) -> tuple[float, float] | None:
     """The measured steps' window on CLOCK_REALTIME (epoch seconds), when the workload wrote it."""
     start, end = value(doc, "measured_window_start"), value(doc, "measured_window_end")
@@ -130,9 +136,10 @@ def distributed(cell: Job, roles: Sequence[RoleOutcome], network: ResultDocument
         doc.status, doc.error = Status.FAILED, "a worker's document has no throughput"
         return doc
     model = {"model": cell.args.get("model", ""), "data": cell.args.get("data", "")}
-    doc.add("throughput", sum(rates), "images/s", scope="cluster", workers=len(workers), **model)
+    rate_unit = unit(workers[0].doc, "throughput", "images/s")
+    doc.add("throughput", sum(rates), rate_unit, scope="cluster", workers=len(workers), **model)
     for worker, rate in zip(workers, rates, strict=True):
-        doc.add("worker_throughput", rate, "images/s", task_index=worker.index, **model)
+        doc.add("worker_throughput", rate, rate_unit, task_index=worker.index, **model)
         measured = value(worker.doc, "measured_time")
         if measured is not None:
             doc.add("worker_measured_time", measured, "s", task_index=worker.index)
@@ -174,18 +181,22 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
             return doc
         mean_under = statistics.fmean(under)
         measures[metric] = (base, mean_under)
-        unit = "images/s" if metric == "throughput" else "s"
-        doc.add(metric, mean_under, unit, condition="loaded", **model)
-        doc.add(f"{metric}_alone", base, unit, condition="alone", **model)
+        metric_unit = unit(alone.doc, metric, "images/s" if metric == "throughput" else "s")
+        doc.add(metric, mean_under, metric_unit, condition="loaded", **model)
+        doc.add(f"{metric}_alone", base, metric_unit, condition="alone", **model)
         doc.add(f"degradation_{metric}", degradation(base, mean_under, higher_is_better=higher), "%", **model)
     if cell.args.get("interference") == "tenants":
-        doc.add("tenants_throughput_sum", sum(value(r.doc, "throughput") or 0.0 for r in loaded), "images/s", **model)
+        doc.add("tenants_throughput_sum", sum(value(r.doc, "throughput") or 0.0 for r in loaded),
+                unit(alone.doc, "throughput", "images/s"), **model)
         doc.add("tenants_window_overlap", common_fraction([window(r.doc) for r in loaded]), "fraction")
     if background is not None:
         rate = value(background.doc, "throughput")
         if rate is not None:
-            doc.add("background_throughput", rate, "images/s", model=background.doc.benchmark.name,
-                    batch_size=str(background.doc.benchmark.parameters.get("batch_size_per_device", "")))
+            params = background.doc.benchmark.parameters
+            doc.add("background_throughput", rate, unit(background.doc, "throughput", "images/s"),
+                    model=background.doc.benchmark.name,
+                    batch_size=str(params.get("batch_size_per_device", params.get("batch_size", ""))),
+                    **({"task": str(params["task"])} if "task" in params else {}))
         fg_window = window(loaded[0].doc)
         shared_s = overlap(window(background.doc), fg_window)
         doc.add("background_overlap", shared_s, "s")

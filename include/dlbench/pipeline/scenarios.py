@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dlbench.errors import ScenarioSkipped
 from dlbench.execution import executors
@@ -43,11 +44,11 @@ from dlbench.execution.peer import network_peer
 from dlbench.execution.placement import network_endpoint, pick_target
 from dlbench.execution.targets import HOST_LABEL, ContainerLimits, GroupLaunch, NetworkPeer, SSHHost, Target
 from dlbench.execution.transport import RemoteHost
-from dlbench.jobs import Job
+from dlbench.jobs import Job, Suite
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.profiles import get_profile
-from dlbench.workloads.profiles import DistributedMode, Scenario
+from dlbench.workloads.profiles import DistributedMode, Scenario, TransformerTask
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -319,6 +320,19 @@ def co_located_pair(targets: Sequence[Target]) -> tuple[Target, Target] | None:
     return (pairs[0][0], pairs[0][1]) if pairs else None
 
 
+def background_work(cell: Job, base: dict[str, Any]) -> dict[str, Any]:
+    """What the background job runs (looped), beside the foreground cell's job. tf_cnn: the study's
+    big-batch network (the profile's ``background_model`` and batch), in the foreground's framework
+    (a tenant's stack beside the same stack); transformer: generation with the same model, the
+    serving tenant a training job meets on a shared GPU machine."""
+    framework = {"framework": base["framework"]} if "framework" in base else {}
+    if cell.suite == Suite.TRANSFORMER.value:
+        return {"task": TransformerTask.GENERATE.value, **framework}
+    spec = get_profile(cell.profile).scenarios.shared
+    return {"model": spec.background_model.value, "data": base.get("data", "synthetic"), **framework,
+            "batch_size": spec.background_batch_size}
+
+
 def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:
     spec = get_profile(cell.profile).scenarios.shared
     ready = usable(cell, targets)
@@ -351,10 +365,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     outcomes += run_together(cell, [alone], timeout, archive)
     if outcomes[0].doc.status is Status.OK:
         background = Role("background", 0, role_job(cell, "background", 0, {
-            "model": spec.background_model.value, "data": base.get("data", "synthetic"),
-            # The neighbour runs the foreground's framework: a tenant's stack beside the same stack.
-            **({"framework": base["framework"]} if "framework" in base else {}),
-            "batch_size": spec.background_batch_size, "scenario": Scenario.SHARED.value, "condition": "background",
+            **background_work(cell, base), "scenario": Scenario.SHARED.value, "condition": "background",
             "loop": True}), bg_target, ends_by_itself=False)
         foreground = Role("foreground", 0, role_job(cell, "foreground", 0, args("with_background")), fg_target,
                           delay=spec.lead_seconds)

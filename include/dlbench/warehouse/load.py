@@ -148,11 +148,14 @@ def _environment(session: Session, doc: ResultDocument, platform: str) -> Enviro
     ))
 
 
-FRAMEWORK_SUITES: dict[str, Framework] = {"tf_cnn": Framework.TENSORFLOW}
+FRAMEWORK_SUITES: dict[str, Framework] = {
+    "tf_cnn": Framework.TENSORFLOW, "fathom": Framework.TENSORFLOW, "transformer": Framework.PYTORCH}
 """The suites whose documents name the framework they trained with (a ``framework`` parameter),
 with the framework a document without one trained with: every tf_cnn document written before
 frameworks existed, and every TensorFlow one since (``tf_cnn/main.py`` records the parameter only
-for the others, so a TensorFlow case keeps its identity). Migration 0005 backfills with this rule."""
+for the others, so a TensorFlow case keeps its identity); Fathom is TensorFlow's; the transformer's
+jobs name theirs (PyTorch). Migration 0005 backfilled tf_cnn with this rule (the other two suites
+came after it, with the column)."""
 
 
 def benchmark_framework(suite: str, parameters: dict[str, Any] | None) -> str | None:

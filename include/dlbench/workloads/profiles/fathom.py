@@ -75,6 +75,8 @@ class FathomSpec(BaseModel):
     warmup_steps: int = Field(default=10, ge=1, description="untimed steps first (tracing, first touches)")
     measured_steps: int = Field(default=100, ge=2, description="timed steps")
     tasks: list[FathomTask] = Field(default=[FathomTask.TRAIN, FathomTask.INFER], min_length=1)
+    models: list[FathomModel] = Field(default=list(FathomModel), min_length=1,
+                                      description="the workloads a run plans (default all eight)")
     seq2seq: Seq2SeqSpec = Seq2SeqSpec()
     memnet: MemNetSpec = MemNetSpec()
     speech: SpeechSpec = SpeechSpec()

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dlbench.workloads.profiles.enums import DLToolModel, ModelName
+from dlbench.workloads.profiles.enums import DLToolModel, FathomModel, FathomTask, ModelName, TransformerTask
 from dlbench.workloads.profiles.schema import Profile
 
 TRAIN_FLOPS_PER_IMAGE: dict[ModelName, tuple[float, int]] = {
@@ -29,6 +29,19 @@ DLTOOLS_TRAIN_FLOPS: dict[DLToolModel, float] = {
     DLToolModel.LSTM: 6 * 115_474_432,  # 32 words x (2 layers x 4x256x512 + 256x10000 softmax)
 }
 """Training FLOPs per example of study 001's DL-tool networks (an LSTM example is one 32-word sequence)."""
+FATHOM_TRAIN_FLOPS: dict[FathomModel, float] = {
+    # Training FLOPs per example at Fathom's default sizes, rounded up (3x the forward pass): a bound
+    # for timeouts only. Smaller profile sizes only shorten the work.
+    FathomModel.SEQ2SEQ: 3 * 2 * 60e6 * 60,  # ~60 M weights touched per token pair, ~60 tokens
+    FathomModel.MEMNET: 3 * 2 * 5e6,
+    FathomModel.SPEECH: 3 * 2 * 40e6 * 700,  # ~40 M weights per frame, ~700 frames
+    FathomModel.AUTOENC: 3 * 2 * 2e6,
+    FathomModel.RESIDUAL: 3 * 11.3e9,  # ResNet-152 forward
+    FathomModel.VGG: 3 * 19.6e9,  # VGG-19 forward
+    FathomModel.ALEXNET: 3 * 0.72e9,
+    FathomModel.DEEPQ: 3 * 2 * 20e6,
+}
+"""Training FLOPs per example of Fathom's workloads at their default sizes (inference: a third)."""
 DLTOOLS_DATA_SECONDS = 120.0
 """Reading the real data set or generating one of its shapes, at a slow disk's speed (CIFAR-10: 180 MB)."""
 SLOW_HPL_FLOPS = 20e9
@@ -70,6 +83,16 @@ def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = 
         return seconds, basis
     if suite == "dltools":
         return _dltools_seconds(profile, args)
+    if suite == "fathom":
+        return _fathom_seconds(profile, args)
+    if suite == "transformer":
+        seconds, basis = _transformer_seconds(profile, args)
+        if scenario == "distributed":
+            seconds, basis = seconds * 2, basis + "; x2 synchronising across instances"
+        elif scenario == "shared":
+            lead = profile.scenarios.shared.lead_seconds
+            seconds, basis = seconds * 3 + lead, basis + f"; alone + x2 beside generation, {lead:.0f} s lead"
+        return seconds, basis
     if suite == "cpu":
         hpl = sum(2 / 3 * n**3 + 2 * n**2 for n in micro.cpu.hpl_sizes) / SLOW_HPL_FLOPS
         hpcg = micro.cpu.hpcg_seconds * 1.2 + 120
@@ -107,6 +130,34 @@ def _dltools_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, 
     seconds = spec.epochs * batches * per_batch + DLTOOLS_DATA_SECONDS
     return seconds, (f"{model.value} {spec.epochs} epochs x {batches} batches x {per_batch:.3g} s (batch {batch} at "
                      f"{SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS) + {DLTOOLS_DATA_SECONDS:.0f} s data")
+
+
+def _fathom_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, str]:
+    spec = profile.fathom
+    model = FathomModel(str(args.get("model", FathomModel.VGG.value)))
+    task = FathomTask(str(args.get("task", FathomTask.TRAIN.value)))
+    batch = int(args.get("batch_size") or spec.model(model).batch_size)
+    flops = FATHOM_TRAIN_FLOPS[model] / (3 if task is FathomTask.INFER else 1)
+    steps = spec.warmup_steps + spec.measured_steps
+    per_step = batch * flops / SLOW_TRAINING_FLOPS
+    return steps * per_step + DLTOOLS_DATA_SECONDS, (
+        f"fathom {model.value} {task.value} {steps} steps x {per_step:.3g} s (batch {batch} at "
+        f"{SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS) + {DLTOOLS_DATA_SECONDS:.0f} s data")
+
+
+def _transformer_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, str]:
+    spec = profile.transformer
+    task = TransformerTask(str(args.get("task", TransformerTask.TRAIN.value)))
+    if task is TransformerTask.TRAIN:
+        batch = int(args.get("batch_size") or spec.batch_size)
+        steps = spec.warmup_steps + spec.measured_steps
+        flops = steps * batch * spec.context * spec.training_flops_per_token
+        what = f"{steps} steps x {batch} x {spec.context} tokens x {spec.training_flops_per_token:.3g} FLOP"
+    else:
+        tokens = spec.generation_tokens
+        flops = tokens * 2 * spec.parameters * 4  # 2N per token; x4: one token at a time is not a GEMM's rate
+        what = f"{tokens} prompt and generated tokens x 2N x4 (memory-bound)"
+    return flops / SLOW_TRAINING_FLOPS, f"transformer {task.value}: {what} at {SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS"
 
 
 def _bytes(size: str) -> int:

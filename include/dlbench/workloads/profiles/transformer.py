@@ -26,3 +26,31 @@ class TransformerSpec(BaseModel):
     warmup_steps: int = Field(default=10, ge=1)
     measured_steps: int = Field(default=50, ge=2)
     learning_rate: float = Field(default=6e-4, gt=0)
+    prompts: PositiveInt = Field(default=8, description="generation: prompts decoded together (one batch)")
+    prompt_length: PositiveInt = Field(default=128, description="generation: tokens per prompt (the prefill)")
+    new_tokens: PositiveInt = Field(default=128, description="generation: tokens generated per prompt")
+    generations: PositiveInt = Field(default=5, description="generation: measured batches (after one warm-up)")
+
+    @property
+    def generation_tokens(self) -> int:
+        """Tokens a generate job processes, warm-up included: the planned work of its timeout."""
+        return (self.generations + 1) * self.prompts * (self.prompt_length + self.new_tokens)
+
+    # -- the architecture's arithmetic: one place, read by the workload, its tests and the timeouts --
+
+    @property
+    def parameters(self) -> int:
+        """Trainable parameters of the decoder: token embedding (tied with the LM head) V*d, learned
+        positions C*d, per block two LayerNorms (4d), attention qkv + projection (4d^2 + 4d) and the 4x
+        MLP (8d^2 + 5d), then the final LayerNorm (2d). GPT-2 small: 124,439,808."""
+        d = self.width
+        return self.vocabulary * d + self.context * d + self.layers * (12 * d * d + 13 * d) + 2 * d
+
+    @property
+    def training_flops_per_token(self) -> int:
+        """Model FLOPs of one trained token (PaLM, Chowdhery et al. 2022, appendix B): 6N for the
+        weight matrices forward and backward, N without the position table (a lookup, no
+        multiply; the token table counts: it is the LM head's matrix), plus 12*L*d*T for the
+        attention scores and their weighted sum over a context of T."""
+        n = self.parameters - self.context * self.width
+        return 6 * n + 12 * self.layers * self.width * self.context
