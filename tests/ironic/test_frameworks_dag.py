@@ -1,7 +1,9 @@
 """PyTorch's distributed and shared-resource scenarios on devcloud nodes (provider=ironic,
 dag.test()): DistributedDataParallel over Gloo across three nodes that share nothing with the
 controller (a user profile with 3 workers: DDP has no parameter server), one process per node,
-the role documents aggregated like TensorFlow's; the shared scenario on one node."""
+the role documents aggregated like TensorFlow's; the shared scenario on one node. The same run
+(one provisioning) trains the transformer suite's decoder the same way, and beside a looped
+generation job."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def test_pytorch_ddp_across_three_nodes_and_shared(dag, clean_cloud, tmp_path,  
     profiles = tmp_path / "profiles.yaml"
     profiles.write_text(DDP3)
     monkeypatch.setenv(PROFILES_FILE_ENV, str(profiles))
-    conf = {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "frameworks": ["pytorch"],
+    conf = {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn", "transformer"],
+            "frameworks": ["pytorch"],
             "models": ["alexnet"], "data": ["synthetic"], "profile": "ddp3", "repetitions": 1,
             "scenarios": ["distributed", "shared"],
             "ironic": settings(image_source=node_image(), nodes={"bare_metal": 3}, prepare_timeout=900
@@ -39,8 +42,10 @@ def test_pytorch_ddp_across_three_nodes_and_shared(dag, clean_cloud, tmp_path,  
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state).endswith("success"), states
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(safe_run_id(run.run_id)))]
-    cells = [d for d in docs if d.labels.get("role") == "aggregate"]
-    assert len(cells) == 4 and all(d.status is Status.OK for d in cells), [(d.labels, d.error) for d in cells]
+    every_cell = [d for d in docs if d.labels.get("role") == "aggregate"]
+    assert all(d.status is Status.OK for d in every_cell), [(d.labels, d.error) for d in every_cell]
+    cells = [d for d in every_cell if d.benchmark.suite == "tf_cnn"]
+    assert len(cells) == 4
     (dist,) = [d for d in cells if d.benchmark.parameters["scenario"] == "distributed"]
     assert dist.benchmark.parameters["framework"] == "pytorch" and dist.benchmark.parameters["mode"] == "ddp"
     workers = [d for d in docs if d.labels.get("cell_job_id") == dist.job_id and d.labels.get("role") == "worker"]
@@ -61,4 +66,18 @@ def test_pytorch_ddp_across_three_nodes_and_shared(dag, clean_cloud, tmp_path,  
         roles = [d for d in docs if d.labels.get("cell_job_id") == cell.job_id]
         assert len({d.labels["target"] for d in roles}) == 1, "a shared cell's roles share one machine"
         assert {d.benchmark.parameters.get("framework") for d in roles} == {"pytorch"}  # the neighbour too
+
+    gpt = {d.benchmark.parameters["scenario"]: d for d in every_cell if d.benchmark.suite == "transformer"}
+    assert set(gpt) == {"distributed", "shared"}
+    workers = [d for d in docs if d.labels.get("cell_job_id") == gpt["distributed"].job_id
+               and d.labels.get("role") == "worker"]
+    assert len(workers) == 3 and len({w.environment.hostname for w in workers}) == 3
+    assert {w.benchmark.parameters["task"] for w in workers} == {"train"}
+    assert gpt["distributed"].sample("throughput").unit == "tokens/s"
+    assert gpt["distributed"].sample("throughput").value == pytest.approx(
+        sum(w.sample("throughput").value for w in workers))
+    roles = {d.labels["role"]: d for d in docs if d.labels.get("cell_job_id") == gpt["shared"].job_id}
+    assert roles["background"].benchmark.parameters["task"] == "generate"
+    assert len({d.labels["target"] for d in roles.values()}) == 1
+    assert gpt["shared"].sample("background_throughput").unit == "tokens/s"
     assert_no_leaks(clean_cloud)
