@@ -3,7 +3,9 @@ its training and its generation (docs/transformer.md)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from dlbench.workloads.profiles.enums import Precision, TransformerTask
 
@@ -28,8 +30,23 @@ class TransformerSpec(BaseModel):
     learning_rate: float = Field(default=6e-4, gt=0)
     prompts: PositiveInt = Field(default=8, description="generation: prompts decoded together (one batch)")
     prompt_length: PositiveInt = Field(default=128, description="generation: tokens per prompt (the prefill)")
-    new_tokens: PositiveInt = Field(default=128, description="generation: tokens generated per prompt")
+    new_tokens: int = Field(default=128, ge=2,
+                            description="generation: tokens generated per prompt (the first, then timed steps)")
     generations: PositiveInt = Field(default=5, description="generation: measured batches (after one warm-up)")
+
+    @model_validator(mode="after")
+    def _fits(self) -> Self:
+        """Sizes the decoder cannot have are refused when the profile is read, not minutes into a job."""
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not a multiple of heads {self.heads} (each head is width/heads)")
+        if self.prompt_length + self.new_tokens > self.context:
+            raise ValueError(f"prompt_length {self.prompt_length} + new_tokens {self.new_tokens} exceed the context "
+                             f"{self.context} (the learned positions end there)")
+        return self
+
+    @property
+    def head_width(self) -> int:
+        return self.width // self.heads
 
     @property
     def generation_tokens(self) -> int:

@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dlbench.workloads import harness
 from dlbench.workloads.profiles import DataKind, ModelName, Precision, TrainingSpec
@@ -22,6 +22,17 @@ from dlbench.workloads.tf_cnn import data as datasets
 from dlbench.workloads.tf_cnn import models
 
 Clock = Callable[[], float]
+
+
+class StepCounts(Protocol):
+    """What :func:`warmup_and_measure` reads of a spec: any suite's spec with these two counts
+    (TrainingSpec, the transformer's) runs the same protocol."""
+
+    @property
+    def warmup_steps(self) -> int: ...
+
+    @property
+    def measured_steps(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,7 @@ def loop_windows(step: Callable[[], Any], window_steps: int, clock: Clock = time
     return times, windows, ended
 
 
-def warmup_and_measure(doc: ResultDocument, step: Callable[[], Any], spec: TrainingSpec, clock: Clock, *,
+def warmup_and_measure(doc: ResultDocument, step: Callable[[], Any], spec: StepCounts, clock: Clock, *,
                        loop: bool, before_measured: Callable[[], Any] | None = None
                        ) -> tuple[list[float], tuple[float, float]]:
     """The study's protocol around one framework's ``step``, the same for every framework: the
@@ -248,10 +259,12 @@ def add_training_samples(
     setup_seconds: float,
     window: tuple[float, float],
     labels: dict[str, Any],
+    unit: str = "images/s",
 ) -> StepSummary:
-    """The samples every tf_cnn training document has (whatever the scenario or role)."""
+    """The samples every tf_cnn training document has (whatever the scenario or role); another
+    suite's steps count their own items (``images_per_step`` of ``unit``: the transformer's tokens/s)."""
     summary = summarize_steps(step_times, warmup_steps, images_per_step)
-    doc.add("throughput", summary.images_per_sec, "images/s", **labels)
+    doc.add("throughput", summary.images_per_sec, unit, **labels)
     doc.add("measured_time", summary.measured_seconds, "s", **labels)
     doc.add("setup_time", setup_seconds, "s", **labels)
     doc.add("step_time_mean", summary.step_mean, "s", **labels)
