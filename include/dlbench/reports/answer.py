@@ -1,6 +1,7 @@
 """The run's answer, computed once for the console (:mod:`dlbench.reports.text`) and the HTML page
 (:mod:`dlbench.reports.html`): which profile ran and at what sizes, the training cells grouped by
-scenario, data kind and framework, whether the run is decision-grade (:func:`decision_grade`) and
+scenario, data kind and framework, the model workloads' cells (Fathom, the transformer) by name,
+whether the run is decision-grade (:func:`decision_grade`) and
 what to run instead, and a short summary per micro-benchmark suite.
 
 Why one module: the console and the page must never disagree about whether a run answers its
@@ -22,6 +23,7 @@ from dlbench.reports import compare, metrics
 from dlbench.reports import stats as st
 from dlbench.reports.formatting import ratio
 from dlbench.warehouse.load import FRAMEWORK_SUITES
+from dlbench.workloads.profiles import FathomModel, FathomTask, TransformerTask
 
 TRAINING_SUITE = "tf_cnn"
 ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
@@ -35,6 +37,21 @@ FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX
 FRAMEWORKS = {suite: FRAMEWORK_NAMES[framework.value] for suite, framework in FRAMEWORK_SUITES.items()}
 """The framework a suite trains with when its documents do not say (``framework`` parameter or
 label): the warehouse's rule (a tf_cnn document without one is TensorFlow's)."""
+
+WORKLOAD_SUITES = tuple(suite for suite in FRAMEWORK_SUITES if suite != TRAINING_SUITE)
+"""The model workloads beyond the study's CNNs (issue 24: Fathom, the transformer): suites that run
+a framework's model as a planner would, answered case by case like training (not summarised as
+micro-benchmarks); their framework is the warehouse's (:data:`FRAMEWORK_SUITES`)."""
+
+NAME_ORDER = [m.value for m in FathomModel]
+"""Workload cells in the order a reader knows them: Fathom's own (its paper's table 1)."""
+TASK_ORDER = [*dict.fromkeys([t.value for t in FathomTask] + [t.value for t in TransformerTask])]
+"""Then training before inference or generation."""
+
+METRIC_LABELS = {"throughput": "throughput", "elapsed_time": "elapsed time", "step_time_mean": "step time",
+                 "mfu": "MFU", "time_to_first_token": "time to first token",
+                 "inter_token_latency": "inter-token latency", "degradation_throughput": "throughput degradation"}
+"""How the answer writes a metric (else its name with spaces)."""
 
 TOY_PROFILES = frozenset({"smoke"})
 """Profiles that are toy-sized by definition: ``smoke`` shrinks shapes and steps so a whole
@@ -134,6 +151,12 @@ def run_profile(name: str | None, requested: Mapping[str, Any] | None, frame: pd
         images.append(parameters.get("image_size"))
         steps.append(parameters.get("measured_steps")
                      or _spec_steps(parameters.get("profile") or name, requested.get("profile_spec"), row.name))
+    workloads = frame[frame["suite"].isin(WORKLOAD_SUITES)].drop_duplicates(["suite", "name", "case_key"]) \
+        if not frame.empty else frame
+    for row in workloads.itertuples() if not workloads.empty else []:
+        parameters = row.parameters or {}
+        name = name or parameters.get("profile")
+        steps.append(parameters.get("measured_steps"))  # a workload's job records its own in its parameters
     return RunProfile(name=str(name) if name else None, batches=tuple(int(b) for b in batches if b is not None),
                       images=tuple(int(i) for i in images if i is not None),
                       measured_steps=tuple(int(s) for s in steps if s is not None), requested=requested)
@@ -165,10 +188,15 @@ class AnswerGroup:
     data: str
     framework: str
     rows: pd.DataFrame
+    suite: str = TRAINING_SUITE
+    metrics: tuple[tuple[str, str], ...] = ANSWER_METRICS
+    """The group's answered metrics and how to write them: training's (throughput, elapsed time),
+    a workload suite's headline metrics (:func:`workload_metrics`)."""
 
     @property
     def title(self) -> str:
-        return f"{self.scenario} · {self.data} data · {self.framework}"
+        prefix = "" if self.suite == TRAINING_SUITE else f"{self.suite} · "
+        return f"{prefix}{self.scenario} · {self.data} data · {self.framework}"
 
 
 def answer_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGroup]:
@@ -194,6 +222,73 @@ def answer_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGroup]
                              key=lambda f: (names.index(f) if f in names else len(names), f)):
                 found = mine[(mine["_data"] == data) & (mine["_framework"] == fw)]
                 groups.append(AnswerGroup(scenario, data, fw, found.drop(columns=["_data", "_framework"])))
+    return groups
+
+
+def workload_metrics(suite: str) -> tuple[tuple[str, str], ...]:
+    """A workload suite's answered metrics: its headline metrics (:data:`~dlbench.reports.metrics.HEADLINE`),
+    each with how the answer writes it."""
+    return tuple((m, METRIC_LABELS.get(m, m.replace("_", " "))) for m in metrics.HEADLINE.get(suite, []))
+
+
+def workload_rows(stats: pd.DataFrame, *, relative: bool = True) -> pd.DataFrame:
+    """The comparison rows of the workload suites' answer: each suite's headline metrics, every
+    scenario, bare metal included; ``relative=False`` leaves out the metrics that are already
+    relative to a baseline (a degradation %: no verdict against bare metal)."""
+    if stats.empty:
+        return stats
+    keep = [s in WORKLOAD_SUITES and m in dict(workload_metrics(s)) and (relative or m not in metrics.RELATIVE)
+            for s, m in zip(stats["suite"], stats["metric"], strict=True)]
+    return stats[keep]
+
+
+def answer_rows(stats: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison the run's answer rests on (the decision-grade rule): training's and the
+    workload suites' (their degradations excepted: those have no verdict)."""
+    found = [rows for rows in (training_rows(stats), workload_rows(stats, relative=False)) if not rows.empty]
+    return pd.concat(found) if found else stats.iloc[0:0]
+
+
+def _index(order: Sequence[str], value: str) -> int:
+    return order.index(value) if value in order else len(order)
+
+
+def _data_as_run(parameters: Mapping[str, Any] | None, labels: Mapping[str, Any] | None) -> str:
+    """The data a workload ran on: its ``data`` label (synthetic, real), else the request's parameter."""
+    return str((labels or {}).get("data") or (parameters or {}).get("data") or "-")
+
+
+def workload_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGroup]:
+    """The workload suites' tables (:data:`WORKLOAD_SUITES`, in that order): per suite, scenario,
+    data kind and framework (Fathom under TensorFlow, the transformer under PyTorch), the rows of
+    their cells, each cell named by its case (``vgg infer synthetic batch 32``)."""
+    rows = workload_rows(stats)
+    if rows.empty:
+        return []
+    cells = frame[frame["suite"].isin(WORKLOAD_SUITES)].drop_duplicates(["suite", "name", "case_key"])
+    kind = {(r.suite, r.name, r.case_key): _data_as_run(r.parameters, r.execution_labels) for r in cells.itertuples()}
+    framework = {(r.suite, r.name, r.case_key): framework_of(r.suite, r.parameters, r.execution_labels)
+                 for r in cells.itertuples()}
+    task = {(r.suite, r.name, r.case_key): str((r.parameters or {}).get("task", "")) for r in cells.itertuples()}
+    keys = list(zip(rows["suite"], rows["name"], rows["case_key"], strict=True))
+    rows = rows.assign(_data=[kind.get(k, "-") for k in keys],
+                       _framework=[framework.get(k, FRAMEWORKS.get(k[0], k[0])) for k in keys],
+                       _order=[(_index(NAME_ORDER, k[1]), k[1], _index(TASK_ORDER, task.get(k, ""))) for k in keys])
+    rows = rows.sort_values("_order", kind="stable").drop(columns=["_order"])
+    groups = []
+    names = list(FRAMEWORK_NAMES.values())
+    for suite in WORKLOAD_SUITES:
+        ours = rows[rows["suite"] == suite]
+        for scenario in [*compare.SCENARIOS, *sorted(set(ours["scenario"]) - set(compare.SCENARIOS))]:
+            mine = ours[ours["scenario"] == scenario]
+            for data in sorted(set(mine["_data"]), key=lambda k: (DATA_ORDER.index(k) if k in DATA_ORDER else 9, k)):
+                for fw in sorted(set(mine[mine["_data"] == data]["_framework"]),
+                                 key=lambda f: (names.index(f) if f in names else len(names), f)):
+                    found = mine[(mine["_data"] == data) & (mine["_framework"] == fw)]
+                    present = set(found["metric"])
+                    groups.append(AnswerGroup(scenario, data, fw, found.drop(columns=["_data", "_framework"]),
+                                              suite=suite, metrics=tuple(m for m in workload_metrics(suite)
+                                                                         if m[0] in present)))
     return groups
 
 
@@ -225,13 +320,18 @@ class Grade:
         return f"NOT DECISION-GRADE: {'; '.join(self.reasons)}. {self.instead}"
 
 
-def decision_command(profile: str | None, toy: bool, frameworks: list[str] | None = None) -> str:
+def decision_command(profile: str | None, toy: bool, frameworks: list[str] | None = None,
+                     suites: list[str] | None = None) -> str:
     """The run to do instead: the request keys of :class:`dlbench.request.BenchmarkRequest`; the
-    run's frameworks when it named others than TensorFlow (the question was about them)."""
+    run's frameworks when it named others than TensorFlow, its suites when it ran a workload suite
+    (:data:`WORKLOAD_SUITES`, opt-in: the default suites would not repeat them): the question was
+    about them."""
     name = DECISION_PROFILE if toy or not profile else profile
     keys = f"\"profile\": \"{name}\", \"repetitions\": {DECISION_REPETITIONS}"
     if frameworks and frameworks != ["tensorflow"]:
         keys += ", \"frameworks\": [" + ", ".join(f"\"{f}\"" for f in frameworks) + "]"
+    if suites and set(suites) & set(WORKLOAD_SUITES):
+        keys += ", \"suites\": [" + ", ".join(f"\"{s}\"" for s in suites) + "]"
     return f"make run RUN_CONF='{{{keys}}}'"
 
 
@@ -250,35 +350,37 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
     Why one function: the console line and the HTML report state the same judgement, and a
     reader who acts on "decision-grade" must get the same answer from both."""
     reasons = []
+    rows = answer_rows(stats)
+    what = "training" if rows.empty or set(rows["suite"]) <= {TRAINING_SUITE} else "training and workload"
     if profile.toy:
         why = "is toy-sized" if profile.name in TOY_PROFILES else \
             f"ran cells of under {MIN_MEASURED_STEPS} measured steps"
         sizes = f" ({profile.sizes})" if profile.sizes else ""
         reasons.append(f"profile {profile.name or '(unknown)'} {why}{sizes}")
-    rows = training_rows(stats)
     compared = rows[rows["platform"] != compare.BASELINE] if not rows.empty else rows
     if compared.empty:
-        reasons.append("no training cell compares a platform with bare metal")
+        reasons.append(f"no {what} cell compares a platform with bare metal")
     else:
         few = compared[compared["verdict"] == st.Verdict.TOO_FEW_REPETITIONS.value]
         if not few.empty:
             low = int(min(few["n"].min(), few["baseline_n"].min()))
-            reasons.append(f"{len(few)} of {len(compared)} training comparisons have n < {st.MIN_REPETITIONS} "
+            reasons.append(f"{len(few)} of {len(compared)} {what} comparisons have n < {st.MIN_REPETITIONS} "
                            f"repetitions (as few as {low})")
         alone = compared[compared["verdict"] == st.Verdict.NOT_COMPARED.value]
         if not alone.empty:
-            reasons.append(f"{len(alone)} training comparisons have no bare-metal result")
+            reasons.append(f"{len(alone)} {what} comparisons have no bare-metal result")
     flagged = rows[rows["flags"] != ""] if not rows.empty else rows
     if not flagged.empty:
-        cell = ["scenario", "cell"]  # a cell's name is unique within its scenario (compare.statistics)
+        cell = ["suite", "scenario", "cell"]  # a cell's name is unique within its suite and scenario
         kinds = [("on a loaded machine", flagged["loaded_runs"] > 0), ("noisy", flagged["noisy"].astype(bool)),
                  ("with step-time outliers", flagged["outlier_runs"] > 0)]
         counts = [f"{flagged[mask].groupby(cell).ngroups} {what}" for what, mask in kinds if mask.any()]
-        reasons.append(f"flags on {flagged.groupby(cell).ngroups} of {rows.groupby(cell).ngroups} training cells "
+        reasons.append(f"flags on {flagged.groupby(cell).ngroups} of {rows.groupby(cell).ngroups} {what} cells "
                        f"({', '.join(counts)})")
     if not reasons:
         return Grade(True, (), None)
-    command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"))
+    command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"),
+                               profile.requested_list("suites"))
     return Grade(False, tuple(reasons), f"For a decision run: {command} on a "
                                         "quiet machine (or trigger dlbench_benchmark with that conf).")
 
@@ -301,7 +403,7 @@ def micro_summary(stats: pd.DataFrame) -> list[tuple[str, str, str]]:
     head = compare.headline(stats)
     if head.empty:
         return []
-    rows = head[(head["suite"] != TRAINING_SUITE) & (head["platform"] != compare.BASELINE)
+    rows = head[~head["suite"].isin([TRAINING_SUITE, *WORKLOAD_SUITES]) & (head["platform"] != compare.BASELINE)
                 & ~head["metric"].isin(metrics.RELATIVE)]
     out = []
     order = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.NO_SIGNIFICANT_DIFFERENCE, st.Verdict.TOO_FEW_REPETITIONS]

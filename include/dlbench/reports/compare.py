@@ -29,6 +29,7 @@ from sqlalchemy import Engine, select
 
 from dlbench.reports import load, metrics
 from dlbench.reports import stats as st
+from dlbench.warehouse.load import FRAMEWORK_SUITES
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
 BASELINE = "bare_metal"
@@ -49,8 +50,25 @@ PER_STEP = metrics.EXCLUDED
 
 CASE_PARAMETERS = {"tf_cnn": {"framework": "{}", "precision": "{}", "data": "{}", "batch_size_per_device": "batch {}",
                               "image_size": "{}px"},
-                   "dltools": {"dataset": "{}", "batch_size": "batch {}"}}
-"""Which requested parameters name a case in the report, and how (the rest are in the warehouse)."""
+                   "dltools": {"dataset": "{}", "batch_size": "batch {}"},
+                   "fathom": {"task": "{}", "data": "{}", "batch_size": "batch {}"},
+                   "transformer": {"task": "{}", "framework": "{}", "precision": "{}", "batch_size": "batch {}",
+                                   "context": "ctx {}", "prompt_length": "prompt {}", "new_tokens": "+{} tokens"}}
+"""Which requested parameters name a case in the report, and how (the rest are in the warehouse):
+``seq2seq train synthetic batch 128``, ``gpt generate bf16 batch 8 ctx 1024 prompt 128 +128 tokens``."""
+
+DATA_AS_RUN = frozenset({"fathom"})
+"""Suites whose ``data`` parameter may be the request's ``auto`` (real data when the data directory
+holds it, else generated): their case names say the data the job ran on (its ``data`` label)."""
+
+
+def _implied_framework(suite: str, value: Any) -> bool:
+    """Whether ``value`` is the framework ``suite`` trains with by default (the warehouse's
+    :data:`~dlbench.warehouse.load.FRAMEWORK_SUITES`): a case name leaves it out (the answer's
+    heading says it) and names any other (tf_cnn records the parameter only for the others)."""
+    default = FRAMEWORK_SUITES.get(suite)
+    return default is not None and str(value).lower() == default.value
+
 
 PLACEMENT_PARAMETERS = frozenset({"cluster", "role", "task_index", "condition", "loop"})
 """Parameters that say where or as which role a workload ran, not what ran (a cluster's addresses
@@ -153,6 +171,10 @@ def _parameter_parts(suite: str, parameters: Mapping[str, Any], execution_labels
     for key, fmt in formats.items():
         if key == "batch_size_per_device" and batch is not None:
             parts.append(fmt.format(batch))
+        elif key == "data" and suite in DATA_AS_RUN and (execution_labels or {}).get("data"):
+            parts.append(fmt.format((execution_labels or {})["data"]))
+        elif key == "framework" and _implied_framework(suite, parameters.get(key)):
+            continue
         elif key in parameters:
             parts.append(fmt.format(parameters[key]))
     return parts

@@ -7,10 +7,12 @@ answer (per scenario, data kind and framework, each platform's throughput and el
 normalized to bare metal, with its 95 % interval, verdict, n and flags), the cost per 1000 images
 when host prices are set (and only then does the heading promise a cost), then the study's
 figures (:mod:`dlbench.reports.scenarios`, inline SVG with the values above the bars), then the
-micro-benchmarks that explain them (PNG charts, :mod:`dlbench.reports.figures`), then the
-environment (hardware, versions, container limits, CPU affinity and NUMA, the machine's load),
-then failures and skips. Every statistic comes from :mod:`dlbench.reports.stats`; the same rows
-are written as comparison.csv and comparison.json (:mod:`dlbench.reports.exports`).
+model workloads (Fathom, the transformer: their figures, :mod:`dlbench.reports.workloads`, and
+tables; their cases are also in the answer, by name), then the micro-benchmarks that explain
+them (PNG charts, :mod:`dlbench.reports.figures`), then the environment (hardware, versions,
+container limits, CPU affinity and NUMA, the machine's load), then failures and skips. Every
+statistic comes from :mod:`dlbench.reports.stats`; the same rows are written as comparison.csv
+and comparison.json (:mod:`dlbench.reports.exports`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import answer, capacity, compare, frameworks, gates, load, metrics, regression, scenarios
+from dlbench.reports import (
+    answer,
+    capacity,
+    compare,
+    frameworks,
+    gates,
+    load,
+    metrics,
+    regression,
+    scenarios,
+    workloads,
+)
 from dlbench.reports import stats as st
 from dlbench.reports.exports import write_comparison
 from dlbench.reports.figures import normalized_chart
@@ -225,6 +238,8 @@ def _network_note(engine: Engine, run_id: str) -> str:
 def _answer_cell(row: Any | None) -> str:
     if row is None:
         return "<td class='note'>-</td>"
+    if row.metric in metrics.RELATIVE:  # a degradation %: relative to the job alone already, never × bare metal
+        return f"<td>{html.escape(value_text(row))}</td>"
     verdict = st.Verdict(row.verdict)
     if verdict is st.Verdict.NOT_COMPARED:
         return f"<td class='note'>{html.escape(value_text(row))}<br>no bare-metal result</td>"
@@ -270,11 +285,13 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
              "repeat.</p>")
     head = compare.headline(stats)
     training = answer.training_rows(stats)
+    workload_tables = [_group_table(group) for group in answer.workload_groups(stats, frame)]
     if training.empty:
-        return _micro_answer(head, intro)
+        return intro + "\n".join(workload_tables) if workload_tables else _micro_answer(head, intro)
     platforms = [p for p in answer.platforms_that_ran(training) if p != compare.BASELINE]
     if not platforms:
-        return intro + "<p>Only bare metal ran training in this run: no platform to compare with it.</p>"
+        return "\n".join([intro + "<p>Only bare metal ran training in this run: no platform to compare with it.</p>",
+                          *workload_tables])
     summary = []
     for platform in platforms:
         mine = training[training["platform"] == platform]
@@ -284,37 +301,49 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
         summary.append(f"<li><b>{html.escape(platform)}</b> vs bare metal, over {cells} "
                        f"training cells: {html.escape('; '.join(parts))}</li>")
     parts = [intro, f"<ul class='summary'>{''.join(summary)}</ul>"]
-    for group in answer.answer_groups(stats, frame):
-        cells = group.rows
-        mine_platforms = [p for p in platforms if p in set(cells["platform"])]
-        head_cells = "".join(f"<th colspan='{len(mine_platforms)}'>{html.escape(label)} ×BM "
-                             f"{'↑' if metric == 'throughput' else '↓'}</th>" for metric, label in ANSWER_METRICS)
-        # Break long platform names at their underscores: the table fits a 1280-px window.
-        sub = "".join(f"<th>{html.escape(p).replace('_', '_<wbr>')}</th>" for _ in ANSWER_METRICS
-                      for p in mine_platforms)
-        body = []
-        for cell in dict.fromkeys(cells["cell"]):
-            mine = cells[cells["cell"] == cell]
-            base = mine[mine["platform"] == compare.BASELINE]
-            measured = "; ".join(value_text(b) for b in base.itertuples())
-            flags = " ".join(_flags_html(b, short=True) for b in base.itertuples())
-            row_cells = []
-            for metric, _ in ANSWER_METRICS:
-                for platform in mine_platforms:
-                    found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
-                    row_cells.append(_answer_cell(next(found.itertuples()) if not found.empty else None))
-            body.append(f"<tr><td>{html.escape(str(cell))}</td><td>{html.escape(measured or '-')} {flags}</td>"
-                        f"{''.join(row_cells)}</tr>")
-        title = f"{scenarios.TITLES.get(group.scenario, group.scenario)} · {group.data} data · {group.framework}"
-        parts.append(f"<h3>{html.escape(title)}</h3>" + scroll(
-            f"<table class='answer'><tr><th rowspan='2'>cell</th><th rowspan='2'>bare metal (mean, n)</th>"
-            f"{head_cells}</tr><tr>{sub}</tr>{''.join(body)}</table>"))
+    parts += [_group_table(group) for group in answer.answer_groups(stats, frame)]
     relative = head[(head["suite"] == scenarios.SUITE) & head["metric"].isin(metrics.RELATIVE)] \
         if not head.empty else head
     if not relative.empty:
         parts.append("<p class='note'>Shared resource: the degradation of each platform's job next to a background "
                      "or other tenants is in the study figures below (figure 10).</p>")
-    return "\n".join(parts)
+    return "\n".join(parts + workload_tables)
+
+
+def _group_table(group: answer.AnswerGroup) -> str:
+    """One answer table: a row per cell (named by its case), bare metal's means, then per metric of
+    the group (training's two, a workload suite's headline metrics) each platform's ×BM cell."""
+    cells = group.rows
+    mine_platforms = [p for p in answer.platforms_that_ran(cells) if p != compare.BASELINE]
+    arrows = {m: "↑" if metrics.higher_is_better(m, str(u)) else "↓" for m, u in zip(cells["metric"], cells["unit"],
+                                                                                    strict=True)}
+    relative = {m for m, _ in group.metrics if m in metrics.RELATIVE}
+    head_cells = "".join(f"<th colspan='{len(mine_platforms)}'>{html.escape(label)} "
+                         f"{'%' if metric in relative else '×BM'} {arrows.get(metric, '')}</th>"
+                         for metric, label in group.metrics if mine_platforms)
+    # Break long platform names at their underscores: the table fits a 1280-px window.
+    sub = "".join(f"<th>{html.escape(p).replace('_', '_<wbr>')}</th>" for _ in group.metrics
+                  for p in mine_platforms)
+    body = []
+    for cell in dict.fromkeys(cells["cell"]):
+        mine = cells[cells["cell"] == cell]
+        base = mine[mine["platform"] == compare.BASELINE]
+        measured = "; ".join(value_text(b) for b in base.itertuples())
+        flags = " ".join(_flags_html(b, short=True) for b in base.itertuples())
+        row_cells = []
+        for metric, _ in group.metrics:
+            for platform in mine_platforms:
+                found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
+                row_cells.append(_answer_cell(next(found.itertuples()) if not found.empty else None))
+        body.append(f"<tr><td>{html.escape(str(cell))}</td><td>{html.escape(measured or '-')} {flags}</td>"
+                    f"{''.join(row_cells)}</tr>")
+    title = f"{scenarios.TITLES.get(group.scenario, group.scenario)} · {group.data} data · {group.framework}"
+    if group.suite != answer.TRAINING_SUITE:
+        title = f"{group.suite} · {title}"
+    second = f"<tr>{sub}</tr>" if sub else ""
+    return f"<h3>{html.escape(title)}</h3>" + scroll(
+        f"<table class='answer'><tr><th rowspan='2'>cell</th><th rowspan='2'>bare metal (mean, n)</th>"
+        f"{head_cells}</tr>{second}{''.join(body)}</table>")
 
 
 def cost_html(engine: Engine, run_id: str, frame: pd.DataFrame, prices: capacity.Prices | None) -> str:
@@ -400,13 +429,18 @@ def _regressions_html(engine: Engine, run_id: str) -> str:
                          f"<th>change %</th><th>p</th><th>test</th><th>baseline runs</th></tr>{rows}</table>")
 
 
-def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, head: pd.DataFrame) -> str:
+def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, head: pd.DataFrame,
+                heading: bool = True) -> str:
+    """A suite's charts and tables; ``heading=False`` when its section names it already (a workload's)."""
     suite_head = head[head["suite"] == suite]
-    parts = [f"<h2>{html.escape(suite)}</h2>"]
+    parts = [f"<h2>{html.escape(suite)}</h2>"] if heading else []
     if suite == "network":
         parts.append(_network_note(engine, run_id))
-    # Each chart once: training is drawn in the study figures (every scenario), so not again here.
+    # Each chart once: training is drawn in the study figures (every scenario), so not again here;
+    # nor a workload's throughput, which its figure draws (dlbench.reports.workloads).
     charted = suite_head.iloc[0:0] if suite == scenarios.SUITE else suite_head
+    if suite in workloads.PANEL_BY:
+        charted = charted[charted["metric"] != workloads.METRIC]
     for metric in list(dict.fromkeys(charted["metric"]))[:6]:
         rows = charted[charted["metric"] == metric]
         better = "higher" if bool(rows["higher_is_better"].iloc[0]) else "lower"
@@ -445,16 +479,21 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     head = compare.headline(stats)
     bad = compare.problems(engine, run_id)
     suites = list(dict.fromkeys(stats["suite"])) if not stats.empty else []
-    micro = sorted((s for s in suites if s != scenarios.SUITE),
+    micro = sorted((s for s in suites if s != scenarios.SUITE and s not in answer.WORKLOAD_SUITES),
                    key=lambda s: (MICRO_ORDER.index(s) if s in MICRO_ORDER else len(MICRO_ORDER), s))
     regressions = _regressions_html(engine, run_id)
     profile_name, requested = run_request(engine, run_id)
     profile = answer.run_profile(profile_name, requested, frame)
     grade = answer.decision_grade(profile, stats)
     training = answer.training_rows(stats)
+    cells = "training cell" if not training.empty else "cell"
+    training = training if not training.empty else answer.answer_rows(stats)  # a run of the workload suites only
     reps = _span_text(training["n"]) if not training.empty else ""
     cost = cost_html(engine, run_id, frame, capacity.load_prices())
     gate_results = run_gates(engine, run_id, frame, requested)
+    workload_section = workloads.html_section(
+        workloads.figures(stats, frame), out,
+        {s: _suite_html(engine, run_id, s, stats, head, heading=False) for s in answer.WORKLOAD_SUITES if s in suites})
     framework_rows = frameworks.framework_rows(frame)
     if framework_rows:
         frameworks.table(framework_rows).to_csv(out / "frameworks.csv", index=False)
@@ -462,6 +501,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         [("gates", "Gates")] if gate_results else []) + (
         [("regressions", "Regressions")] if regressions else []) + (
         [("scenarios", "Study figures")] if scenarios.has_training(stats, bad) else []) + (
+        [("workloads", "Workloads")] if workload_section else []) + (
         [("micro", "Micro-benchmarks")] if micro else []) + [("environment", "Environment")] + (
         [("problems", "Failures and skips")] if not bad.empty else [])
     parts = [
@@ -469,7 +509,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         f"<style>{STYLE}</style></head><body><h1>Benchmark report: {html.escape(run_id)}</h1>",
         "<nav>" + "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in nav) + "</nav>",
         _emulated_note(engine, run_id),
-        profile_html(profile, grade, f"{reps} repetitions per training cell" if reps else ""),
+        profile_html(profile, grade, f"{reps} repetitions per {cells}" if reps else ""),
         f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
         _warnings_html(stats, bad, load_table(engine, run_id)),
         answer_html(stats, frame),
@@ -482,6 +522,7 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
         parts.append(scenarios.section_html(stats, frame, bad, _table_html, profile.requested_list("scenarios")))
     if scenarios.SUITE in suites:
         parts.append(_suite_html(engine, run_id, scenarios.SUITE, stats, head))
+    parts.append(workload_section)
     if micro:
         parts.append("<h2 id='micro'>Micro-benchmarks</h2><p class='note'>What explains the training numbers: the "
                      "accelerator, deep-learning kernels, the CPU, the network and the disk, each normalized to bare "

@@ -61,6 +61,12 @@ DIRECTION: dict[str, Direction] = {
     "degradation_throughput": LOWER, "degradation_elapsed_time": LOWER,
     "background_throughput": HIGHER, "background_overlap": HIGHER, "background_coverage": HIGHER,
     "tenants_throughput_sum": HIGHER, "tenants_window_overlap": HIGHER,
+    # transformer (issue 24): training's achieved model FLOP rate and its share of the machine's
+    # measured GEMM peak (MFU); generation's latency to the first token and between tokens
+    # (throughput above: tokens/s). The peak is the machine's, not the job's: higher is a faster
+    # machine, kept as the diagnostic that explains MFU.
+    "model_tflops": HIGHER, "mfu": HIGHER, "peak_gemm": HIGHER,
+    "time_to_first_token": LOWER, "inter_token_latency": LOWER,
 }
 """Known metrics. Anything else: see :func:`direction`."""
 
@@ -76,6 +82,11 @@ HEADLINE: dict[str, list[str]] = {
     "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
     # Study 001's Table IX (seconds per batch) and Table XIII (first vs second epoch).
     "dltools": ["seconds_per_batch", "first_epoch_excess", "throughput", "elapsed_time"],
+    # Study 003's Fathom figure: each workload's speed, native vs each platform, training and inference.
+    "fathom": ["throughput", "step_time_mean"],
+    # What a planner sizes a GPU cloud by: training tokens/s and MFU, serving's latencies, and
+    # training's loss of throughput beside a generation job (the shared scenario).
+    "transformer": ["throughput", "mfu", "time_to_first_token", "inter_token_latency", "degradation_throughput"],
 }
 """Per suite, the metrics the report leads with (in this order); unknown suites lead with all
 non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
@@ -89,6 +100,7 @@ DIAGNOSTIC = frozenset({
     "worker_throughput", "worker_measured_time", "measured_window_overlap", "throughput_alone",
     "elapsed_time_alone", "tenants_throughput_sum", "tenants_window_overlap",
     "epoch_time", "batch_time_std", "batch_time_p95", "data_load_time",
+    "model_tflops", "peak_gemm",
 })
 DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
 """Kept in the warehouse and the report's detail table, never among the headline metrics: they

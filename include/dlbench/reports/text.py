@@ -2,11 +2,13 @@
 
 The answer comes first, because that is what a planner asked: per scenario, data kind and
 framework, each platform's throughput and elapsed time against bare metal (×BM) with its
-interval, verdict and n. Then one line saying whether the run is decision-grade and, if not,
-why and what to run instead (:func:`dlbench.reports.answer.decision_grade`, the same judgement as
-the HTML page). The micro-benchmarks follow as one line per suite and platform; every metric's
-row (n, mean, std, intervals, verdicts, flags) is in comparison.csv and report.html, whose paths
-are printed. Failures and skips close it.
+interval, verdict and n; then the model workloads (Fathom, the transformer) case by case, named
+(``vgg infer synthetic batch 32``), with their headline metrics. Then one line saying whether the
+run is decision-grade and, if not, why and what to run instead
+(:func:`dlbench.reports.answer.decision_grade`, the same judgement as the HTML page). The
+micro-benchmarks follow as one line per suite and platform; every metric's row (n, mean, std,
+intervals, verdicts, flags) is in comparison.csv and report.html, whose paths are printed.
+Failures and skips close it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from dlbench import paths
-from dlbench.reports import answer, compare, frameworks, gates, scenarios
+from dlbench.reports import answer, compare, frameworks, gates, metrics, scenarios
 from dlbench.reports import stats as st
 from dlbench.reports.answer import VERDICT_SHORT
 from dlbench.reports.formatting import ci_text, fmt, ratio, scenario_note
@@ -37,6 +39,8 @@ def _comparison(row: Any) -> str:
     """``0.981× [0.952, 1.01] not-sig n=3/3``: ×BM, its interval (none when there is none), the
     verdict and the repetitions on both sides (platform / bare metal)."""
     verdict = st.Verdict(row.verdict)
+    if row.metric in metrics.RELATIVE:  # a degradation %: already relative to the job alone, never × bare metal
+        return f"{fmt(row.mean)} {row.unit} n={row.n}"
     if verdict is st.Verdict.NOT_COMPARED:
         return f"{fmt(row.mean)} {row.unit}, no bare-metal result, n={row.n}"
     interval = ci_text(row.normalized_ci_low, row.normalized_ci_high)
@@ -61,7 +65,7 @@ def _group_lines(group: answer.AnswerGroup) -> list[str]:
         parts: list[tuple[str, list[str], list[str]]] = []
         for platform in platforms:
             texts, flags = [], []
-            for metric, label in answer.ANSWER_METRICS:
+            for metric, label in group.metrics:
                 found = mine[(mine["metric"] == metric) & (mine["platform"] == platform)]
                 for r in found.itertuples():
                     texts.append(f"{label} {'↑' if r.higher_is_better else '↓'} {_comparison(r)}")
@@ -117,6 +121,10 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
         lines.append("")
         lines.append("ANSWER: training, each platform against bare metal")
         for group in groups:
+            lines += _group_lines(group)
+    if workload_groups := answer.workload_groups(stats, frame):
+        lines += ["", "WORKLOADS: each case against bare metal (headline metrics)"]
+        for group in workload_groups:
             lines += _group_lines(group)
     lines += frameworks.text_lines(frameworks.framework_rows(frame))
     bad = compare.problems(engine, run_id)
