@@ -123,14 +123,6 @@ def test_a_bad_dltools_value_names_the_field(override, field, message):
         resolve_profiles({"bad": {"extends": "smoke", "dltools": override}}, load_profiles(), "test")
 
 
-@pytest.fixture
-def fresh_registry(monkeypatch):
-    """Profiles registered from a command line stay in this test."""
-    from dlbench.workloads.profiles import catalog as profiles
-
-    monkeypatch.setattr(profiles, "_registered", {})
-
-
 def test_a_bad_profile_spec_on_the_command_line_exits_2_naming_the_field(tmp_path, capsys, fresh_registry):
     broken = get_profile("smoke").model_dump(mode="json")
     broken["name"] = "mine"

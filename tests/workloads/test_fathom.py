@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +14,11 @@ import pytest
 
 from dlbench.workloads import cli
 from dlbench.workloads.fathom.workload import DataMode, workload
-from dlbench.workloads.profiles import FathomModel, get_profile
+from dlbench.workloads.profiles import get_profile
 from dlbench.workloads.result import ResultDocument, Status
+from tests.workloads.fathom_checks import assert_contract, assert_parameter_count, dense, run_fathom, run_module
 
 MINE = ("alexnet", "vgg", "residual", "autoenc", "deepq")
-UNITS = {"alexnet": "images/s", "vgg": "images/s", "residual": "images/s", "autoenc": "images/s",
-         "deepq": "frames/s"}
-REPO = Path(__file__).resolve().parents[2]
-
-
-def dense(n_in: int, n_out: int, bias: bool = True) -> int:
-    return n_in * n_out + (n_out if bias else 0)
 
 
 def conv(k: int, c_in: int, c_out: int, bias: bool = True) -> int:
@@ -64,12 +55,7 @@ DEEPQ = conv(8, 4, 32) + conv(4, 32, 64) + conv(3, 64, 64) + dense(7 * 7 * 64, 5
     ("deepq", DEEPQ, 1_686_180),
 ])
 def test_parameter_count_at_fathoms_sizes_is_the_architectures_arithmetic(model, expected, literal):
-    work = workload(model)
-    spec = get_profile("paper").fathom.model(model)
-    assert work.model is FathomModel(model) and work.unit == UNITS[model]
-    assert expected == literal
-    assert work.expected_parameters(spec) == expected
-    assert work.build(spec).count_params() == expected
+    assert_parameter_count(model, expected, literal)
 
 
 def test_paper_profile_is_fathoms_defaults():
@@ -87,46 +73,6 @@ def test_paper_profile_is_fathoms_defaults():
 # --- runs through the command line ----------------------------------------------------------------
 
 
-def run_fathom(tmp_path: Path, model: str, task: str, *extra: str) -> ResultDocument:
-    out = tmp_path / f"{model}-{task}.json"
-    code = cli.main(["fathom", "--model", model, "--task", task, "--out", str(out), "--profile", "smoke",
-                     "--run-id", "t", *extra])
-    doc = ResultDocument.read(out)
-    assert code == 0, doc.error
-    return doc
-
-
-def assert_contract(doc: ResultDocument, model: str, task: str) -> None:
-    """The document every Fathom job writes (docs/fathom.md, "What a document holds")."""
-    smoke = get_profile("smoke").fathom
-    spec = smoke.model(model)
-    assert doc.status is Status.OK and doc.benchmark.suite == "fathom" and doc.benchmark.name == model
-    params = doc.benchmark.parameters
-    assert params["task"] == task and params["batch_size"] == spec.batch_size and params["dataset"]
-    assert params["profile"] == "smoke" and params["data"] == "auto"
-    throughput = doc.sample("throughput")
-    assert throughput.unit == UNITS[model] and throughput.value > 0
-    steps = [s for s in doc.samples if s.metric == "step_time"]
-    assert [s.labels["step"] for s in steps] == list(range(smoke.measured_steps))
-    mean = doc.sample("step_time_mean").value
-    assert mean == pytest.approx(sum(s.value for s in steps) / len(steps))
-    assert throughput.value == pytest.approx(spec.batch_size / mean)
-    for metric in ("step_time_std", "step_time_p95", "measured_time", "setup_time"):
-        assert doc.sample(metric).unit == "s" and doc.sample(metric).value >= 0
-    start, end = doc.sample("measured_window_start").value, doc.sample("measured_window_end").value
-    assert 0 < end - start < 600 and doc.sample("measured_window_start").labels["clock"] == "CLOCK_REALTIME"
-    assert doc.labels["model_parameters"] == str(workload(model).expected_parameters(spec))
-    assert doc.labels["task"] == task and doc.labels["device"] in ("cpu", "gpu")
-    assert doc.labels["framework"] == "tensorflow" and doc.labels["framework_version"]
-    assert doc.labels["data"] == "synthetic" and doc.labels["data_source"].startswith("generated")
-    assert doc.labels["profile"] == "smoke"
-    losses = [s for s in doc.samples if s.metric == "loss"]
-    if task == "train":
-        assert losses and all(np.isfinite(s.value) for s in losses) and doc.labels["diverged"] == "false"
-    else:
-        assert not losses
-
-
 @pytest.mark.parametrize("model", MINE)
 def test_each_workload_trains_and_infers_through_the_cli(tmp_path, model):
     for task in ("train", "infer"):
@@ -135,10 +81,8 @@ def test_each_workload_trains_and_infers_through_the_cli(tmp_path, model):
 
 def test_the_command_runs_as_a_module_in_its_own_process(tmp_path):
     out = tmp_path / "deepq.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "include"), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, "-m", "dlbench.workloads", "fathom", "--model", "deepq", "--task",
-                           "train", "--out", str(out), "--profile", "smoke", "--measured-steps", "4"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = run_module("--model", "deepq", "--task", "train", "--out", str(out), "--profile", "smoke",
+                      "--measured-steps", "4")
     assert done.returncode == 0, done.stderr[-2000:]
     doc = ResultDocument.read(out)
     assert_contract_steps = [s for s in doc.samples if s.metric == "step_time"]
@@ -224,14 +168,6 @@ def test_bad_arguments_exit_2_naming_the_field(tmp_path, capsys, argv, field):
     except SystemExit as exit_info:
         code = exit_info.code
     assert code == 2 and field in capsys.readouterr().err and not out.exists()
-
-
-@pytest.fixture
-def fresh_registry(monkeypatch):
-    """Profiles registered from a command line stay in this test."""
-    from dlbench.workloads.profiles import catalog as profiles
-
-    monkeypatch.setattr(profiles, "_registered", {})
 
 
 def test_a_bad_fathom_size_in_a_profile_exits_2_naming_the_field(tmp_path, capsys, fresh_registry):

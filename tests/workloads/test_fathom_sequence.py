@@ -5,29 +5,18 @@ workloads and the command's own checks: tests/workloads/test_fathom.py."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from dlbench.workloads import cli
 from dlbench.workloads.fathom import babi
 from dlbench.workloads.fathom.workload import DataMode, DataUnavailable, workload
-from dlbench.workloads.profiles import FathomModel, get_profile
+from dlbench.workloads.profiles import get_profile
 from dlbench.workloads.profiles.fathom import Seq2SeqSpec, SpeechSpec
-from dlbench.workloads.result import ResultDocument, Status
-
-UNITS = {"seq2seq": "sentences/s", "memnet": "questions/s", "speech": "utterances/s"}
-DATASETS = {"seq2seq": "wmt15", "memnet": "babi", "speech": "timit"}
-REPO = Path(__file__).resolve().parents[2]
-
-
-def dense(n_in: int, n_out: int, bias: bool = True) -> int:
-    return n_in * n_out + (n_out if bias else 0)
+from dlbench.workloads.result import ResultDocument
+from tests.workloads.fathom_checks import assert_contract, assert_parameter_count, dense, run_fathom, run_module
 
 
 def lstm(n_in: int, units: int) -> int:
@@ -58,12 +47,7 @@ SPEECH = dense(26, 1024) + 2 * dense(1024, 1024) + 2 * simple_rnn(1024, 1024) + 
     ("speech", SPEECH, 6_450_238),
 ])
 def test_parameter_count_at_fathoms_sizes_is_the_architectures_arithmetic(model, expected, literal):
-    work = workload(model)
-    spec = get_profile("paper").fathom.model(model)
-    assert work.model is FathomModel(model) and work.unit == UNITS[model] and work.dataset == DATASETS[model]
-    assert expected == literal
-    assert work.expected_parameters(spec) == expected
-    assert work.build(spec).count_params() == expected
+    assert_parameter_count(model, expected, literal)
 
 
 def test_paper_profile_is_fathoms_defaults():
@@ -91,40 +75,6 @@ def test_a_size_fathoms_model_cannot_have_is_refused(spec, kwargs, message):
 
 
 # --- runs through the command line ----------------------------------------------------------------
-
-
-def run_fathom(tmp_path: Path, model: str, task: str, *extra: str) -> ResultDocument:
-    out = tmp_path / f"{model}-{task}.json"
-    code = cli.main(["fathom", "--model", model, "--task", task, "--out", str(out), "--profile", "smoke",
-                     "--run-id", "t", *extra])
-    doc = ResultDocument.read(out)
-    assert code == 0, doc.error
-    return doc
-
-
-def assert_contract(doc: ResultDocument, model: str, task: str, data: str = "synthetic") -> None:
-    """The document every Fathom job writes (docs/fathom.md)."""
-    smoke = get_profile("smoke").fathom
-    spec = smoke.model(model)
-    assert doc.status is Status.OK and doc.benchmark.suite == "fathom" and doc.benchmark.name == model
-    params = doc.benchmark.parameters
-    assert params["task"] == task and params["batch_size"] == spec.batch_size
-    assert params["dataset"] == DATASETS[model] and params["profile"] == "smoke"
-    throughput = doc.sample("throughput")
-    steps = [s for s in doc.samples if s.metric == "step_time"]
-    assert throughput.unit == UNITS[model] and len(steps) == smoke.measured_steps
-    assert throughput.value == pytest.approx(spec.batch_size / doc.sample("step_time_mean").value)
-    for metric in ("step_time_std", "step_time_p95", "measured_time", "setup_time"):
-        assert doc.sample(metric).unit == "s" and doc.sample(metric).value >= 0
-    assert doc.sample("measured_window_end").value > doc.sample("measured_window_start").value
-    assert doc.labels["model_parameters"] == str(workload(model).expected_parameters(spec))
-    assert doc.labels["task"] == task and doc.labels["framework"] == "tensorflow"
-    assert doc.labels["data"] == data
-    losses = [s.value for s in doc.samples if s.metric == "loss"]
-    if task == "train":
-        assert losses and all(math.isfinite(v) for v in losses) and doc.labels["diverged"] == "false"
-    else:
-        assert not losses
 
 
 @pytest.mark.parametrize("model", ["seq2seq", "memnet", "speech"])
@@ -259,10 +209,8 @@ def test_memnet_reads_real_babi_into_the_profiles_shapes(babi_dir):
 
 def test_memnet_on_real_babi_through_the_module_command(tmp_path, babi_dir):
     out = tmp_path / "memnet.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "include"), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, "-m", "dlbench.workloads", "fathom", "--model", "memnet", "--task", "train",
-                           "--profile", "smoke", "--data", "real", "--data-dir", str(babi_dir), "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = run_module("--model", "memnet", "--task", "train", "--profile", "smoke", "--data", "real", "--data-dir",
+                      str(babi_dir), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     doc = ResultDocument.read(out)
     assert_contract(doc, "memnet", "train", data="real")

@@ -19,8 +19,6 @@ when ``autoenc`` runs.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +26,15 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.workloads.dltools import data as dltools_data
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
 from dlbench.workloads.fathom.workload import (
-    Batch,
     DataMode,
     DataUnavailable,
     FathomData,
+    FathomWorkload,
     InferStep,
     TrainStep,
+    find_real,
 )
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import AutoencSpec
@@ -96,68 +96,40 @@ def vae_loss(pixels: Any, reconstruction: Any, z_mean: Any, z_log_sigma_sq: Any)
     return tf.reduce_mean(reconstr_loss + latent_loss)
 
 
-@dataclass(frozen=True)
-class Autoenc:
-    model: FathomModel = FathomModel.AUTOENC
-    unit: str = "images/s"
-    dataset: str = "mnist"
-
-    def build(self, spec: AutoencSpec) -> Any:
-        return build_vae(spec)
-
-    def expected_parameters(self, spec: AutoencSpec) -> int:
-        return vae_parameters(spec)
-
-    def case_parameters(self, spec: AutoencSpec) -> dict[str, Any]:
-        return {"input_size": PIXELS, "latent_size": spec.latent_size}
-
-    def data(self, spec: AutoencSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
-             steps: int) -> FathomData:
-        start = time.perf_counter()
-        found = dltools_data.find_mnist(data_dir) if data_dir and mode is not DataMode.SYNTHETIC else None
-        if found is not None:
-            images, _ = dltools_data.read_mnist(*found)
-            blocks = random_blocks(standardise(images), batch_size, steps, seed)
-            kind, source = DataKind.REAL, ",".join(str(p) for p in found)
-        elif mode is DataMode.REAL:
-            where = dltools_data.expected_layout("fcn5", data_dir) if data_dir else "(no --data-dir given)"
-            raise DataUnavailable(f"--data real: no MNIST training set found; expected {where}")
-        else:
-            rng = np.random.default_rng(seed)
-            images = rng.integers(0, 256, size=(GENERATED_BLOCKS * batch_size, *MNIST_SHAPE), dtype=np.uint8)
-            blocks = [block for block in standardise(images).reshape(GENERATED_BLOCKS, batch_size, -1)]
-            kind, source = DataKind.SYNTHETIC, f"generated: uniform uint8 {MNIST_SHAPE[0]}x{MNIST_SHAPE[1]} images"
-        batches = [(tf.constant(block),) for block in blocks]
-        return FathomData(batches, kind, source, time.perf_counter() - start)
-
-    def train_step(self, net: Any, spec: AutoencSpec) -> TrainStep:
-        optimizer = tf.keras.optimizers.Adam(learning_rate=spec.learning_rate)
-        optimizer.build(net.trainable_variables)
-
-        @tf.function
-        def step(pixels: Any) -> Any:
-            with tf.GradientTape() as tape:
-                reconstruction, z_mean, z_log_sigma_sq = net(pixels, training=True)
-                loss = vae_loss(pixels, reconstruction, z_mean, z_log_sigma_sq)
-            grads = tape.gradient(loss, net.trainable_variables)
-            optimizer.apply_gradients(zip(grads, net.trainable_variables, strict=True))
-            return loss
-
-        def run(batch: Batch) -> Any:
-            return step(batch[0])
-
-        return run
-
-    def infer_step(self, net: Any, spec: AutoencSpec) -> InferStep:
-        @tf.function
-        def forward(pixels: Any) -> Any:
-            reconstruction, _, _ = net(pixels, training=False)
-            return reconstruction
-
-        def run(batch: Batch) -> Any:
-            return forward(batch[0])
-
-        return run
+def case_parameters(spec: AutoencSpec) -> dict[str, Any]:
+    return {"input_size": PIXELS, "latent_size": spec.latent_size}
 
 
-WORKLOAD = Autoenc()
+def data(spec: AutoencSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+         steps: int) -> FathomData:
+    found = find_real(mode, data_dir, dltools_data.find_mnist, "no MNIST training set found; expected ",
+                      lambda where: dltools_data.expected_layout("fcn5", where))
+    if found is not None:
+        images, _ = dltools_data.read_mnist(*found)
+        blocks = random_blocks(standardise(images), batch_size, steps, seed)
+        kind, source = DataKind.REAL, ",".join(str(p) for p in found)
+    else:
+        rng = np.random.default_rng(seed)
+        images = rng.integers(0, 256, size=(GENERATED_BLOCKS * batch_size, *MNIST_SHAPE), dtype=np.uint8)
+        blocks = [block for block in standardise(images).reshape(GENERATED_BLOCKS, batch_size, -1)]
+        kind, source = DataKind.SYNTHETIC, f"generated: uniform uint8 {MNIST_SHAPE[0]}x{MNIST_SHAPE[1]} images"
+    return FathomData([(tf.constant(block),) for block in blocks], kind, source)
+
+
+def train_step(net: Any, spec: AutoencSpec) -> TrainStep:
+    """Adam on Fathom's cost."""
+
+    def loss(pixels: Any) -> Any:
+        reconstruction, z_mean, z_log_sigma_sq = net(pixels, training=True)
+        return vae_loss(pixels, reconstruction, z_mean, z_log_sigma_sq)
+
+    return gradient_step(net, tf.keras.optimizers.Adam(learning_rate=spec.learning_rate), loss)
+
+
+def infer_step(net: Any, spec: AutoencSpec) -> InferStep:
+    """The reconstruction (the latent moments stay on the device)."""
+    return forward_step(lambda pixels: net(pixels, training=False)[0])
+
+
+WORKLOAD = FathomWorkload(FathomModel.AUTOENC, "images/s", "mnist", build_vae, vae_parameters, case_parameters, data,
+                          train_step, infer_step)

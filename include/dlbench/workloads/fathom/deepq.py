@@ -20,7 +20,6 @@ when ``deepq`` runs.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
 from dlbench.workloads.fathom.workload import (
     Batch,
     DataMode,
     DataUnavailable,
     FathomData,
+    FathomWorkload,
     InferStep,
     TrainStep,
+    generated_only,
 )
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import DeepQSpec
@@ -134,93 +136,78 @@ def huber(diff: Any, delta: float) -> Any:
     return 0.5 * tf.square(quadratic) + delta * (tf.abs(diff) - quadratic)
 
 
-@dataclass(frozen=True)
-class DeepQ:
-    model: FathomModel = FathomModel.DEEPQ
-    unit: str = "frames/s"
-    dataset: str = "atari"
-
-    def build(self, spec: DeepQSpec) -> Any:
-        return build_dqn(spec)
-
-    def expected_parameters(self, spec: DeepQSpec) -> int:
-        return dqn_parameters(spec)
-
-    def case_parameters(self, spec: DeepQSpec) -> dict[str, Any]:
-        return {"frame_size": spec.frame_size, "frame_stack": spec.frame_stack, "actions": spec.actions,
-                "filters": "-".join(map(str, spec.filters)), "hidden": spec.hidden,
-                "replay_frames": spec.replay_frames, "target_update_interval": spec.target_update_interval,
-                "discount": spec.discount}
-
-    def data(self, spec: DeepQSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
-             steps: int) -> FathomData:
-        if mode is DataMode.REAL:
-            raise DataUnavailable("--data real: deepq's frames come from an Atari emulator, which this suite "
-                                  "does not run (docs/fathom.md); use --data auto or synthetic")
-        if spec.replay_frames < batch_size + 2 * spec.frame_stack:
-            raise DataUnavailable(f"replay_frames {spec.replay_frames} is too few to sample {batch_size} states")
-        start = time.perf_counter()
-        rng = np.random.default_rng(seed)
-        n, side = spec.replay_frames, spec.frame_size
-        buffer = ReplayBuffer(
-            frames=rng.integers(0, 256, size=(n, side, side), dtype=np.uint8),
-            actions=rng.integers(0, spec.actions, size=n, dtype=np.int32),
-            rewards=rng.integers(-1, 2, size=n).astype(np.float32),
-            terminals=(rng.random(n) < TERMINAL_PROBABILITY).astype(np.float32),
-            stack=spec.frame_stack,
-            rng=rng,
-            new_frame=rng.integers(0, 256, size=(side, side), dtype=np.uint8),
-        )
-        source = f"generated: replay buffer of {n} uniform uint8 {side}x{side} frames, {spec.actions} actions"
-        return FathomData([(buffer,)], DataKind.SYNTHETIC, source, time.perf_counter() - start)
-
-    def train_step(self, net: Any, spec: DeepQSpec) -> TrainStep:
-        target = build_dqn(spec, name="deepq_target")
-        optimizer = tf.keras.optimizers.RMSprop(learning_rate=spec.learning_rate, rho=spec.rms_decay, momentum=0.0,
-                                                epsilon=spec.rms_epsilon)
-        optimizer.build(net.trainable_variables)
-
-        @tf.function
-        def copy_to_target() -> None:
-            for source, destination in zip(net.trainable_variables, target.trainable_variables, strict=True):
-                destination.assign(source)
-
-        @tf.function
-        def update(states: Any, actions: Any, rewards: Any, terminals: Any, next_states: Any) -> Any:
-            q_next = tf.reduce_max(target(next_states, training=False), axis=1)
-            targets = tf.stop_gradient(rewards + (1.0 - terminals) * spec.discount * q_next)
-            with tf.GradientTape() as tape:
-                q = net(states, training=True)
-                chosen = tf.reduce_sum(q * tf.one_hot(actions, spec.actions), axis=1)
-                loss = tf.reduce_sum(huber(targets - chosen, spec.clip_delta))  # batch_accumulator "sum"
-            grads = tape.gradient(loss, net.trainable_variables)
-            optimizer.apply_gradients(zip(grads, net.trainable_variables, strict=True))
-            return loss
-
-        copy_to_target()  # Fathom runs cp_ops in setup: both networks start equal
-        updates = [0]
-
-        def run(batch: Batch) -> Any:
-            buffer: ReplayBuffer = batch[0]
-            buffer.insert()
-            loss = update(*(tf.constant(a) for a in buffer.minibatch(spec.batch_size)))
-            updates[0] += 1
-            if updates[0] % spec.target_update_interval == 0:
-                copy_to_target()
-            return loss
-
-        return run
-
-    def infer_step(self, net: Any, spec: DeepQSpec) -> InferStep:
-        @tf.function
-        def act(states: Any) -> Any:
-            return tf.argmax(net(states, training=False), axis=1, output_type=tf.int32)
-
-        def run(batch: Batch) -> Any:
-            buffer: ReplayBuffer = batch[0]
-            return act(tf.constant(buffer.states(buffer.indices(spec.batch_size))))
-
-        return run
+def case_parameters(spec: DeepQSpec) -> dict[str, Any]:
+    return {"frame_size": spec.frame_size, "frame_stack": spec.frame_stack, "actions": spec.actions,
+            "filters": "-".join(map(str, spec.filters)), "hidden": spec.hidden,
+            "replay_frames": spec.replay_frames, "target_update_interval": spec.target_update_interval,
+            "discount": spec.discount}
 
 
-WORKLOAD = DeepQ()
+def data(spec: DeepQSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+         steps: int) -> FathomData:
+    generated_only(mode, "deepq's frames come from an Atari emulator, which this suite does not run")
+    if spec.replay_frames < batch_size + 2 * spec.frame_stack:
+        raise DataUnavailable(f"replay_frames {spec.replay_frames} is too few to sample {batch_size} states")
+    rng = np.random.default_rng(seed)
+    n, side = spec.replay_frames, spec.frame_size
+    buffer = ReplayBuffer(
+        frames=rng.integers(0, 256, size=(n, side, side), dtype=np.uint8),
+        actions=rng.integers(0, spec.actions, size=n, dtype=np.int32),
+        rewards=rng.integers(-1, 2, size=n).astype(np.float32),
+        terminals=(rng.random(n) < TERMINAL_PROBABILITY).astype(np.float32),
+        stack=spec.frame_stack,
+        rng=rng,
+        new_frame=rng.integers(0, 256, size=(side, side), dtype=np.uint8),
+    )
+    source = f"generated: replay buffer of {n} uniform uint8 {side}x{side} frames, {spec.actions} actions"
+    return FathomData([(buffer,)], DataKind.SYNTHETIC, source)
+
+
+def train_step(net: Any, spec: DeepQSpec) -> TrainStep:
+    """Per step: a frame into the buffer, a sampled minibatch, one RMSProp update on the summed
+    Huber loss against the target network's targets; every ``target_update_interval`` updates the
+    target network takes the Q-network's weights."""
+    target = build_dqn(spec, name="deepq_target")
+
+    @tf.function
+    def copy_to_target() -> None:
+        for source, destination in zip(net.trainable_variables, target.trainable_variables, strict=True):
+            destination.assign(source)
+
+    def loss(states: Any, actions: Any, rewards: Any, terminals: Any, next_states: Any) -> Any:
+        # The targets carry no gradient (stop_gradient): the backward pass never enters the target network.
+        q_next = tf.reduce_max(target(next_states, training=False), axis=1)
+        targets = tf.stop_gradient(rewards + (1.0 - terminals) * spec.discount * q_next)
+        chosen = tf.reduce_sum(net(states, training=True) * tf.one_hot(actions, spec.actions), axis=1)
+        return tf.reduce_sum(huber(targets - chosen, spec.clip_delta))  # batch_accumulator "sum"
+
+    update = gradient_step(net, tf.keras.optimizers.RMSprop(learning_rate=spec.learning_rate, rho=spec.rms_decay,
+                                                            momentum=0.0, epsilon=spec.rms_epsilon), loss)
+    copy_to_target()  # Fathom runs cp_ops in setup: both networks start equal
+    updates = [0]
+
+    def run(batch: Batch) -> Any:
+        buffer: ReplayBuffer = batch[0]
+        buffer.insert()
+        value = update(tuple(tf.constant(a) for a in buffer.minibatch(spec.batch_size)))
+        updates[0] += 1
+        if updates[0] % spec.target_update_interval == 0:
+            copy_to_target()
+        return value
+
+    return run
+
+
+def infer_step(net: Any, spec: DeepQSpec) -> InferStep:
+    """Fathom's action selection: the greedy actions of sampled states."""
+    act = forward_step(lambda states: tf.argmax(net(states, training=False), axis=1, output_type=tf.int32))
+
+    def run(batch: Batch) -> Any:
+        buffer: ReplayBuffer = batch[0]
+        return act((tf.constant(buffer.states(buffer.indices(spec.batch_size))),))
+
+    return run
+
+
+WORKLOAD = FathomWorkload(FathomModel.DEEPQ, "frames/s", "atari", build_dqn, dqn_parameters, case_parameters, data,
+                          train_step, infer_step)

@@ -21,8 +21,6 @@ when memnet runs.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.workloads.fathom import babi
-from dlbench.workloads.fathom.workload import (
-    Batch,
-    DataMode,
-    DataUnavailable,
-    FathomData,
-    FathomWorkload,
-    InferStep,
-    TrainStep,
-)
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
+from dlbench.workloads.fathom.workload import DataMode, FathomData, FathomWorkload, InferStep, TrainStep, find_real
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import MemNetSpec
 
@@ -106,90 +97,66 @@ def _zero_nil_row(gradient: Any) -> Any:
     return tf.concat([tf.zeros_like(gradient[:1]), gradient[1:]], axis=0)
 
 
-@dataclass(frozen=True)
-class MemNet:
-    """Fathom's memnet on bAbI (real task files when ``data_dir`` has them, docs/fathom.md)."""
-
-    model: FathomModel = FathomModel.MEMNET
-    unit: str = "questions/s"
-    dataset: str = "babi"
-
-    def build(self, spec: MemNetSpec) -> Any:
-        return MemN2N(spec)
-
-    def expected_parameters(self, spec: MemNetSpec) -> int:
-        return parameters(spec)
-
-    def case_parameters(self, spec: MemNetSpec) -> dict[str, Any]:
-        return {"task_id": spec.task, "embedding_size": spec.embedding_size, "hops": spec.hops,
-                "memories": spec.memories, "vocabulary": spec.vocabulary, "sentence_size": spec.sentence_size}
-
-    def data(self, spec: MemNetSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
-             steps: int) -> FathomData:
-        start = time.perf_counter()
-        found = babi.find_task(data_dir, spec.task) if data_dir is not None and mode is not DataMode.SYNTHETIC \
-            else None
-        if found is None and mode is DataMode.REAL:
-            where = f"{data_dir}/{{{','.join(babi.TASK_DIRS)}}}" if data_dir else "(no --data-dir given)"
-            raise DataUnavailable(f"--data real: no bAbI qa{spec.task}_*train*.txt in {where}")
-        if found is not None:
-            task = babi.fit(babi.load_task(*found, memory_size=spec.memory_size), vocabulary=spec.vocabulary,
-                            sentence_size=spec.sentence_size, memories=spec.memories)
-            questions = task.stories.shape[0]
-            if questions < batch_size:
-                raise ValueError(f"bAbI task {spec.task} has {questions} training questions, fewer than a batch "
-                                 f"of {batch_size}")
-            count = min(steps, questions // batch_size)
-            arrays = (task.stories, task.questions, task.answers)
-            kind = DataKind.REAL
-            source = (f"{', '.join(str(f) for f in task.files)}: {questions} questions; the files' sizes: vocabulary "
-                      f"{task.vocabulary}, sentence {task.sentence_size}, story {task.story_length}")
-        else:
-            count = min(steps, DISTINCT_BATCHES)
-            arrays = babi.generate(count * batch_size, vocabulary=spec.vocabulary, sentence_size=spec.sentence_size,
-                                   memories=spec.memories, seed=seed)
-            kind = DataKind.SYNTHETIC
-            source = (f"generated: stories of {spec.memories} sentences of {spec.sentence_size} random words of "
-                      f"{spec.vocabulary}, one-hot answers")
-        batches = [tuple(tf.constant(a[i * batch_size:(i + 1) * batch_size]) for a in arrays) for i in range(count)]
-        return FathomData(batches, kind, source, time.perf_counter() - start)
-
-    def train_step(self, net: Any, spec: MemNetSpec) -> TrainStep:
-        optimizer = tf.keras.optimizers.Adam(learning_rate=spec.learning_rate, epsilon=ADAM_EPSILON)
-        variables = net.trainable_variables
-        optimizer.build(variables)
-        nil = {id(net.A), id(net.B)}
-        zero_nil = [id(v) in nil for v in variables]
-
-        @tf.function
-        def step(stories: Any, questions: Any, answers: Any) -> Any:
-            with tf.GradientTape() as tape:
-                logits = net(stories, questions)
-                loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=answers, logits=logits))
-            grads = []
-            for gradient, nil_rows in zip(tape.gradient(loss, variables), zero_nil, strict=True):
-                g = tf.clip_by_norm(tf.convert_to_tensor(gradient), spec.max_gradient_norm)
-                g = g + tf.random.normal(tf.shape(g), stddev=spec.gradient_noise)
-                grads.append(_zero_nil_row(g) if nil_rows else g)
-            optimizer.apply_gradients(zip(grads, variables, strict=True))
-            # Fathom minimises the batch's sum; the document's loss is per question (comparable
-            # across batch sizes).
-            return loss / tf.cast(tf.shape(answers)[0], loss.dtype)
-
-        def run(batch: Batch) -> Any:
-            return step(*batch)
-
-        return run
-
-    def infer_step(self, net: Any, spec: MemNetSpec) -> InferStep:
-        @tf.function
-        def forward(stories: Any, questions: Any) -> Any:
-            return net(stories, questions)
-
-        def run(batch: Batch) -> Any:
-            return forward(batch[0], batch[1])
-
-        return run
+def case_parameters(spec: MemNetSpec) -> dict[str, Any]:
+    return {"task_id": spec.task, "embedding_size": spec.embedding_size, "hops": spec.hops,
+            "memories": spec.memories, "vocabulary": spec.vocabulary, "sentence_size": spec.sentence_size}
 
 
-WORKLOAD: FathomWorkload = MemNet()
+def data(spec: MemNetSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+         steps: int) -> FathomData:
+    """bAbI: the real task files when ``data_dir`` has them, else generated (docs/fathom.md)."""
+    found = find_real(mode, data_dir, lambda where: babi.find_task(where, spec.task),
+                      f"no bAbI qa{spec.task}_*train*.txt in ", lambda where: f"{where}/{{{','.join(babi.TASK_DIRS)}}}")
+    if found is not None:
+        task = babi.fit(babi.load_task(*found, memory_size=spec.memory_size), vocabulary=spec.vocabulary,
+                        sentence_size=spec.sentence_size, memories=spec.memories)
+        questions = task.stories.shape[0]
+        if questions < batch_size:
+            raise ValueError(f"bAbI task {spec.task} has {questions} training questions, fewer than a batch "
+                             f"of {batch_size}")
+        count = min(steps, questions // batch_size)
+        arrays = (task.stories, task.questions, task.answers)
+        kind = DataKind.REAL
+        source = (f"{', '.join(str(f) for f in task.files)}: {questions} questions; the files' sizes: vocabulary "
+                  f"{task.vocabulary}, sentence {task.sentence_size}, story {task.story_length}")
+    else:
+        count = min(steps, DISTINCT_BATCHES)
+        arrays = babi.generate(count * batch_size, vocabulary=spec.vocabulary, sentence_size=spec.sentence_size,
+                               memories=spec.memories, seed=seed)
+        kind = DataKind.SYNTHETIC
+        source = (f"generated: stories of {spec.memories} sentences of {spec.sentence_size} random words of "
+                  f"{spec.vocabulary}, one-hot answers")
+    batches = [tuple(tf.constant(a[i * batch_size:(i + 1) * batch_size]) for a in arrays) for i in range(count)]
+    return FathomData(batches, kind, source)
+
+
+def train_step(net: Any, spec: MemNetSpec) -> TrainStep:
+    """Adam on the batch's summed cross-entropy; each gradient clipped, noised, its nil row zeroed.
+    Fathom minimises the batch's sum; the document's loss is per question (comparable across
+    batch sizes)."""
+    nil = {id(net.A), id(net.B)}
+    zero_nil = [id(v) in nil for v in net.trainable_variables]
+
+    def loss(stories: Any, questions: Any, answers: Any) -> Any:
+        logits = net(stories, questions)
+        return tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=answers, logits=logits))
+
+    def clip_and_noise(gradients: list[Any]) -> list[Any]:
+        grads = []
+        for gradient, nil_rows in zip(gradients, zero_nil, strict=True):
+            g = tf.clip_by_norm(tf.convert_to_tensor(gradient), spec.max_gradient_norm)
+            g = g + tf.random.normal(tf.shape(g), stddev=spec.gradient_noise)
+            grads.append(_zero_nil_row(g) if nil_rows else g)
+        return grads
+
+    optimizer = tf.keras.optimizers.Adam(learning_rate=spec.learning_rate, epsilon=ADAM_EPSILON)
+    return gradient_step(net, optimizer, loss, treat=clip_and_noise, per_sample=True)
+
+
+def infer_step(net: Any, spec: MemNetSpec) -> InferStep:
+    """The answer logits."""
+    return forward_step(lambda stories, questions: net(stories, questions), inputs=2)
+
+
+WORKLOAD = FathomWorkload(FathomModel.MEMNET, "questions/s", "babi", MemN2N, parameters, case_parameters, data,
+                          train_step, infer_step)

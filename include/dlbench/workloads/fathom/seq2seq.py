@@ -27,23 +27,14 @@ when seq2seq runs.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from dlbench.workloads.fathom.workload import (
-    Batch,
-    DataMode,
-    DataUnavailable,
-    FathomData,
-    FathomWorkload,
-    InferStep,
-    TrainStep,
-)
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
+from dlbench.workloads.fathom.workload import DataMode, FathomData, FathomWorkload, InferStep, TrainStep, generated_only
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import Seq2SeqSpec
 
@@ -167,78 +158,57 @@ def sequence_loss(net: AttentionSeq2Seq, outputs: list[Any], targets: Any, weigh
     return tf.reduce_sum(per_sentence) / tf.cast(tf.shape(targets)[0], per_sentence.dtype)
 
 
-@dataclass(frozen=True)
-class Seq2Seq:
-    """Fathom's seq2seq on generated sentence pairs of the bucket's lengths (docs/fathom.md)."""
-
-    model: FathomModel = FathomModel.SEQ2SEQ
-    unit: str = "sentences/s"
-    dataset: str = "wmt15"
-
-    def build(self, spec: Seq2SeqSpec) -> Any:
-        return AttentionSeq2Seq(spec)
-
-    def expected_parameters(self, spec: Seq2SeqSpec) -> int:
-        return parameters(spec)
-
-    def case_parameters(self, spec: Seq2SeqSpec) -> dict[str, Any]:
-        return {"source_vocabulary": spec.source_vocabulary, "target_vocabulary": spec.target_vocabulary,
-                "width": spec.width, "layers": spec.layers, "sampled_classes": spec.sampled_classes,
-                "encoder_length": spec.encoder_length, "decoder_length": spec.decoder_length}
-
-    def data(self, spec: Seq2SeqSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
-             steps: int) -> FathomData:
-        if mode is DataMode.REAL:
-            raise DataUnavailable("--data real: seq2seq trains on WMT15 English-French, which this suite does not "
-                                  "read (docs/fathom.md); use --data auto or synthetic")
-        start = time.perf_counter()
-        rng = np.random.default_rng(seed)
-        n_enc, n_dec = spec.encoder_length, spec.decoder_length
-        batches = []
-        for _ in range(min(steps, DISTINCT_BATCHES)):
-            # Every sentence fills the bucket: a source of n_enc words, a target of n_dec - 2 words
-            # and EOS after GO; the targets are the decoder inputs shifted by one, the last weighted 0.
-            source = rng.integers(UNK_ID + 1, spec.source_vocabulary, size=(batch_size, n_enc), dtype=np.int32)
-            words = rng.integers(UNK_ID + 1, spec.target_vocabulary, size=(batch_size, n_dec - 2), dtype=np.int32)
-            decoder = np.concatenate([np.full((batch_size, 1), GO_ID, np.int32), words,
-                                      np.full((batch_size, 1), EOS_ID, np.int32)], axis=1)
-            targets = np.concatenate([decoder[:, 1:], np.full((batch_size, 1), PAD_ID, np.int32)], axis=1)
-            weights = np.ones((batch_size, n_dec), np.float32)
-            weights[:, -1] = 0.0
-            batches.append(tuple(tf.constant(a) for a in (source, decoder, targets, weights)))
-        source_text = (f"generated: {n_enc}-word sources of {spec.source_vocabulary} words, {n_dec - 2}-word "
-                       f"targets + EOS of {spec.target_vocabulary}")
-        return FathomData(batches, DataKind.SYNTHETIC, source_text, time.perf_counter() - start)
-
-    def train_step(self, net: Any, spec: Seq2SeqSpec) -> TrainStep:
-        optimizer = tf.keras.optimizers.SGD(learning_rate=spec.learning_rate)
-        variables = net.trainable_variables
-        optimizer.build(variables)
-
-        @tf.function
-        def step(source: Any, decoder: Any, targets: Any, weights: Any) -> Any:
-            with tf.GradientTape() as tape:
-                outputs, _ = net.decode(source, decoder, feed_previous=False)
-                loss = sequence_loss(net, outputs, targets, weights)
-            grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), spec.max_gradient_norm)
-            optimizer.apply_gradients(zip(grads, variables, strict=True))
-            return loss
-
-        def run(batch: Batch) -> Any:
-            return step(*batch)
-
-        return run
-
-    def infer_step(self, net: Any, spec: Seq2SeqSpec) -> InferStep:
-        @tf.function
-        def translate(source: Any, decoder: Any) -> Any:
-            _, words = net.decode(source, decoder, feed_previous=True)
-            return tf.stack(words, axis=1)
-
-        def run(batch: Batch) -> Any:
-            return translate(batch[0], batch[1])
-
-        return run
+def case_parameters(spec: Seq2SeqSpec) -> dict[str, Any]:
+    return {"source_vocabulary": spec.source_vocabulary, "target_vocabulary": spec.target_vocabulary,
+            "width": spec.width, "layers": spec.layers, "sampled_classes": spec.sampled_classes,
+            "encoder_length": spec.encoder_length, "decoder_length": spec.decoder_length}
 
 
-WORKLOAD: FathomWorkload = Seq2Seq()
+def data(spec: Seq2SeqSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+         steps: int) -> FathomData:
+    """Generated sentence pairs of the bucket's lengths (docs/fathom.md)."""
+    generated_only(mode, "seq2seq trains on WMT15 English-French, which this suite does not read")
+    rng = np.random.default_rng(seed)
+    n_enc, n_dec = spec.encoder_length, spec.decoder_length
+    batches = []
+    for _ in range(min(steps, DISTINCT_BATCHES)):
+        # Every sentence fills the bucket: a source of n_enc words, a target of n_dec - 2 words
+        # and EOS after GO; the targets are the decoder inputs shifted by one, the last weighted 0.
+        source = rng.integers(UNK_ID + 1, spec.source_vocabulary, size=(batch_size, n_enc), dtype=np.int32)
+        words = rng.integers(UNK_ID + 1, spec.target_vocabulary, size=(batch_size, n_dec - 2), dtype=np.int32)
+        decoder = np.concatenate([np.full((batch_size, 1), GO_ID, np.int32), words,
+                                  np.full((batch_size, 1), EOS_ID, np.int32)], axis=1)
+        targets = np.concatenate([decoder[:, 1:], np.full((batch_size, 1), PAD_ID, np.int32)], axis=1)
+        weights = np.ones((batch_size, n_dec), np.float32)
+        weights[:, -1] = 0.0
+        batches.append(tuple(tf.constant(a) for a in (source, decoder, targets, weights)))
+    source_text = (f"generated: {n_enc}-word sources of {spec.source_vocabulary} words, {n_dec - 2}-word "
+                   f"targets + EOS of {spec.target_vocabulary}")
+    return FathomData(batches, DataKind.SYNTHETIC, source_text)
+
+
+def train_step(net: Any, spec: Seq2SeqSpec) -> TrainStep:
+    """Teacher forcing, the sampled-softmax sequence loss, plain SGD after a clip to global norm."""
+
+    def loss(source: Any, decoder: Any, targets: Any, weights: Any) -> Any:
+        outputs, _ = net.decode(source, decoder, feed_previous=False)
+        return sequence_loss(net, outputs, targets, weights)
+
+    def clip(grads: list[Any]) -> list[Any]:
+        return list(tf.clip_by_global_norm(grads, spec.max_gradient_norm)[0])
+
+    return gradient_step(net, tf.keras.optimizers.SGD(learning_rate=spec.learning_rate), loss, treat=clip)
+
+
+def infer_step(net: Any, spec: Seq2SeqSpec) -> InferStep:
+    """Fathom's forward-only decoding: the greedy words, (batch, decoder_length)."""
+
+    def translate(source: Any, decoder: Any) -> Any:
+        _, words = net.decode(source, decoder, feed_previous=True)
+        return tf.stack(words, axis=1)
+
+    return forward_step(translate, inputs=2)
+
+
+WORKLOAD = FathomWorkload(FathomModel.SEQ2SEQ, "sentences/s", "wmt15", AttentionSeq2Seq, parameters, case_parameters,
+                          data, train_step, infer_step)

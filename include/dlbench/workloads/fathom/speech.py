@@ -22,22 +22,13 @@ when speech runs.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
-from dlbench.workloads.fathom.workload import (
-    Batch,
-    DataMode,
-    DataUnavailable,
-    FathomData,
-    FathomWorkload,
-    InferStep,
-    TrainStep,
-)
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
+from dlbench.workloads.fathom.workload import DataMode, FathomData, FathomWorkload, InferStep, TrainStep, generated_only
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import SpeechSpec
 
@@ -97,70 +88,43 @@ def ctc_loss(logits: Any, labels: Any, label_lengths: Any, frame_lengths: Any) -
                           logits_time_major=False, blank_index=-1)
 
 
-@dataclass(frozen=True)
-class Speech:
-    """Fathom's speech on generated TIMIT-shaped utterances (docs/fathom.md)."""
-
-    model: FathomModel = FathomModel.SPEECH
-    unit: str = "utterances/s"
-    dataset: str = "timit"
-
-    def build(self, spec: SpeechSpec) -> Any:
-        return build(spec)
-
-    def expected_parameters(self, spec: SpeechSpec) -> int:
-        return parameters(spec)
-
-    def case_parameters(self, spec: SpeechSpec) -> dict[str, Any]:
-        return {"features": spec.features, "hidden": spec.hidden, "frames": spec.max_frames,
-                "labels": spec.max_labels, "classes": spec.alphabet + 1}
-
-    def data(self, spec: SpeechSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
-             steps: int) -> FathomData:
-        if mode is DataMode.REAL:
-            raise DataUnavailable("--data real: speech trains on TIMIT, which is licensed and not read here "
-                                  "(docs/fathom.md); use --data auto or synthetic")
-        start = time.perf_counter()
-        tf.random.set_seed(seed)
-        frames, labels = (batch_size, spec.max_frames, spec.features), (batch_size, spec.max_labels)
-        batches = [
-            (tf.random.normal(frames),  # Fathom standardises each coefficient (sklearn's scale)
-             tf.random.uniform(labels, 0, spec.alphabet, tf.int32),
-             tf.fill((batch_size,), spec.max_labels),
-             tf.fill((batch_size,), spec.max_frames))
-            for _ in range(min(steps, DISTINCT_BATCHES))
-        ]
-        source = (f"generated: N(0, 1) MFCCs {frames}, transcripts of {spec.max_labels} uniform phonemes of "
-                  f"{spec.alphabet}, every utterance {spec.max_frames} frames")
-        return FathomData(batches, DataKind.SYNTHETIC, source, time.perf_counter() - start)
-
-    def train_step(self, net: Any, spec: SpeechSpec) -> TrainStep:
-        optimizer = tf.keras.optimizers.SGD(learning_rate=spec.learning_rate)
-        optimizer.build(net.trainable_variables)
-
-        @tf.function
-        def step(frames: Any, labels: Any, label_lengths: Any, frame_lengths: Any) -> Any:
-            with tf.GradientTape() as tape:
-                losses = ctc_loss(net(frames, training=True), labels, label_lengths, frame_lengths)
-                loss = tf.reduce_sum(losses)  # Fathom minimises the per-utterance vector, i.e. its sum
-            grads = tape.gradient(loss, net.trainable_variables)
-            optimizer.apply_gradients(zip(grads, net.trainable_variables, strict=True))
-            return tf.reduce_mean(losses)  # the document's loss: per utterance
-
-        def run(batch: Batch) -> Any:
-            return step(*batch)
-
-        return run
-
-    def infer_step(self, net: Any, spec: SpeechSpec) -> InferStep:
-        @tf.function
-        def forward(frames: Any) -> Any:
-            return net(frames, training=False)
-
-        def run(batch: Batch) -> Any:
-            return forward(batch[0])
-
-        return run
+def case_parameters(spec: SpeechSpec) -> dict[str, Any]:
+    return {"features": spec.features, "hidden": spec.hidden, "frames": spec.max_frames,
+            "labels": spec.max_labels, "classes": spec.alphabet + 1}
 
 
-WORKLOAD: FathomWorkload = Speech()
+def data(spec: SpeechSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+         steps: int) -> FathomData:
+    """Generated TIMIT-shaped utterances (docs/fathom.md)."""
+    generated_only(mode, "speech trains on TIMIT, which is licensed and not read here")
+    tf.random.set_seed(seed)
+    frames, labels = (batch_size, spec.max_frames, spec.features), (batch_size, spec.max_labels)
+    batches = [
+        (tf.random.normal(frames),  # Fathom standardises each coefficient (sklearn's scale)
+         tf.random.uniform(labels, 0, spec.alphabet, tf.int32),
+         tf.fill((batch_size,), spec.max_labels),
+         tf.fill((batch_size,), spec.max_frames))
+        for _ in range(min(steps, DISTINCT_BATCHES))
+    ]
+    source = (f"generated: N(0, 1) MFCCs {frames}, transcripts of {spec.max_labels} uniform phonemes of "
+              f"{spec.alphabet}, every utterance {spec.max_frames} frames")
+    return FathomData(batches, DataKind.SYNTHETIC, source)
+
+
+def train_step(net: Any, spec: SpeechSpec) -> TrainStep:
+    """Plain SGD on the CTC loss summed over the batch (Fathom minimises the per-utterance vector,
+    i.e. its sum); the document's loss is per utterance."""
+
+    def loss(frames: Any, labels: Any, label_lengths: Any, frame_lengths: Any) -> Any:
+        return tf.reduce_sum(ctc_loss(net(frames, training=True), labels, label_lengths, frame_lengths))
+
+    return gradient_step(net, tf.keras.optimizers.SGD(learning_rate=spec.learning_rate), loss, per_sample=True)
+
+
+def infer_step(net: Any, spec: SpeechSpec) -> InferStep:
+    """The per-frame logits."""
+    return forward_step(lambda frames: net(frames, training=False))
+
+
+WORKLOAD = FathomWorkload(FathomModel.SPEECH, "utterances/s", "timit", build, parameters, case_parameters, data,
+                          train_step, infer_step)

@@ -12,22 +12,21 @@ when one of these models runs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
+from dlbench.workloads.fathom.steps import forward_step, gradient_step
 from dlbench.workloads.fathom.workload import (
-    Batch,
     DataMode,
-    DataUnavailable,
+    DataSource,
     FathomData,
     FathomWorkload,
     InferStep,
     TrainStep,
+    generated_only,
 )
 from dlbench.workloads.profiles import DataKind, FathomModel
 from dlbench.workloads.profiles.fathom import AlexNetSpec, ResidualSpec, VGGSpec
@@ -180,41 +179,30 @@ def build_residual(spec: ResidualSpec) -> Any:
 # -- the workload -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ImageClassifier:
-    """One of Fathom's ImageNet models: generated images (ImageNet is not read here), Adam."""
+def _case(spec: ImageSpec) -> dict[str, Any]:
+    return {"image_size": spec.image_size, "classes": spec.classes}
 
-    model: FathomModel
-    builder: Callable[[Any], Any]
-    arithmetic: Callable[[Any], int]
-    unit: str = "images/s"
-    dataset: str = "imagenet"
-    loss_classes: int = 1001
 
-    def build(self, spec: ImageSpec) -> Any:
-        return self.builder(spec)
+def alexnet_case(spec: AlexNetSpec) -> dict[str, Any]:
+    return _case(spec) | {"filters": "-".join(map(str, spec.filters)), "fc_width": spec.fc_width}
 
-    def expected_parameters(self, spec: ImageSpec) -> int:
-        return self.arithmetic(spec)
 
-    def case_parameters(self, spec: ImageSpec) -> dict[str, Any]:
-        sizes: dict[str, Any] = {"image_size": spec.image_size, "classes": spec.classes}
-        if isinstance(spec, AlexNetSpec):
-            sizes |= {"filters": "-".join(map(str, spec.filters)), "fc_width": spec.fc_width}
-        elif isinstance(spec, VGGSpec):
-            sizes |= {"stages": "/".join("-".join(map(str, s)) for s in spec.stages), "fc_width": spec.fc_width,
-                      "keep_probability": spec.keep_probability}
-        else:
-            sizes |= {"stem_filters": spec.stem_filters,
-                      "blocks": "/".join(f"{b.repeats}x{b.filters}:{b.bottleneck}" for b in spec.blocks)}
-        return sizes
+def vgg_case(spec: VGGSpec) -> dict[str, Any]:
+    return _case(spec) | {"stages": "/".join("-".join(map(str, s)) for s in spec.stages), "fc_width": spec.fc_width,
+                          "keep_probability": spec.keep_probability}
 
-    def data(self, spec: ImageSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+
+def residual_case(spec: ResidualSpec) -> dict[str, Any]:
+    return _case(spec) | {"stem_filters": spec.stem_filters,
+                          "blocks": "/".join(f"{b.repeats}x{b.filters}:{b.bottleneck}" for b in spec.blocks)}
+
+
+def image_data(model: FathomModel) -> DataSource:
+    """``model``'s data: generated images (ImageNet is not read here)."""
+
+    def data(spec: ImageSpec, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
              steps: int) -> FathomData:
-        if mode is DataMode.REAL:
-            raise DataUnavailable(f"--data real: {self.model} trains on ImageNet, which this suite does not read "
-                                  "(docs/fathom.md); use --data auto or synthetic")
-        start = time.perf_counter()
+        generated_only(mode, f"{model} trains on ImageNet, which this suite does not read")
         tf.random.set_seed(seed)
         shape = (batch_size, spec.image_size, spec.image_size, 3)
         batches = [
@@ -222,39 +210,33 @@ class ImageClassifier:
             for _ in range(min(steps, DISTINCT_BATCHES))
         ]
         return FathomData(batches, DataKind.SYNTHETIC, f"generated: uniform [-1, 1) images {shape}, "
-                          f"uniform labels of {spec.classes} classes", time.perf_counter() - start)
+                          f"uniform labels of {spec.classes} classes")
 
-    def train_step(self, net: Any, spec: ImageSpec) -> TrainStep:
-        optimizer = tf.keras.optimizers.Adam(learning_rate=spec.learning_rate)
-        optimizer.build(net.trainable_variables)
+    return data
 
-        @tf.function
-        def step(images: Any, labels: Any) -> Any:
-            with tf.GradientTape() as tape:
-                logits = net(images, training=True)
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-            grads = tape.gradient(loss, net.trainable_variables)
-            optimizer.apply_gradients(zip(grads, net.trainable_variables, strict=True))
-            return loss
 
-        def run(batch: Batch) -> Any:
-            return step(*batch)
+def train_step(net: Any, spec: ImageSpec) -> TrainStep:
+    """Adam on the mean softmax cross-entropy of the integer labels."""
 
-        return run
+    def loss(images: Any, labels: Any) -> Any:
+        logits = net(images, training=True)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
-    def infer_step(self, net: Any, spec: ImageSpec) -> InferStep:
-        @tf.function
-        def forward(images: Any) -> Any:
-            return net(images, training=False)
+    return gradient_step(net, tf.keras.optimizers.Adam(learning_rate=spec.learning_rate), loss)
 
-        def run(batch: Batch) -> Any:
-            return forward(batch[0])
 
-        return run
+def infer_step(net: Any, spec: ImageSpec) -> InferStep:
+    return forward_step(lambda images: net(images, training=False))
+
+
+def _classifier(model: FathomModel, build: Callable[[Any], Any], arithmetic: Callable[[Any], int],
+                case: Callable[[Any], dict[str, Any]]) -> FathomWorkload:
+    return FathomWorkload(model, "images/s", "imagenet", build, arithmetic, case, image_data(model), train_step,
+                          infer_step, loss_classes=1001)
 
 
 WORKLOADS: dict[FathomModel, FathomWorkload] = {
-    FathomModel.ALEXNET: ImageClassifier(FathomModel.ALEXNET, build_alexnet, alexnet_parameters),
-    FathomModel.VGG: ImageClassifier(FathomModel.VGG, build_vgg, vgg_parameters),
-    FathomModel.RESIDUAL: ImageClassifier(FathomModel.RESIDUAL, build_residual, residual_parameters),
+    FathomModel.ALEXNET: _classifier(FathomModel.ALEXNET, build_alexnet, alexnet_parameters, alexnet_case),
+    FathomModel.VGG: _classifier(FathomModel.VGG, build_vgg, vgg_parameters, vgg_case),
+    FathomModel.RESIDUAL: _classifier(FathomModel.RESIDUAL, build_residual, residual_parameters, residual_case),
 }

@@ -2,11 +2,11 @@
 
 The runner (:mod:`dlbench.workloads.fathom.runner`) times steps and writes the document; it knows
 no model by name. Each workload lives in its own module (``vision``, ``autoenc``, ``deepq``,
-``seq2seq``, ``memnet``, ``speech``) that exports ``WORKLOAD``, an object satisfying
-:class:`FathomWorkload`; :func:`workload` imports that module only when its model runs, so a
+``seq2seq``, ``memnet``, ``speech``) that exports ``WORKLOAD``, a :class:`FathomWorkload` made of
+its functions; :func:`workload` imports that module only when its model runs, so a
 process imports TensorFlow code for one network only.
 
-The contract:
+The contract (one :class:`FathomWorkload` per workload, its fields the module's functions):
 
 - ``build(spec)`` returns ONE ``keras.Model`` whose ``count_params()`` is the workload's parameter
   count (deepq's target network is a copy made by ``train_step``, not counted twice).
@@ -14,16 +14,18 @@ The contract:
   ``count_params``): the runner asserts both agree, so a drift of the architecture fails loudly.
 - ``data(spec, batch_size, mode=..., data_dir=..., seed=..., steps=...)`` returns
   :class:`FathomData`: at most ``steps`` batches of the real shapes (a synthetic workload may
-  return fewer distinct batches; the runner cycles through them).
+  return fewer distinct batches; the runner cycles through them). The runner times the call
+  (``data_load_time``). :func:`generated_only` and :func:`find_real` are the two ways a
+  workload answers ``mode``.
 - ``train_step(net, spec)`` returns a callable ``batch -> loss`` (a scalar tensor): one training
   step with Fathom's optimizer (created inside, once). ``infer_step(net, spec)`` returns a callable
   ``batch -> outputs`` (a tensor or a nest of tensors): the forward pass only, returning what an
   inference delivers (logits, predicted ids, a reconstruction; not a huge intermediate). The
   runner reads all of it back to the host to end each timed step (for training: the loss).
-- Optional attribute ``loss_classes: int``: the number of classes whose chance level (ln of it)
-  scales the loss's divergence check (tf_cnn's ``add_loss_samples``); a workload whose loss is not
-  a classification cross-entropy (a reconstruction, a TD error) leaves it out and its loss is
-  checked for NaN/inf only.
+  :mod:`dlbench.workloads.fathom.steps` builds both from a loss or a forward function.
+- ``loss_classes``: the number of classes whose chance level (ln of it) scales the loss's
+  divergence check (tf_cnn's ``add_loss_samples``); ``None`` for a loss that is not a
+  classification cross-entropy (a reconstruction, a TD error): its loss is checked for NaN/inf only.
 - ``case_parameters(spec)`` returns the sizes that define the case (the document's parameters,
   beside ``task``, ``batch_size``, ``dataset``, ``data``, ``profile`` the runner adds).
 - Throughput is ``batch_size`` samples per step in the workload's ``unit`` (``"images/s"``,
@@ -39,7 +41,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from dlbench.workloads.profiles import DataKind, DLToolsData, FathomModel
 from dlbench.workloads.profiles.fathom import FathomModelSpec
@@ -65,8 +67,6 @@ class FathomData:
     """``real`` (read from ``data_dir``) or ``synthetic`` (generated of the real shapes)."""
     source: str
     """Where the data came from: the files read, or how it was generated (label ``data_source``)."""
-    load_seconds: float
-    """Time spent reading or generating it (part of the document's ``setup_time``)."""
 
 
 class DataUnavailable(RuntimeError):
@@ -74,37 +74,52 @@ class DataUnavailable(RuntimeError):
     expected where)."""
 
 
-class FathomWorkload(Protocol):
-    """One of Fathom's eight workloads (see the module's docstring for the contract)."""
+Found = TypeVar("Found")
 
-    @property
-    def model(self) -> FathomModel: ...
 
-    @property
-    def unit(self) -> str:
-        """Throughput's unit: ``"images/s"``, ``"frames/s"``, ``"sentences/s"``, ..."""
-        ...
+def generated_only(mode: DataMode, why: str) -> None:
+    """Refuse ``--data real`` for a workload whose data set this suite never reads (ImageNet, WMT15,
+    TIMIT, an Atari emulator): ``why`` names it; ``auto`` and ``synthetic`` generate its shapes."""
+    if mode is DataMode.REAL:
+        raise DataUnavailable(f"--data real: {why} (docs/fathom.md); use --data auto or synthetic")
 
-    @property
-    def dataset(self) -> str:
-        """The data set Fathom trains it on (parameter ``dataset``): ``imagenet``, ``mnist``, ..."""
-        ...
 
-    def build(self, spec: Any) -> Any: ...
+def find_real(mode: DataMode, data_dir: Path | None, find: Callable[[Path], Found | None], missing: str,
+              where: Callable[[Path], str]) -> Found | None:
+    """What ``find`` locates in ``data_dir`` (the real data set's files) unless ``mode`` is
+    ``synthetic``; ``None``: generate. ``--data real`` and nothing found: :class:`DataUnavailable`,
+    ``missing`` followed by ``where`` the files were expected (dltools' ``auto``/``real`` rule)."""
+    found = find(data_dir) if data_dir is not None and mode is not DataMode.SYNTHETIC else None
+    if found is None and mode is DataMode.REAL:
+        raise DataUnavailable(f"--data real: {missing}{where(data_dir) if data_dir else '(no --data-dir given)'}")
+    return found
 
-    def expected_parameters(self, spec: Any) -> int: ...
 
-    def data(
-        self, spec: Any, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int, steps: int
-    ) -> FathomData: ...
+class DataSource(Protocol):
+    """A workload's ``data`` (see the module's docstring)."""
 
-    def train_step(self, net: Any, spec: Any) -> TrainStep: ...
+    def __call__(self, spec: Any, batch_size: int, *, mode: DataMode, data_dir: Path | None, seed: int,
+                 steps: int) -> FathomData: ...
 
-    def infer_step(self, net: Any, spec: Any) -> InferStep: ...
 
-    def case_parameters(self, spec: Any) -> dict[str, Any]:
-        """The sizes that define the case (the document's parameters beside batch size and task)."""
-        ...
+@dataclass(frozen=True)
+class FathomWorkload:
+    """One of Fathom's eight workloads (see the module's docstring for the contract): one class for
+    all eight, because they differ in what their functions compute, not in how the runner asks."""
+
+    model: FathomModel
+    unit: str
+    """Throughput's unit: ``"images/s"``, ``"frames/s"``, ``"sentences/s"``, ..."""
+    dataset: str
+    """The data set Fathom trains it on (parameter ``dataset``): ``imagenet``, ``mnist``, ..."""
+    build: Callable[[Any], Any]
+    expected_parameters: Callable[[Any], int]
+    case_parameters: Callable[[Any], dict[str, Any]]
+    """The sizes that define the case (the document's parameters beside batch size and task)."""
+    data: DataSource
+    train_step: Callable[[Any, Any], TrainStep]
+    infer_step: Callable[[Any, Any], InferStep]
+    loss_classes: int | None = None
 
 
 MODULES: dict[FathomModel, str] = {
@@ -132,5 +147,5 @@ def workload(model: FathomModel | str) -> FathomWorkload:
     return found
 
 
-__all__ = ["Batch", "DataMode", "DataUnavailable", "FathomData", "FathomModelSpec", "FathomWorkload",
-           "InferStep", "TrainStep", "workload"]
+__all__ = ["Batch", "DataMode", "DataSource", "DataUnavailable", "FathomData", "FathomModelSpec", "FathomWorkload",
+           "InferStep", "TrainStep", "find_real", "generated_only", "workload"]
