@@ -56,21 +56,39 @@ def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
                         help="after warm-up, repeat windows of the measured steps until SIGTERM (a background load)")
 
 
-def usage_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with this combination of arguments (argparse checks each one alone)."""
-    distributed = args.scenario == "distributed"
+def below_minimum(args: argparse.Namespace, minimums: dict[str, int]) -> str | None:
+    """The first of the optional integer arguments ``minimums`` (dest -> least value, in order) given
+    below its least value, said as the command line spells it."""
+    for dest, least in minimums.items():
+        value = getattr(args, dest)
+        if value is not None and value < least:
+            return f"--{dest.replace('_', '-')} must be at least {least}"
+    return None
+
+
+def scenario_problem(args: argparse.Namespace, cluster_problem: str | None = None) -> str | None:
+    """What is wrong with the scenario arguments together, for every command that takes them (tf-cnn,
+    transformer): cluster arguments outside the distributed scenario, then the command's own
+    ``cluster_problem`` with them, then the shared scenario's arguments."""
     given = [f"--{n.replace('_', '-')}" for n in ("mode", "role", "task_index", "cluster")
              if getattr(args, n) is not None]
-    if given and not distributed:
+    if given and args.scenario != "distributed":
         return f"{', '.join(given)} need --scenario distributed"
+    if cluster_problem is not None:
+        return cluster_problem
     if args.scenario != "shared" and (args.condition is not None or args.tenants is not None):
         return "--condition and --tenants need --scenario shared"
     if args.scenario == "shared" and args.condition is None:
         return f"--scenario shared needs --condition ({', '.join(CONDITIONS)})"
-    if args.tenants is not None and args.tenants < 1:
-        return "--tenants must be at least 1"
-    if args.batch_size is not None and args.batch_size < 1:
-        return "--batch-size must be at least 1"
+    return below_minimum(args, {"tenants": 1})
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with this combination of arguments (argparse checks each one alone)."""
+    distributed = args.scenario == "distributed"
+    problem = scenario_problem(args) or below_minimum(args, {"batch_size": 1})
+    if problem is not None:
+        return problem
     if args.mode is not None and DistributedMode(args.mode) not in Framework(args.framework).distributed_modes:
         modes = ", ".join(m.value for m in Framework(args.framework).distributed_modes)
         return f"--mode {args.mode} is not a mode of {args.framework} (its modes: {modes})"

@@ -15,22 +15,15 @@ from dlbench.workloads.cli import common_kwargs
 from dlbench.workloads.profiles import DataKind, Framework, ModelName, Precision, TrainingSpec, get_profile
 from dlbench.workloads.profiles.schema import LATER_TRAINING_FIELDS
 from dlbench.workloads.result import Benchmark, Status
-from dlbench.workloads.tf_cnn import distributed, frameworks
+from dlbench.workloads.tf_cnn import distributed, frameworks, scenario
 from dlbench.workloads.tf_cnn.command import usage_problem
 
 
 def main(args: argparse.Namespace) -> int:
     """Run ``tf-cnn`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
     harness records a failure in the document and raises)."""
-    problem = usage_problem(args)
-    role = None
-    if problem is None and args.scenario == "distributed":
-        try:
-            role = distributed.parse_role(args.mode, args.role, args.task_index, args.cluster)
-        except ValueError as exc:
-            problem = str(exc)
-    if problem is not None:
-        print(f"python -m dlbench.workloads tf-cnn: error: {problem}", file=sys.stderr)
+    ok, role = scenario.accepted(args, "tf-cnn", usage_problem(args))
+    if not ok:
         return 2
 
     spec = get_profile(args.profile).training(args.model)
@@ -45,14 +38,7 @@ def main(args: argparse.Namespace) -> int:
     if framework is not Framework.TENSORFLOW:
         # Absent means tensorflow: every document written before frameworks existed keeps its identity.
         parameters["framework"] = framework.value
-    if args.scenario != "single":
-        parameters["scenario"] = args.scenario
-    if role is not None:
-        parameters.update(role.parameters())
-    if args.scenario == "shared":
-        parameters.update(condition=args.condition, tenants=args.tenants or 1)
-    if args.loop:
-        parameters["loop"] = True
+    parameters.update(scenario.parameters(args, role))
     benchmark = Benchmark(suite="tf_cnn", name=model.value, parameters=parameters)
     labels = {**(role.labels() if role is not None else {}), "framework": framework.value,
               "precision": spec.precision.value,

@@ -20,6 +20,9 @@ Where it runs:
 * across instances (:func:`train_distributed`): DDP over every process of every instance, NCCL on
   GPUs, Gloo on CPUs, rendezvous at the first worker's address.
 
+The machine, the process group and one instance's processes are :mod:`dlbench.workloads.torch_instance`'s
+(the transformer's training shares them); this module brings the trainer and what it records.
+
 Compiler: eager. ``torch.compile`` (inductor) was measured on the 2-core CPU of the controller with
 the smoke AlexNet: its first step compiles for tens of seconds (the smoke job's whole budget is a
 few seconds), and the GPU numbers of the study are cuDNN/cuBLAS-bound, where eager PyTorch already
@@ -31,47 +34,38 @@ This module imports torch at the top: :mod:`.frameworks` imports it only after f
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import fcntl
-import os
-import signal
-import socket
-import struct
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812 - PyTorch's own convention
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.workloads import harness
-from dlbench.workloads.profiles import DataKind, ModelName, Precision, TrainingSpec
+from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
 from dlbench.workloads.result import ResultDocument
 from dlbench.workloads.tf_cnn import models, tfrecord, torch_models
 from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import (
-    Clock,
-    StepSummary,
-    add_loss_samples,
-    add_training_samples,
-    warmup_and_measure,
+from dlbench.workloads.tf_cnn.runner import Clock, StepSummary, add_training_samples
+from dlbench.workloads.torch_instance import (
+    Group,
+    InstanceJob,
+    autocast,
+    check_machine,
+    framework_labels,
+    gpus_unused,  # noqa: F401 - re-exported: the PyTorch trainer's machine check (tests import it here)
+    local_devices,
+    local_group,
+    prepare_process,
+    record_instance,
+    run_instance,
+    set_precision,  # noqa: F401 - re-exported: this trainer's precision (the GPU proof imports it here)
+    versions,  # noqa: F401 - the trainer interface's versions() (frameworks.py)
+    worker_group,
 )
-
-COMPILER = "eager"
-"""How the training step runs (the ``compiler`` label): eager PyTorch, see the module docstring."""
-
-GROUP_TIMEOUT = datetime.timedelta(minutes=10)
-"""How long a process waits at the rendezvous or in one collective for its peers: long enough for
-instances started a little apart and a slow first step, short enough that a peer that died ends the
-job (the executor's SIGTERM usually comes first)."""
-
-LOCAL_RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=2)
-"""The rendezvous of one instance's own processes (multi-GPU): they start together, so a helper
-missing after this long has failed, and its error is reported then, not after :data:`GROUP_TIMEOUT`."""
 
 
 @dataclass(frozen=True)
@@ -82,105 +76,6 @@ class _Job:
     spec: TrainingSpec
     data: DataKind
     data_dir: str | None
-    loop: bool
-
-
-@dataclass(frozen=True)
-class _Group:
-    """The DDP process group this instance's processes join."""
-
-    init_method: str  # tcp://host:port of the rank-0 process's store
-    world_size: int
-    rank_offset: int  # the global rank of this instance's first process
-    backend: str  # nccl on GPUs, gloo on CPUs
-    rendezvous_timeout: datetime.timedelta = GROUP_TIMEOUT  # how long to wait for every process to arrive
-
-
-# --- the machine ------------------------------------------------------------------------------------------------
-
-
-def local_devices() -> tuple[str, int]:
-    """("cuda", visible GPUs) or ("cpu", 1). ``CUDA_VISIBLE_DEVICES`` limits the GPUs."""
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return "cuda", torch.cuda.device_count()
-    return "cpu", 1
-
-
-def gpus_unused(machine_gpus: int, torch_gpus: int, built_with_cuda: bool, visible: str | None) -> str | None:
-    """Why a GPU machine would train on its CPU (None when it will not), as :func:`runner.gpus_unused`
-    says it for TensorFlow: a CPU build of PyTorch or a CUDA that does not load. ``gpus: none``
-    (``CUDA_VISIBLE_DEVICES=""``) asks for the CPU on purpose."""
-    if machine_gpus == 0 or torch_gpus > 0 or visible == "":
-        return None
-    if not built_with_cuda:
-        return (f"this machine has {machine_gpus} GPU(s) but PyTorch is a CPU build: use the GPU workload image "
-                f"(docs/gpus.md, docs/frameworks.md) or set the provider's gpus: none for a CPU-only comparison")
-    return (f"this machine has {machine_gpus} GPU(s) but PyTorch sees none (CUDA libraries or driver not loaded: "
-            f"check the NVIDIA runtime and PyTorch's CUDA build)")
-
-
-def _check_machine(doc: ResultDocument, device_type: str, devices: int) -> None:
-    unused = gpus_unused(len(doc.environment.gpus), devices if device_type == "cuda" else 0,
-                         torch.version.cuda is not None, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if unused:
-        raise RuntimeError(unused)
-
-
-def set_precision(precision: Precision, device_type: str) -> None:
-    """The arithmetic of ``precision`` for this process, or RuntimeError saying why it cannot run here.
-
-    fp32 turns TF32 off (PyTorch lets cuDNN convolutions use it by default: not the study's fp32);
-    tf32 turns it on for matrix products and convolutions, and needs compute capability 8.0+;
-    bf16 is autocast around forward and loss (:func:`_autocast`), weights and updates in float32."""
-    if precision is Precision.TF32:
-        if device_type != "cuda":
-            raise RuntimeError("precision tf32 needs an NVIDIA GPU of compute capability 8.0 or newer (Ampere or "
-                               "later): this job trains on the CPU, which has no TF32; use fp32 or bf16")
-        capabilities = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
-        if min(capabilities) < (8, 0):
-            found = ", ".join(f"{major}.{minor}" for major, minor in sorted(capabilities))
-            raise RuntimeError(f"precision tf32 needs an NVIDIA GPU of compute capability 8.0 or newer (Ampere or "
-                               f"later); this machine's GPUs have {found}: use fp32 or bf16")
-    if precision is Precision.BF16 and device_type == "cuda" and not torch.cuda.is_bf16_supported(False):
-        raise RuntimeError("precision bf16 needs a GPU with bfloat16 arithmetic (compute capability 8.0 or newer); "
-                           "use fp32")
-    tf32 = precision is Precision.TF32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-
-
-def _autocast(precision: Precision, device_type: str) -> contextlib.AbstractContextManager[Any]:
-    if precision is Precision.BF16:
-        return torch.autocast(device_type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def interface_towards(host: str) -> str | None:
-    """The network interface holding the address this machine reaches ``host`` from (the kernel's
-    route choice), or None. Gloo and NCCL otherwise pick the address of the machine's hostname,
-    which on many images resolves to 127.0.1.1 or to an interface the peers cannot reach."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, 9))  # UDP: no packet is sent, only the route is chosen
-            local = probe.getsockname()[0]
-        for _, name in socket.if_nameindex():
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                try:
-                    request = struct.pack("256s", name.encode()[:15])
-                    answer = fcntl.ioctl(s.fileno(), 0x8915, request)  # SIOCGIFADDR
-                except OSError:
-                    continue
-            if socket.inet_ntoa(answer[20:24]) == local:
-                return name
-    except OSError:
-        return None
-    return None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 # --- one process's training ------------------------------------------------------------------------------------
@@ -211,7 +106,7 @@ class _Trainer:
             [{"params": decayed, "weight_decay": models.WEIGHT_DECAY}, {"params": others, "weight_decay": 0.0}],
             lr=spec.learning_rate, momentum=0.0)
         self.decayed = decayed
-        self.autocast = _autocast(spec.precision, device.type)
+        self.autocast = autocast(spec.precision, device.type)
         self.losses: list[float] = []
         self._real: Iterator[tuple[Any, Any]] | None = None
         if job.data is DataKind.SYNTHETIC:
@@ -263,157 +158,23 @@ class _Trainer:
             close()
 
 
-def _device(device_type: str, local_rank: int) -> torch.device:
-    if device_type == "cuda":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def _join_group(group: _Group, rank: int, device: torch.device, helpers: Any = None) -> None:
-    """Join the process group: the store (served by global rank 0 on all interfaces at the
-    group's port), then a rendezvous polled here, in Python, so that a SIGTERM or a spawned helper
-    that failed (``helpers``) ends the wait at once instead of after the timeout; then the
-    collectives (whose timeout is :data:`GROUP_TIMEOUT`)."""
-    host, _, port = group.init_method.removeprefix("tcp://").rpartition(":")
-    interface = interface_towards(host)
-    if interface:
-        # Before the first process group (spawned processes inherit the environment).
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", interface)
-    timeout = group.rendezvous_timeout
-    store = dist.TCPStore(host, int(port), group.world_size, rank == 0, timeout=timeout, wait_for_workers=False)
-    arrived = store.add("dlbench/arrived", 1)
-    deadline = time.monotonic() + timeout.total_seconds()
-    while arrived < group.world_size:
-        if helpers is not None:
-            failure = _helper_failure(helpers)
-            if failure:
-                raise RuntimeError(f"a helper process (one per device) failed before the process group formed: "
-                                   f"{failure}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{arrived} of {group.world_size} processes at the rendezvous {group.init_method} "
-                               f"after {timeout}: is every worker started and its address reachable?")
-        time.sleep(0.1)
-        arrived = store.add("dlbench/arrived", 0)
-    dist.init_process_group(group.backend, store=store, rank=rank, world_size=group.world_size,
-                            timeout=GROUP_TIMEOUT, **({"device_id": device} if device.type == "cuda" else {}))
-
-
-def _helper_failure(helpers: Any) -> str | None:
-    """Why a spawned helper ended, if one did (its error's last line), else None."""
-    try:
-        helpers.join(timeout=0)
-    except Exception as exc:  # noqa: BLE001 - ProcessRaisedException / ProcessExitedException: the reason
-        lines = str(exc).strip().splitlines()
-        return lines[-1] if lines else type(exc).__name__
-    return None
-
-
-def _barrier(device: torch.device) -> None:
-    dist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
-
-
-def _cpu_threads(local: int, device_type: str) -> None:
-    if device_type == "cpu" and local > 1:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
-
-
-def _helper(index: int, job: _Job, group: _Group, device_type: str, local: int, parent: int) -> None:
-    """Local rank ``index + 1`` of this instance (a spawned process): trains what rank 0 trains, step
-    for step, and records nothing. It ignores SIGTERM: rank 0 (the process the executor signals)
-    ends it, and it ends by itself when rank 0 is gone."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    local_rank = index + 1
-    _cpu_threads(local, device_type)
-    set_precision(job.spec.precision, device_type)
-    device = _device(device_type, local_rank)
-    rank = group.rank_offset + local_rank
-    _join_group(group, rank, device)
-    trainer = _Trainer(job, device, seed=rank, ddp=True)
-    try:
-        for _ in range(job.spec.warmup_steps):
-            trainer.step()
-        _barrier(device)
-        if job.loop:
-            while os.getppid() == parent:  # rank 0 kills it when stopped; orphaned, it stops
-                trainer.step()
-        else:
-            for _ in range(job.spec.measured_steps):
-                trainer.step()
-    finally:
-        trainer.close()
-    dist.destroy_process_group()
-
-
-def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: int, group: _Group | None,
-                    placement: str, clock: Clock, t0: float, name: str) -> StepSummary:
-    """Train as this instance's first process (rank ``group.rank_offset``), with ``local - 1``
-    spawned helpers on the other devices, and add the samples to ``doc``."""
+def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: int, group: Group | None,
+                    placement: str, clock: Clock, t0: float, name: str, loop: bool) -> StepSummary:
+    """Train as this instance's first process (:func:`torch_instance.run_instance`) and add the
+    samples to ``doc``."""
     spec = job.spec
-    _cpu_threads(local, device_type)
-    set_precision(spec.precision, device_type)
-    device = _device(device_type, 0)
-    helpers = None
-    trainer: _Trainer | None = None
-    finished = False
-    try:
-        if group is not None and local > 1:
-            helpers = torch.multiprocessing.start_processes(
-                _helper, args=(job, group, device_type, local, os.getpid()), nprocs=local - 1, join=False,
-                start_method="spawn")
-        if group is not None:
-            harness.progress(f"{name}: joining the process group at {group.init_method} "
-                             f"(rank {group.rank_offset} of {group.world_size}, {group.backend})")
-            _join_group(group, group.rank_offset, device, helpers)
-        trainer = _Trainer(job, device, seed=group.rank_offset if group else 0, ddp=group is not None)
-        setup_seconds = clock() - t0
-        harness.progress(f"{name}: warm-up ({spec.warmup_steps} steps)")
-
-        def barrier() -> None:
-            harness.progress(f"{name}: at the barrier before the measured steps")
-            _barrier(device)
-
-        step_times, window = warmup_and_measure(doc, trainer.step, spec, clock, loop=job.loop,
-                                                before_measured=barrier if group is not None else None)
-        finished = not job.loop
-    finally:
-        if trainer is not None:
-            trainer.close()
-        if helpers is not None and not finished:
-            for process in helpers.processes:  # a stopped background or a failure: the helpers are done
-                if process.is_alive():
-                    process.kill()
-        if group is not None and dist.is_initialized():
-            dist.destroy_process_group()
-        if helpers is not None:
-            with contextlib.suppress(Exception) if not finished else contextlib.nullcontext():
-                while not helpers.join():  # raises with a helper's traceback when it failed
-                    pass
+    device = prepare_process(spec.precision, device_type, local, 0)
+    measured = run_instance(doc, InstanceJob(functools.partial(_Trainer, job), spec, loop), device=device,
+                            local=local, group=group, clock=clock, t0=t0, name=name)
     images_per_step = spec.batch_size_per_device * local
     labels = {"model": job.model_name.value, "data": job.data.value, "batch_size": images_per_step}
     summary = add_training_samples(
-        doc, step_times=step_times, warmup_steps=spec.warmup_steps, images_per_step=images_per_step,
-        setup_seconds=setup_seconds, window=window, labels=labels)
-    if device.type == "cuda":
-        doc.add("peak_memory", torch.cuda.max_memory_allocated(device), "bytes", device=str(device), scope="device")
-    world = group.world_size if group is not None else 1
-    doc.labels.update({
-        # replicas: this instance's processes; global_batch_size covers every process of the job.
-        "replicas": str(local), "placement": placement, "model_parameters": str(trainer.model_parameters),
-        "global_batch_size": str(spec.batch_size_per_device * world),
-        "variable_device": str(next(trainer.model.parameters()).device),
-    })
-    if group is not None:
-        doc.labels["weights_checksum"] = repr(trainer.weights_checksum())
-    # Divergence is a property of the run, not a failure of the timing (runner.LossTrajectory).
-    add_loss_samples(doc, trainer.losses, spec.num_classes, **labels)
+        doc, step_times=measured.step_times, warmup_steps=spec.warmup_steps, images_per_step=images_per_step,
+        setup_seconds=measured.setup_seconds, window=measured.window, labels=labels)
+    record_instance(doc, measured, device=device, local=local, group=group, placement=placement,
+                    batch_per_process=spec.batch_size_per_device, loss_classes=spec.num_classes, labels=labels,
+                    extra_labels={"variable_device": str(next(measured.trainer.model.parameters()).device)})
     return summary
-
-
-def _framework_labels(doc: ResultDocument, device_type: str) -> None:
-    doc.labels.update({"framework_version": torch.__version__, "backend": device_type, "compiler": COMPILER})
 
 
 # --- the trainer interface (frameworks.py) ---------------------------------------------------------------------
@@ -437,19 +198,11 @@ def train(
     ``loop``: repeat windows of measured steps until SIGTERM (a shared-resource background)."""
     t0 = clock()
     device_type, devices = local_devices()
-    _framework_labels(doc, device_type)
-    _check_machine(doc, device_type, devices)
-    local = devices if processes is None else processes
-    if local < 1 or (device_type == "cuda" and local > devices):
-        raise ValueError(f"processes must be between 1 and the {devices} visible device(s), got {local}")
-    group = None
-    if local > 1:
-        group = _Group(f"tcp://127.0.0.1:{free_port()}", world_size=local, rank_offset=0,
-                       backend="nccl" if device_type == "cuda" else "gloo",
-                       rendezvous_timeout=LOCAL_RENDEZVOUS_TIMEOUT)
-    placement = device_type.replace("cuda", "gpu") if local == 1 else f"ddp_{device_type.replace('cuda', 'gpu')}"
-    return _train_instance(doc, _Job(model_name, spec, data, data_dir, loop), device_type=device_type, local=local,
-                           group=group, placement=placement, clock=clock, t0=t0, name="pytorch")
+    framework_labels(doc, device_type)
+    check_machine(doc, device_type, devices)
+    local, group, placement = local_group(device_type, devices, processes)
+    return _train_instance(doc, _Job(model_name, spec, data, data_dir), device_type=device_type, local=local,
+                           group=group, placement=placement, clock=clock, t0=t0, name="pytorch", loop=loop)
 
 
 def train_distributed(
@@ -463,30 +216,17 @@ def train_distributed(
     clock: Clock = time.perf_counter,
 ) -> StepSummary:
     """One worker of a DDP job across instances (mode ``ddp``): every process of every worker in one
-    group (world = workers x this instance's devices), rendezvous at worker 0's address (its port:
-    worker 0's rank-0 process serves the store there, on all interfaces), a barrier between warm-up
-    and the measured steps, the document shaped like :func:`distributed.train_mirrored_worker`'s
-    (this worker's images per step; ``global_batch_size`` over the job)."""
+    group (:func:`torch_instance.worker_group`), a barrier between warm-up and the measured steps,
+    the document shaped like :func:`distributed.train_mirrored_worker`'s (this worker's images per
+    step; ``global_batch_size`` over the job)."""
     t0 = clock()
     device_type, local = local_devices()
-    _framework_labels(doc, device_type)
-    _check_machine(doc, device_type, local)
-    host, _, port = role.cluster["worker"][0].rpartition(":")
-    group = _Group(f"tcp://{host}:{port}", world_size=role.workers * local, rank_offset=role.task_index * local,
-                   backend="nccl" if device_type == "cuda" else "gloo")
+    framework_labels(doc, device_type)
+    check_machine(doc, device_type, local)
+    group = worker_group(role, device_type, local)
     doc.labels["local_parameter_device"] = "gpu" if device_type == "cuda" else "cpu"
     name = f"worker {role.task_index}"
-    summary = _train_instance(doc, _Job(model_name, spec, data, data_dir, False), device_type=device_type,
-                              local=local, group=group, placement="ddp", clock=clock, t0=t0, name=name)
+    summary = _train_instance(doc, _Job(model_name, spec, data, data_dir), device_type=device_type,
+                              local=local, group=group, placement="ddp", clock=clock, t0=t0, name=name, loop=False)
     harness.progress(f"{name}: {spec.measured_steps} measured steps done")
     return summary
-
-
-def versions() -> dict[str, str]:
-    out = {"torch": torch.__version__}
-    if torch.version.cuda:
-        out["cuda"] = str(torch.version.cuda)
-    if torch.backends.cudnn.is_available():
-        out["cudnn"] = str(torch.backends.cudnn.version())
-    out["torch_threads"] = str(torch.get_num_threads())
-    return out

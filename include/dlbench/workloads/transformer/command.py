@@ -21,7 +21,7 @@ import argparse
 
 from dlbench.workloads.cli import command, run_from
 from dlbench.workloads.profiles import DistributedMode, DistributedRole, Framework, Precision, TransformerTask
-from dlbench.workloads.tf_cnn.command import CONDITIONS, SCENARIOS
+from dlbench.workloads.tf_cnn.command import CONDITIONS, SCENARIOS, below_minimum, scenario_problem
 
 
 def _transformer_args(parser: argparse.ArgumentParser) -> None:
@@ -58,24 +58,15 @@ def _transformer_args(parser: argparse.ArgumentParser) -> None:
 def usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of arguments (argparse checks each one alone)."""
     distributed = args.scenario == "distributed"
-    given = [f"--{n.replace('_', '-')}" for n in ("mode", "role", "task_index", "cluster")
-             if getattr(args, n) is not None]
-    if given and not distributed:
-        return f"{', '.join(given)} need --scenario distributed"
     if distributed and args.task != TransformerTask.TRAIN.value:
-        return "--scenario distributed trains (--task train): generation runs on one instance"
-    if args.mode is not None and args.mode != DistributedMode.DDP.value:
-        return f"--mode {args.mode} is not the transformer's: its distributed training is --mode ddp"
-    if args.scenario != "shared" and (args.condition is not None or args.tenants is not None):
-        return "--condition and --tenants need --scenario shared"
-    if args.scenario == "shared" and args.condition is None:
-        return f"--scenario shared needs --condition ({', '.join(CONDITIONS)})"
-    if args.tenants is not None and args.tenants < 1:
-        return "--tenants must be at least 1"
-    if args.batch_size is not None and args.batch_size < 1:
-        return "--batch-size must be at least 1"
-    if args.warmup_steps is not None and args.warmup_steps < 1:
-        return "--warmup-steps must be at least 1"
+        cluster_problem: str | None = "--scenario distributed trains (--task train): generation runs on one instance"
+    elif args.mode is not None and args.mode != DistributedMode.DDP.value:
+        cluster_problem = f"--mode {args.mode} is not the transformer's: its distributed training is --mode ddp"
+    else:
+        cluster_problem = None
+    problem = scenario_problem(args, cluster_problem) or below_minimum(args, {"batch_size": 1, "warmup_steps": 1})
+    if problem is not None:
+        return problem
     if args.measured_steps is not None and args.measured_steps < (2 if args.task == TransformerTask.TRAIN.value else 1):
         return "--measured-steps must be at least 2 (train) or 1 (generate)"
     if distributed and args.loop:

@@ -31,7 +31,7 @@ from dlbench.workloads import harness
 from dlbench.workloads.profiles import Precision, TransformerSpec
 from dlbench.workloads.result import ResultDocument
 from dlbench.workloads.tf_cnn.runner import Clock, add_training_samples, loop_windows, realtime
-from dlbench.workloads.tf_cnn.torch_runner import _check_machine, _device, local_devices, set_precision
+from dlbench.workloads.torch_instance import check_machine, local_devices, process_device, set_precision
 from dlbench.workloads.transformer import model as models
 from dlbench.workloads.transformer.train import framework_labels
 
@@ -97,9 +97,9 @@ def generate(doc: ResultDocument, *, spec: TransformerSpec, warmup: int = 1, clo
     t0 = clock()
     device_type, devices = local_devices()
     framework_labels(doc, device_type)
-    _check_machine(doc, device_type, devices)
+    check_machine(doc, device_type, devices)
     set_precision(spec.precision, device_type)
-    device = _device(device_type, 0)
+    device = process_device(device_type, 0)
     dtype = torch.bfloat16 if spec.precision is Precision.BF16 else torch.float32
     net = models.build(spec).to(device=device, dtype=dtype).eval()
     parameters = models.trainable_parameters(net)

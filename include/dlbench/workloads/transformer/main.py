@@ -7,14 +7,13 @@ suites' processes never load it: their documents' ``elapsed_time`` counts from p
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from dlbench.workloads import harness
 from dlbench.workloads.cli import common_kwargs
 from dlbench.workloads.profiles import Precision, TransformerSpec, TransformerTask, get_profile
 from dlbench.workloads.result import Benchmark
-from dlbench.workloads.tf_cnn import distributed, frameworks
+from dlbench.workloads.tf_cnn import distributed, frameworks, scenario
 from dlbench.workloads.transformer.command import usage_problem
 
 NAME = "gpt"
@@ -24,33 +23,19 @@ NAME = "gpt"
 def main(args: argparse.Namespace) -> int:
     """Run ``transformer`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
     harness records a failure in the document and raises)."""
-    problem = usage_problem(args)
-    role = None
-    if problem is None and args.scenario == "distributed":
-        try:
-            role = distributed.parse_role(args.mode, args.role, args.task_index, args.cluster)
-        except ValueError as exc:
-            problem = str(exc)
-    if problem is not None:
-        print(f"python -m dlbench.workloads transformer: error: {problem}", file=sys.stderr)
+    ok, role = scenario.accepted(args, "transformer", usage_problem(args))
+    if not ok:
         return 2
 
     # heavy: PyTorch takes seconds to import; a command refused above exits without it
-    from dlbench.workloads.tf_cnn.torch_runner import versions
+    from dlbench.workloads.torch_instance import versions
     from dlbench.workloads.transformer import generate, train
 
     profile = get_profile(args.profile)
     task = TransformerTask(args.task)
     spec, warmup = overridden(profile.transformer, task, args)
     parameters = {"profile": args.profile, **parameters_of(spec, task, warmup)}
-    if args.scenario != "single":
-        parameters["scenario"] = args.scenario
-    if role is not None:
-        parameters.update(role.parameters())
-    if args.scenario == "shared":
-        parameters.update(condition=args.condition, tenants=args.tenants or 1)
-    if args.loop:
-        parameters["loop"] = True
+    parameters.update(scenario.parameters(args, role))
     benchmark = Benchmark(suite="transformer", name=NAME, parameters=parameters)
     labels = {**(role.labels() if role is not None else {}), "framework": "pytorch", "task": task.value,
               "data": "synthetic", "data_source": "generated", "precision": spec.precision.value,

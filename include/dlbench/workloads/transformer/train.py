@@ -13,22 +13,19 @@ GEMM rate this process measured on this device in the same precision (:func:`pea
 
 Where it runs, as :mod:`dlbench.workloads.tf_cnn.torch_runner`: the CPU; one GPU; N GPUs with DDP,
 one process per GPU (this one records, rank 0); across instances DDP over every process of every
-worker (Gloo on CPUs, NCCL on GPUs), rendezvous at the first worker's address. The process group,
-its rendezvous and the precision settings are torch_runner's own functions.
+worker (Gloo on CPUs, NCCL on GPUs), rendezvous at the first worker's address. The machine, the
+precision, the process group and one instance's processes are both trainers' own:
+:mod:`dlbench.workloads.torch_instance`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
+import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812 - PyTorch's own convention
 from torch.nn.parallel import DistributedDataParallel
 
@@ -37,27 +34,20 @@ from dlbench.workloads.micro.deepbench import GEMM as DEEPBENCH_GEMM
 from dlbench.workloads.profiles import Precision, TransformerSpec
 from dlbench.workloads.result import ResultDocument
 from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import (
-    Clock,
-    StepSummary,
-    add_loss_samples,
-    add_training_samples,
-    warmup_and_measure,
-)
-from dlbench.workloads.tf_cnn.torch_runner import (
-    COMPILER,
-    LOCAL_RENDEZVOUS_TIMEOUT,
-    _autocast,
-    _barrier,
-    _check_machine,
-    _cpu_threads,
-    _device,
-    _Group,
-    _join_group,
-    free_port,
+from dlbench.workloads.tf_cnn.runner import Clock, StepSummary, add_training_samples
+from dlbench.workloads.torch_instance import (
+    Group,
+    InstanceJob,
+    autocast,
+    check_machine,
     local_devices,
-    set_precision,
+    local_group,
+    prepare_process,
+    record_instance,
+    run_instance,
+    worker_group,
 )
+from dlbench.workloads.torch_instance import framework_labels as torch_labels
 from dlbench.workloads.transformer import model as models
 
 UNIT = "tokens/s"
@@ -128,19 +118,12 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def framework_labels(doc: ResultDocument, device_type: str) -> None:
-    doc.labels.update({"framework_version": torch.__version__, "backend": device_type, "compiler": COMPILER,
-                       "device": "gpu" if device_type == "cuda" else "cpu"})
+    """Every PyTorch document's labels, and ``device`` (the reports group the transformer's cases by it)."""
+    torch_labels(doc, device_type)
+    doc.labels["device"] = "gpu" if device_type == "cuda" else "cpu"
 
 
 # --- one process's training --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What every process of one job trains (picklable: spawned processes receive it)."""
-
-    spec: TransformerSpec
-    loop: bool
 
 
 class Trainer:
@@ -162,7 +145,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             [{"params": matrices, "weight_decay": WEIGHT_DECAY}, {"params": others, "weight_decay": 0.0}],
             lr=spec.learning_rate, betas=BETAS, **({"fused": True} if device.type == "cuda" else {}))
-        self.autocast = _autocast(spec.precision, device.type)
+        self.autocast = autocast(spec.precision, device.type)
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
         ids = torch.randint(0, spec.vocabulary, (spec.batch_size, spec.context + 1), generator=generator,
@@ -185,41 +168,16 @@ class Trainer:
         with torch.no_grad():
             return float(sum(p.detach().double().sum() for p in self.model.parameters()))
 
-
-def _helper(index: int, job: _Job, group: _Group, device_type: str, local: int, parent: int) -> None:
-    """Local rank ``index + 1`` of this instance (a spawned process, one per further GPU): trains
-    what rank 0 trains, step for step, and records nothing; as torch_runner's helpers, it ignores
-    SIGTERM (rank 0 ends it) and stops when orphaned."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    local_rank = index + 1
-    _cpu_threads(local, device_type)
-    set_precision(job.spec.precision, device_type)
-    device = _device(device_type, local_rank)
-    rank = group.rank_offset + local_rank
-    _join_group(group, rank, device)
-    trainer = Trainer(job.spec, device, seed=rank, ddp=True)
-    for _ in range(job.spec.warmup_steps):
-        trainer.step()
-    _barrier(device)
-    if job.loop:
-        while os.getppid() == parent:
-            trainer.step()
-    else:
-        for _ in range(job.spec.measured_steps):
-            trainer.step()
-    dist.destroy_process_group()
+    def close(self) -> None:
+        """Nothing to release (the data is one tensor on the device): the lifecycle closes every trainer."""
 
 
-def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: int, group: _Group | None,
-                    placement: str, clock: Clock, t0: float, name: str, gpu_gemm: tuple[int, int, int] | None
-                    ) -> StepSummary:
-    """Train as this instance's first process (rank ``group.rank_offset``), with ``local - 1``
-    spawned helpers on the other devices, and add the samples to ``doc``."""
-    spec = job.spec
-    _cpu_threads(local, device_type)
-    set_precision(spec.precision, device_type)
-    device = _device(device_type, 0)
+def _train_instance(doc: ResultDocument, spec: TransformerSpec, *, device_type: str, local: int,
+                    group: Group | None, placement: str, clock: Clock, t0: float, name: str, loop: bool,
+                    gpu_gemm: tuple[int, int, int] | None) -> StepSummary:
+    """Measure the peak, then train as this instance's first process (:func:`torch_instance.run_instance`)
+    and add the samples to ``doc``."""
+    device = prepare_process(spec.precision, device_type, local, 0)
     # The peak first, alone on the device (before the helpers and the model): its operands are
     # freed before training, and the peak memory counted after it is the training's.
     harness.progress(f"{name}: measuring the peak GEMM rate ({spec.precision.value})")
@@ -228,61 +186,21 @@ def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: 
     gemm_seconds = clock() - gemm_started
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    helpers = None
-    trainer: Trainer | None = None
-    finished = False
-    try:
-        if group is not None and local > 1:
-            helpers = torch.multiprocessing.start_processes(
-                _helper, args=(job, group, device_type, local, os.getpid()), nprocs=local - 1, join=False,
-                start_method="spawn")
-        if group is not None:
-            harness.progress(f"{name}: joining the process group at {group.init_method} "
-                             f"(rank {group.rank_offset} of {group.world_size}, {group.backend})")
-            _join_group(group, group.rank_offset, device, helpers)
-        trainer = Trainer(spec, device, seed=group.rank_offset if group else 0, ddp=group is not None)
-        setup_seconds = clock() - t0 - gemm_seconds
-        harness.progress(f"{name}: warm-up ({spec.warmup_steps} steps)")
-
-        def barrier() -> None:
-            harness.progress(f"{name}: at the barrier before the measured steps")
-            _barrier(device)
-
-        step_times, window = warmup_and_measure(doc, trainer.step, spec, clock, loop=job.loop,
-                                                before_measured=barrier if group is not None else None)
-        finished = not job.loop
-    finally:
-        if helpers is not None and not finished:
-            for process in helpers.processes:  # a stopped background or a failure: the helpers are done
-                if process.is_alive():
-                    process.kill()
-        if group is not None and dist.is_initialized():
-            dist.destroy_process_group()
-        if helpers is not None:
-            with contextlib.suppress(Exception) if not finished else contextlib.nullcontext():
-                while not helpers.join():  # raises with a helper's traceback when it failed
-                    pass
+    measured = run_instance(doc, InstanceJob(functools.partial(Trainer, spec), spec, loop), device=device,
+                            local=local, group=group, clock=clock, t0=t0, name=name)
     tokens_per_step = spec.batch_size * spec.context * local
     labels: dict[str, Any] = {"task": "train", "batch_size": spec.batch_size * local}
     summary = add_training_samples(
-        doc, step_times=step_times, warmup_steps=spec.warmup_steps, images_per_step=tokens_per_step,
-        setup_seconds=setup_seconds, window=window, labels=labels, unit=UNIT)
+        doc, step_times=measured.step_times, warmup_steps=spec.warmup_steps, images_per_step=tokens_per_step,
+        setup_seconds=measured.setup_seconds - gemm_seconds, window=measured.window, labels=labels, unit=UNIT)
     achieved = summary.images_per_sec * spec.training_flops_per_token / 1e12
     doc.add("model_tflops", achieved, "TFLOPS", flops_per_token=spec.training_flops_per_token, **labels)
     doc.add("peak_gemm", peak, "TFLOPS", source=source, devices=local)
     doc.add("mfu", achieved / (peak * local), "fraction", **labels)
     doc.add("peak_gemm_time", gemm_seconds, "s")
-    if device.type == "cuda":
-        doc.add("peak_memory", torch.cuda.max_memory_allocated(device), "bytes", device=str(device), scope="device")
-    world = group.world_size if group is not None else 1
-    doc.labels.update({
-        "replicas": str(local), "placement": placement, "model_parameters": str(trainer.model_parameters),
-        "global_batch_size": str(spec.batch_size * world), "tokens_per_step": str(tokens_per_step),
-    })
-    if group is not None:
-        doc.labels["weights_checksum"] = repr(trainer.weights_checksum())
-    # Divergence is a property of the run, not a failure of the timing (runner.LossTrajectory).
-    add_loss_samples(doc, trainer.losses, spec.vocabulary, **labels)
+    record_instance(doc, measured, device=device, local=local, group=group, placement=placement,
+                    batch_per_process=spec.batch_size, loss_classes=spec.vocabulary, labels=labels,
+                    extra_labels={"tokens_per_step": str(tokens_per_step)})
     return summary
 
 
@@ -297,19 +215,10 @@ def train(doc: ResultDocument, *, spec: TransformerSpec, clock: Clock = time.per
     t0 = clock()
     device_type, devices = local_devices()
     framework_labels(doc, device_type)
-    _check_machine(doc, device_type, devices)
-    local = devices if processes is None else processes
-    if local < 1 or (device_type == "cuda" and local > devices):
-        raise ValueError(f"processes must be between 1 and the {devices} visible device(s), got {local}")
-    group = None
-    if local > 1:
-        group = _Group(f"tcp://127.0.0.1:{free_port()}", world_size=local, rank_offset=0,
-                       backend="nccl" if device_type == "cuda" else "gloo",
-                       rendezvous_timeout=LOCAL_RENDEZVOUS_TIMEOUT)
-    kind = device_type.replace("cuda", "gpu")
-    placement = kind if local == 1 else f"ddp_{kind}"
-    return _train_instance(doc, _Job(spec, loop), device_type=device_type, local=local, group=group,
-                           placement=placement, clock=clock, t0=t0, name="transformer", gpu_gemm=gpu_gemm)
+    check_machine(doc, device_type, devices)
+    local, group, placement = local_group(device_type, devices, processes)
+    return _train_instance(doc, spec, device_type=device_type, local=local, group=group, placement=placement,
+                           clock=clock, t0=t0, name="transformer", loop=loop, gpu_gemm=gpu_gemm)
 
 
 def train_distributed(doc: ResultDocument, role: ClusterRole, *, spec: TransformerSpec,
@@ -320,12 +229,10 @@ def train_distributed(doc: ResultDocument, role: ClusterRole, *, spec: Transform
     t0 = clock()
     device_type, local = local_devices()
     framework_labels(doc, device_type)
-    _check_machine(doc, device_type, local)
-    host, _, port = role.cluster["worker"][0].rpartition(":")
-    group = _Group(f"tcp://{host}:{port}", world_size=role.workers * local, rank_offset=role.task_index * local,
-                   backend="nccl" if device_type == "cuda" else "gloo")
+    check_machine(doc, device_type, local)
+    group = worker_group(role, device_type, local)
     name = f"worker {role.task_index}"
-    summary = _train_instance(doc, _Job(spec, False), device_type=device_type, local=local, group=group,
-                              placement="ddp", clock=clock, t0=t0, name=name, gpu_gemm=gpu_gemm)
+    summary = _train_instance(doc, spec, device_type=device_type, local=local, group=group, placement="ddp",
+                              clock=clock, t0=t0, name=name, loop=False, gpu_gemm=gpu_gemm)
     harness.progress(f"{name}: {spec.measured_steps} measured steps done")
     return summary
