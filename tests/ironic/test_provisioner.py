@@ -77,35 +77,41 @@ def test_two_nodes_deploy_tagged_then_release_leaves_nothing(clean_cloud, run_id
     assert_no_leaks(conn)
 
 
+class MaintenanceAtDeploy(IronicDriver):
+    """The driver, with another actor putting one allocated node in maintenance through the real
+    API at the moment before the driver asks Ironic to deploy it: the fault lands in the same
+    window every time (a thread racing the driver for it missed the window on a loaded machine
+    and left the run deployed)."""
+
+    victim = ""
+    touched: list[str]
+
+    def _deploy(self, instance: Instance, tags: Tags, boot: BootConfig) -> None:
+        if instance.name == self.victim:
+            self.conn.baremetal.set_node_maintenance(instance.id, reason="fault injection")
+            self.touched.append(instance.id)
+        super()._deploy(instance, tags, boot)
+
+
 def test_deploy_refused_on_one_node_of_two_releases_both(clean_cloud, run_id):
     """A real refusal by Ironic: the second node is put in maintenance (by another actor) right
     after it is allocated to us, so its deploy is refused with a 400; create() must release both
     allocations and the first node's deployment before raising (no teardown will run)."""
     conn = clean_cloud
     prov = provisioner(conn)
-    second = f"dlbench-{run_id}-bm-1"
-    stop = threading.Event()
-    touched: list[str] = []
-
-    def saboteur() -> None:
-        while not stop.is_set():
-            for alloc in conn.baremetal.allocations():
-                if alloc.name == second and alloc.node_id and not touched:
-                    conn.baremetal.set_node_maintenance(alloc.node_id, reason="fault injection")
-                    touched.append(alloc.node_id)
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=saboteur, daemon=True)
-    thread.start()
+    driver = MaintenanceAtDeploy(prov.driver.spec, conn)
+    driver.victim, driver.touched = f"dlbench-{run_id}-bm-1", []
+    prov.driver = driver
+    made: list[Instance] = []
     try:
         with pytest.raises(Exception, match="maintenance"):
-            prov.wait(prov.create(2, tags_for(run_id)), timeout=120)
+            made = prov.wait(prov.create(2, tags_for(run_id)), timeout=120)
     finally:
-        stop.set()
-        thread.join()
-        for node_id in touched:
+        for node_id in driver.touched:
             conn.baremetal.unset_node_maintenance(node_id)
-    assert touched, "the fault was never injected"
+        if made:  # the refusal never came: give the nodes back so the next tests find a clean cloud
+            prov.delete(made)
+    assert driver.touched, "the fault was never injected"
     assert_no_leaks(conn)
 
 

@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
 
     # heavy: PyTorch takes seconds to import; a command refused above exits without it
     from dlbench.workloads.torch_instance import versions
-    from dlbench.workloads.transformer import generate, train
+    from dlbench.workloads.transformer import generate, train  # heavy: they import PyTorch (as above)
 
     profile = get_profile(args.profile)
     task = TransformerTask(args.task)
