@@ -57,7 +57,7 @@ def main() -> int:
     parser.add_argument("--model", default="alexnet")
     parser.add_argument("--mode", default="distributed_replicated")
     parser.add_argument("--measured-steps", type=int, default=20)
-    parser.add_argument("--node-image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar")
+    parser.add_argument("--node-image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar.zst")
     parser.add_argument("--cloud", default="devcloud")
     parser.add_argument("--clouds-file", default=str(ROOT / ".devcloud" / "clouds.yaml"))
     parser.add_argument("--resource-class", default="dlbench-bm")

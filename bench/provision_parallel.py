@@ -10,7 +10,7 @@ are noisy):
   stock image (workload package + dependencies pushed over SSH), median seconds.
 
     .venv/bin/python bench/provision_parallel.py --nodes 3 --rounds 2 \\
-        --node-image file://$PWD/build/node-image/dlbench-node.tar
+        --node-image file://$PWD/build/node-image/dlbench-node.tar.zst
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3, help="K: machines provisioned at once")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--node-image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar")
+    parser.add_argument("--node-image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar.zst")
     parser.add_argument("--stock-image", default="file:///tmp/dlbench-ironic-test-image.raw",
                         help="an image_source that boots the stock image (devcloud: any other file)")
     parser.add_argument("--skip-stock", action="store_true", help="do not measure the stock-image prepare")

@@ -406,7 +406,7 @@ def main() -> int:
     parser.add_argument("--cloud", default="devcloud")
     parser.add_argument("--clouds-file", default=str(ROOT / ".devcloud" / "clouds.yaml"))
     parser.add_argument("--resource-class", default="dlbench-bm")
-    parser.add_argument("--image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar",
+    parser.add_argument("--image", default=f"file://{ROOT}/build/node-image/dlbench-node.tar.zst",
                         help="image_source: the node image (nothing to prepare; every node shares it)")
     parser.add_argument("--poll", type=float, default=1.0, help="ironic.poll_interval (the product's default)")
     parser.add_argument("--json", help="also write every run's figures here")

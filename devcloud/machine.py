@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 NODE_PREFIX = "devcloud-node-"
-NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
+NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar.zst"
 """The project's node image (``make node-image``, docs/node-image.md)."""
 DEFAULT_IMAGE = "stock"
 DOCKER_SUBNET = "198.19.{i}.1/24"
@@ -57,7 +57,7 @@ class MachineError(RuntimeError):
 
 def images(state: Path) -> dict[str, Path]:
     """The devcloud's images: ``<state>/images/<name>.tar`` (``stock`` is built by
-    ``make devcloud-images``) and the project's node image ``build/node-image/dlbench-node.tar``."""
+    ``make devcloud-images``) and the project's node image ``build/node-image/dlbench-node.tar.zst``."""
     found = {p.stem: p for p in sorted((state / "images").glob("*.tar"))}
     found["dlbench-node"] = NODE_IMAGE
     found.setdefault(DEFAULT_IMAGE, state / "images" / f"{DEFAULT_IMAGE}.tar")

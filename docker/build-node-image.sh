@@ -11,7 +11,7 @@
 #     offline, from build/wheelhouse: run `make wheelhouse` first), the workloads package in
 #     /opt/dlbench/include, HPCG prebuilt at /opt/dlbench/bin/dlbench-hpcg, and the marker
 #     /etc/dlbench/node-image.json (with the frameworks installed and their requirements digest).
-#     Default output: build/node-image/dlbench-node.tar
+#     Default output: build/node-image/dlbench-node.tar.zst
 #   stock (`make devcloud-images`): what a Debian generic cloud image has (python3, sshd, sudo...)
 #     and nothing of dlbench. Default output: .devcloud/images/stock.tar
 #
@@ -43,10 +43,11 @@ stock_packages=python3,openssh-server,sudo,ca-certificates,iproute2,procps,iputi
 node_packages=$stock_packages,python3-venv,fio,ioping,iperf3,hpcc,openmpi-bin,strace,gcc,libc6-dev,docker.io
 case "$variant" in
   stock) packages=$stock_packages; out=${out:-$repo/.devcloud/images/stock.tar} ;;
-  dlbench-node) packages=$node_packages; out=${out:-$repo/build/node-image/dlbench-node.tar} ;;
+  dlbench-node) packages=$node_packages; out=${out:-$repo/build/node-image/dlbench-node.tar.zst} ;;
   *) echo "unknown variant $variant (dlbench-node or stock)" >&2; exit 2 ;;
 esac
 command -v debootstrap >/dev/null || { echo "debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+command -v zstd >/dev/null || { echo "zstd is not installed (apt-get install zstd)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "building a rootfs needs root (debootstrap, chroot)" >&2; exit 1; }
 wheelhouse=$repo/build/wheelhouse
 
@@ -142,8 +143,15 @@ fi
 # Slim: no apt lists or caches, no docs (as docker/build-base.sh).
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
        "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/var/log/*.log "$root"/var/log/apt/*
-# File capabilities (ping's cap_net_raw) travel as xattrs.
-tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -cf "$work/image.tar" .
-mv -f "$work/image.tar" "$out"
+# File capabilities (ping's cap_net_raw) travel as xattrs. An output named *.zst is compressed on the
+# way out (the node image: 3.4 GB of tree -> about 0.8 GB in some 10 s here; GNU tar and the devcloud
+# recognise zstd when they extract), so the build never holds the tree and a second full copy.
+case "$out" in
+  *.zst) tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -cf - . | zstd -q -T0 -3 -o "$work/image" ;;
+  *) tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -cf "$work/image" . ;;
+esac
+mv -f "$work/image" "$out"
+# An uncompressed image of the same name left by an older checkout is 3 GB nobody reads any more.
+case "$out" in *.zst) rm -f "${out%.zst}" "${out%.zst}.stamp" ;; esac
 echo "$digest" >"$stamp"
 echo "built the $variant image in $(( $(date +%s) - start )) s: $out ($(du -m "$out" | cut -f1) MiB)"

@@ -4,7 +4,7 @@
 #
 #   docker/build-vm-image.sh [--out DIR] [--no-workload-image] [--force]
 #
-# Base: the node image rootfs (build/node-image/dlbench-node.tar, `make node-image`): Debian 12
+# Base: the node image rootfs (build/node-image/dlbench-node.tar.zst, `make node-image`): Debian 12
 # with the benchmark tools, Docker, the workload venv and the workloads. Added from Debian
 # packages: linux-image-amd64 (+ initramfs), systemd, cloud-init (datasources NoCloud and
 # ConfigDrive), DHCP on the first NIC as a fallback, sshd (key authentication, root by key),
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--out DIR] [--no-workload-image] [--force]" >&2; exit 2 ;;
   esac
 done
-node_tar=${NODE_IMAGE:-$repo/build/node-image/dlbench-node.tar}
+node_tar=${NODE_IMAGE:-$repo/build/node-image/dlbench-node.tar.zst}
 label=dlbench-root
 cmdline="root=LABEL=$label ro console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
 # Only what a bootable cloud guest adds to the node image's rootfs (apparmor: the Debian kernel enables it,

@@ -1,5 +1,5 @@
 # The local container platform: Docker engine and the workload image (docs/container.md).
-APT_PACKAGES += debootstrap
+APT_PACKAGES += debootstrap zstd
 RUN_PREREQS += image
 CI_PREREQS += docker-up image
 

@@ -12,7 +12,7 @@ janitor: airflow-init ## run the leak janitor once (JANITOR_CONF='{"dry_run": tr
 # `make run` on the devcloud: provider ironic, 2 nodes from the node image, both platforms sharing them.
 DEVCLOUD_RUN_CONF = {"profile": "smoke", "provider": "ironic", "platforms": ["bare_metal", "container_on_bare_metal"], \
   "ironic": {"cloud": "devcloud", "clouds_file": "$(ROOT)/.devcloud/clouds.yaml", "nodes": {"bare_metal": 2}, \
-  "share_nodes": true, "image_source": "file://$(ROOT)/build/node-image/dlbench-node.tar", "poll_interval": 0.5}}
+  "share_nodes": true, "image_source": "file://$(ROOT)/build/node-image/dlbench-node.tar.zst", "poll_interval": 0.5}}
 .PHONY: run-devcloud
 run-devcloud: ## `make run` against the devcloud (provider ironic; needs devcloud-up and node-image)
 	$(MAKE) run RUN_CONF='$(DEVCLOUD_RUN_CONF)'

@@ -9,7 +9,7 @@ DEVCLOUD_FOUR_CONF = {"profile": "smoke", "providers": ["ironic", "nova"], "suit
   "models": ["alexnet"], "data": ["synthetic"], \
   "platforms": ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"], \
   "ironic": {"cloud": "devcloud", "clouds_file": "$(ROOT)/.devcloud/clouds.yaml", "nodes": {"bare_metal": 1}, \
-  "share_nodes": true, "image_source": "file://$(ROOT)/build/node-image/dlbench-node.tar", "poll_interval": 0.5}, \
+  "share_nodes": true, "image_source": "file://$(ROOT)/build/node-image/dlbench-node.tar.zst", "poll_interval": 0.5}, \
   "nova": {"cloud": "devcloud-nova", "clouds_file": "$(ROOT)/.devcloud/clouds.yaml", "flavor": "dlbench.small", \
   "image": "dlbench-node", "network": "devcloud-net", "nodes": {"virtual_machine": 1}, "share_nodes": true, \
   "poll_interval": 0.5}}

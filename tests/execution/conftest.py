@@ -38,7 +38,7 @@ RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", "dlbench-b
 ENDPOINT = "http://127.0.0.1:6385"
 POLL = 0.2
 STOCK_IMAGE = ROOT / ".devcloud" / "images" / "stock.tar"
-NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
+NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar.zst"
 PLACEHOLDER = Path(tempfile.gettempdir()) / "dlbench-execution-test-image.raw"
 """Any other file boots the stock image (Ironic only checks that a file:// source exists)."""
 

@@ -28,7 +28,7 @@ IMAGE = Path(tempfile.gettempdir()) / "dlbench-ironic-test-image.raw"
 """A tiny image file: Ironic (on this machine) validates that a file:// image_source exists."""
 
 
-NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar"
+NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar.zst"
 """The project's node image (``make node-image``): the devcloud boots a node from it when it is the
 deploy's image_source; any other file boots the devcloud's stock Debian image (docs/devcloud.md)."""
 

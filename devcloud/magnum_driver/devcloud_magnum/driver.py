@@ -159,7 +159,7 @@ def _server_cert(cluster: Any, ctx: Any, directory: Path) -> dict[str, str]:
 def _node_image(labels: dict[str, str]) -> str:
     name = labels.get("devcloud_image", "dlbench-node")
     repo, state = Path(CONF.devcloud.repo), Path(CONF.devcloud.state)
-    candidates = [repo / "build" / "node-image" / "dlbench-node.tar"] if name == "dlbench-node" else []
+    candidates = [repo / "build" / "node-image" / "dlbench-node.tar.zst"] if name == "dlbench-node" else []
     candidates.append(state / "images" / f"{name}.tar")
     for path in candidates:
         if path.exists():

@@ -41,8 +41,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -480,14 +481,16 @@ def _load_image(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, 
 
 _SAVE_LOCK = threading.Lock()
 _SAVED: dict[tuple[str, str], Path] = {}
+_SCOPES = 0
 
 
 def saved_image(image: str, context: str) -> Path:
-    """The controller's image as one ``docker save`` archive, made once per process and image
-    version and streamed to every machine from the file. Parallel ``docker save | ssh docker load``
-    pipelines (one per machine) made a node's load end with "unexpected EOF" at the moment another
-    node's load finished (seen in CI and on the devcloud, 3 nodes); one save also spares the engine
-    N exports of the same 2 GB. The file lives in the system temp dir for this task's process only."""
+    """The controller's image as one ``docker save`` archive, made once per image version and
+    streamed to every machine from the file. Parallel ``docker save | ssh docker load`` pipelines
+    (one per machine) made a node's load end with "unexpected EOF" at the moment another node's
+    load finished (seen in CI and on the devcloud, 3 nodes); one save also spares the engine N
+    exports of the same 2 GB. The file lives in the system temp dir until the last
+    :func:`image_archives` scope around it ends (else until the process exits)."""
     with _SAVE_LOCK:
         path = _SAVED.get((image, context))
         if path is not None and path.exists():
@@ -502,6 +505,27 @@ def saved_image(image: str, context: str) -> Path:
         atexit.register(lambda: Path(name).unlink(missing_ok=True))
         _SAVED[(image, context)] = Path(name)
         return Path(name)
+
+
+@contextmanager
+def image_archives() -> Iterator[None]:
+    """Scope of one prepare stage (all its machines): the image archives :func:`saved_image`
+    made inside it are deleted when the last open scope ends. Without it a long-lived process
+    (a test session, a worker preparing one run after another) kept every image it ever sent,
+    2 GB for TensorFlow's, 1.4 GB for PyTorch's, in its temp dir. A load still reading an
+    archive when it goes keeps its open file (an unlinked file stays readable)."""
+    global _SCOPES
+    with _SAVE_LOCK:
+        _SCOPES += 1
+    try:
+        yield
+    finally:
+        with _SAVE_LOCK:
+            _SCOPES -= 1
+            if _SCOPES == 0:
+                for path in _SAVED.values():
+                    path.unlink(missing_ok=True)
+                _SAVED.clear()
 
 
 _LABEL_FORMAT = f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}'

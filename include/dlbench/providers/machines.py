@@ -45,7 +45,7 @@ from dlbench import paths, storage
 from dlbench.errors import ExecutionError, WaitTimeout
 from dlbench.execution.gpus import GpuFacts, allot, parse_probe, probe_argv
 from dlbench.execution.image import frameworks_needed
-from dlbench.execution.prepare import prepare
+from dlbench.execution.prepare import image_archives, prepare
 from dlbench.execution.staging import check_remote_data, stage_data
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost, wait_reachable
@@ -370,9 +370,10 @@ class MachineBackend(ProvisioningBackend):
                 errors.append(_named(exc, machine.instance.name))
 
         pool = ThreadPoolExecutor(max_workers=parallelism(len(machines)), thread_name_prefix="make-ready")
-        futures = [pool.submit(guarded, m) for m in machines]
-        limit = min(work.remaining(), self.settings.ssh_timeout + self.settings.prepare_timeout)
-        done, pending = wait(futures, timeout=max(limit, 0.1))
+        with image_archives():  # the image archives sent to the machines go when the stage ends
+            futures = [pool.submit(guarded, m) for m in machines]
+            limit = min(work.remaining(), self.settings.ssh_timeout + self.settings.prepare_timeout)
+            done, pending = wait(futures, timeout=max(limit, 0.1))
         pool.shutdown(wait=False, cancel_futures=True)  # a stuck SSH session must not hold the rollback
         if errors:
             raise errors[0]
