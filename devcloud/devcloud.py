@@ -242,6 +242,21 @@ def api_ready() -> bool:
 
 DEFAULT_DEPLOY_DELAY = "1,2"
 """Ironic's [fake] deploy_delay: whole seconds "min,max" per fake deploy step."""
+IRONIC_CLEAN = os.environ.get("DEVCLOUD_IRONIC_CLEAN", "1") != "0"
+"""Knob DEVCLOUD_IRONIC_CLEAN=1|0: Ironic's automated cleaning after every undeploy (on by default:
+a production Ironic cleans, and what a release and the next allocation do then must be tested)."""
+IRONIC_CLEAN_DELAY = os.environ.get("DEVCLOUD_IRONIC_CLEAN_DELAY", "2,4")
+"""Knob DEVCLOUD_IRONIC_CLEAN_DELAY="min,max" whole seconds one cleaning takes (the fake clean step's
+sleep, triangular towards min: "2,4" averages 2.7 s). Long enough that a run started right after
+another's release really waits for cleaning, short enough for ~15 back-to-back Ironic DAG runs."""
+
+
+def clean_delay_arg(value: str) -> str:
+    """``value`` checked as Ironic's "min,max" whole seconds (a typo fails ``up``, not every cleaning)."""
+    parts = value.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or int(parts[0]) > int(parts[1]):
+        raise SystemExit(f"devcloud: DEVCLOUD_IRONIC_CLEAN_DELAY must be \"min,max\" whole seconds, not {value!r}")
+    return f"{int(parts[0])},{int(parts[1])}"
 
 
 def render_conf() -> Path:
@@ -249,10 +264,13 @@ def render_conf() -> Path:
     for d in (LOGS, STATE / "tmp", STATE / "locks"):
         d.mkdir(parents=True, exist_ok=True)
     slow = RUN / "deploy_delay"  # knob slow-deploy: a slower Ironic (fake deploy steps take longer)
+    slow_clean = RUN / "clean_delay"  # knob slow-clean: longer cleanings (until `fault reset`)
     text = (ROOT / "devcloud" / "ironic.conf.tmpl").read_text().format(
         logs=LOGS, state=STATE, api_port=API_PORT, pg_port=PG_PORT,
         deploy_callback_timeout=DEPLOY_CALLBACK_TIMEOUT,
-        deploy_delay=slow.read_text().strip() if slow.exists() else DEFAULT_DEPLOY_DELAY)
+        deploy_delay=slow.read_text().strip() if slow.exists() else DEFAULT_DEPLOY_DELAY,
+        automated_clean=str(IRONIC_CLEAN).lower(),
+        clean_delay=slow_clean.read_text().strip() if slow_clean.exists() else clean_delay_arg(IRONIC_CLEAN_DELAY))
     conf.write_text(text)
     return conf
 
@@ -273,6 +291,47 @@ def ironic_down() -> None:
     if pid:
         stop_pid(pid)
     (RUN / "ironic.pid").unlink(missing_ok=True)
+
+
+def recover_node(i: int, timeout: float = 120) -> None:
+    """What an operator does for a ``clean failed`` node: manage it, give it the fake deploy
+    interface back (the clean-fail knob's custom-agent never cleans), provide it: Ironic cleans it
+    again and it becomes ``available``."""
+    name = node_name(i)
+
+    def state() -> str:
+        return str(api("GET", f"/v1/nodes/{name}")["provision_state"])
+
+    if state() == "clean failed":
+        api("PUT", f"/v1/nodes/{name}/states/provision", {"target": "manage"})
+        wait_for(f"{name} manageable", lambda: state() == "manageable", timeout=timeout, interval=0.2)
+    api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/deploy_interface", "value": "fake"},
+                                       {"op": "replace", "path": "/automated_clean", "value": None}])
+    api("PUT", f"/v1/nodes/{name}/states/provision", {"target": "provide"})
+    wait_for(f"{name} cleaned and available", lambda: state() == "available", timeout=timeout, interval=0.2)
+
+
+TRANSIENT_STATES = {"deploying", "deleting", "cleaning", "clean wait", "wait call-back"}
+"""States a conductor restart cannot resume: Ironic fails such a node when it starts again."""
+
+
+def settle(timeout: float) -> None:
+    """Wait until no node is in a transient state (no-op when Ironic does not answer): a stopped
+    conductor fails such a node when it starts again (with cleaning on, an undeploy goes on for
+    seconds of cleaning after a run's release returned)."""
+    try:
+        wait_for("no node deploying or cleaning", lambda: not any(
+            n["provision_state"] in TRANSIENT_STATES for n in api("GET", "/v1/nodes?fields=provision_state")["nodes"]),
+            timeout=timeout, interval=0.5)
+    except (OSError, ValueError):
+        return
+
+
+def ironic_restart(timeout: float = 180) -> None:
+    """Restart Ironic (a new configuration) once no node deploys or cleans (:func:`settle`)."""
+    settle(timeout)
+    ironic_down()
+    ironic_up(new_db=False)
 
 
 # --- nodes -----------------------------------------------------------------------------------
@@ -580,6 +639,7 @@ def cmd_down(args: argparse.Namespace) -> None:
     magnum().down()  # first: its clusters' nodes are undeployed through Ironic
     nodeagent_down()  # first: it would boot machines again
     novacloud.down()
+    settle(timeout=60)  # a node stopped mid-cleaning would come back `clean failed`
     ironic_down()
     for i in machine_indexes():
         machine.stop(STATE, i, wipe=True)
@@ -662,7 +722,7 @@ def fault(args: argparse.Namespace) -> None:
         novacloud.fault(knob, i)
         log(f"fault {knob}{'' if i is None else f' {i}'}: done")
         return
-    needs_node = {"deploy-fail", "deploy-ok", "ssh-down", "ssh-up", "link-down", "link-up"}
+    needs_node = {"deploy-fail", "deploy-ok", "clean-fail", "ssh-down", "ssh-up", "link-down", "link-up"}
     if knob in needs_node and i not in host_indexes():
         raise SystemExit(f"devcloud: fault {knob} needs the index of an existing node: one of {host_indexes()}")
     if knob == "api-stop":
@@ -682,8 +742,13 @@ def fault(args: argparse.Namespace) -> None:
         for p in [pid, *children(pid)]:
             os.kill(p, signal.SIGSTOP if knob == "api-freeze" else signal.SIGCONT)
     elif knob in ("deploy-fail", "deploy-ok"):
-        iface = "custom-agent" if knob == "deploy-fail" else "fake"
-        api("PATCH", f"/v1/nodes/{node_name(i)}", [{"op": "replace", "path": "/deploy_interface", "value": iface}])
+        # custom-agent would also make the node's cleaning wait for the absent agent (that is the
+        # clean-fail knob): a deploy-fail node skips automated cleaning (Ironic's per-node field),
+        # so its undeploy still ends `available`; deploy-ok gives it the configured cleaning back.
+        fail = knob == "deploy-fail"
+        api("PATCH", f"/v1/nodes/{node_name(i)}", [
+            {"op": "replace", "path": "/deploy_interface", "value": "custom-agent" if fail else "fake"},
+            {"op": "replace", "path": "/automated_clean", "value": False if fail else None}])
     elif knob == "ssh-down":
         ssh_down(i)
     elif knob == "ssh-up":
@@ -694,13 +759,27 @@ def fault(args: argparse.Namespace) -> None:
         if i is None or not 1 <= i <= 120:
             raise SystemExit("devcloud: fault slow-deploy needs the extra seconds per deploy step (1..120)")
         (RUN / "deploy_delay").write_text(f"{i},{i + 1}\n")
-        ironic_down()
-        ironic_up(new_db=False)
+        ironic_restart()
+    elif knob == "slow-clean":
+        if i is None or not 1 <= i <= 600:
+            raise SystemExit("devcloud: fault slow-clean needs the seconds one cleaning takes (1..600)")
+        (RUN / "clean_delay").write_text(f"{i},{i + 1}\n")
+        ironic_restart()
+    elif knob == "clean-fail":
+        # Real Ironic behaviour: with the custom-agent deploy interface a cleaning boots the (absent)
+        # agent and waits in `clean wait` until clean_callback_timeout, then `clean failed`. An
+        # interface may change on a deployed node only in maintenance: in and out of it around.
+        name = node_name(i)
+        api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/maintenance", "value": True}])
+        api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/deploy_interface", "value": "custom-agent"},
+                                           {"op": "replace", "path": "/automated_clean", "value": None}])
+        api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/maintenance", "value": False}])
     elif knob == "reset":
-        if (RUN / "deploy_delay").exists():  # back to the normal speed (restarts the API, ~2.5 s)
-            (RUN / "deploy_delay").unlink()
-            ironic_down()
-            ironic_up(new_db=False)
+        slow = [f for f in (RUN / "deploy_delay", RUN / "clean_delay") if f.exists()]
+        for f in slow:  # back to the normal speed (restarts the API, ~2.5 s)
+            f.unlink()
+        if slow:
+            ironic_restart()
         if pid_alive("ironic", "ironic"):
             fault(argparse.Namespace(knob="api-thaw", node=None))
         else:
@@ -709,7 +788,10 @@ def fault(args: argparse.Namespace) -> None:
             sh(["ip", "link", "set", f"dc{j}h", "up"])
             ssh_up(j)
             node = get_node(node_name(j))
-            if node and node["deploy_interface"] != "fake":
+            if node and node["provision_state"] in ("clean failed", "manageable"):
+                recover_node(j)  # clean-fail, or a restart mid-cleaning
+                node = get_node(node_name(j))
+            if node and (node["deploy_interface"] != "fake" or node.get("automated_clean") is not None):
                 fault(argparse.Namespace(knob="deploy-ok", node=j))
         if novacloud.enabled() and novacloud.installed() and pid_alive("keystone", "wsgirun.py keystone"):
             novacloud.fault("nova-reset", None)
@@ -719,7 +801,7 @@ def fault(args: argparse.Namespace) -> None:
 
 
 KNOBS = ["api-stop", "api-kill", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok",
-         "ssh-down", "ssh-up", "link-down", "link-up", "slow-deploy", "reset"]
+         "ssh-down", "ssh-up", "link-down", "link-up", "slow-deploy", "slow-clean", "clean-fail", "reset"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from dlbench.errors import ProvisioningError
 from dlbench.polling import Deadline
 from dlbench.providers.base import BootConfig, Demand, Instance, Tags
 from dlbench.providers.ironic import IronicDriver
-from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
+from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RELEASED, RESOURCE_CLASS, assert_no_leaks, settings
 
 
 class Prov:
@@ -272,7 +272,7 @@ def test_deploy_failed_on_one_node_of_two_surfaces_last_error_and_releases_both(
         prov.delete(prov.owned(run_id)[run_id])  # what the lifecycle does on any failure: release by tag
         for node_id in (failing.id, healthy.id):
             node = conn.baremetal.get_node(node_id)
-            assert node.provision_state == "available" and not node.allocation_id, node.provision_state
+            assert node.provision_state in RELEASED and not node.allocation_id, node.provision_state
     finally:
         for node in parked:
             conn.baremetal.unset_node_maintenance(node.id)

@@ -4,9 +4,10 @@ Lifecycle of one node: an **allocation** picks a free node of the resource class
 makes it ours (so two runs can never take the same node); we write our tags in the node's
 ``extra`` and the image in ``instance_info``; deploy with a **config drive** carrying the run's
 SSH public key; poll until ``active`` (``deploy failed``/``error`` surface Ironic's
-``last_error``). Release: undeploy (``deleted`` -> ``available``), drop our tags, delete the
-allocation. Every wait has a deadline and its own polling interval; transient API errors are
-retried (see :mod:`dlbench.polling`).
+``last_error``). Release: drop our tags, undeploy, return once Ironic has taken the node over
+(``cleaning`` or ``available``: never waiting for the cleaning), the allocation gone. Every
+wait has a deadline and its own polling interval; transient API errors are retried (see
+:mod:`dlbench.polling`).
 
 This module is one provider of the machine lifecycle: :class:`IronicSettings` (what the request
 says) and :class:`IronicDriver` (the :class:`~dlbench.providers.base.Driver` hooks). Failure
@@ -40,6 +41,7 @@ from dlbench.providers.base import (
 )
 from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
 from dlbench.providers.settings import Runtime
+from dlbench.providers.sweep import RELEASED_ELSEWHERE
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,9 @@ class ProvisionState(StrEnum):
     ACTIVE = "active"
     DEPLOY_FAILED = "deploy failed"
     ERROR = "error"
+    DELETING = "deleting"
+    CLEANING = "cleaning"
+    CLEAN_WAIT = "clean wait"
     CLEAN_FAILED = "clean failed"
     INSPECT_FAILED = "inspect failed"
     RESCUE = "rescue"
@@ -99,10 +104,11 @@ STABLE_STATES = frozenset({ProvisionState.ACTIVE, ProvisionState.AVAILABLE, Prov
 """States a node stays in until asked otherwise (anything else is on its way: let it settle)."""
 UNDEPLOYABLE = frozenset({ProvisionState.ACTIVE, ProvisionState.DEPLOY_FAILED, ProvisionState.ERROR,
                           ProvisionState.WAIT_CALL_BACK, ProvisionState.RESCUE, ProvisionState.RESCUE_FAILED})
-UNDEPLOY_ENDS = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE, ProvisionState.CLEAN_FAILED,
-                           ProvisionState.ERROR})
-"""Where an undeploy ends: released in the first two, failed in the others."""
 RELEASED_STATES = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE})
+RELEASING_STATES = frozenset({ProvisionState.CLEANING, ProvisionState.CLEAN_WAIT})
+"""Undeployed, Ironic cleaning it (locked by its conductor): no longer a run's, not yet free."""
+UNDEPLOY_PENDING = frozenset({ProvisionState.ACTIVE, ProvisionState.DELETING})
+"""An undeploy was accepted but Ironic has not torn the node down yet (a release waits for this only)."""
 OPERATOR_STATES = frozenset({ProvisionState.ENROLL, ProvisionState.MANAGEABLE, ProvisionState.DEPLOY_FAILED,
                              ProvisionState.ERROR, ProvisionState.CLEAN_FAILED, ProvisionState.INSPECT_FAILED,
                              ProvisionState.RESCUE, ProvisionState.RESCUE_FAILED, ProvisionState.ADOPT_FAILED})
@@ -173,6 +179,10 @@ ALLOCATE_BACKOFF_CAP_S = 10.0
 LATE_LAST_ERROR_S = 3.0
 LATE_LAST_ERROR_INTERVAL_S = 0.3
 """How long and how often a failed node's ``last_error`` is re-read when Ironic has not written it yet."""
+
+
+class _ReleasedElsewhere(Exception):  # noqa: N818 - internal control flow, never leaves the driver
+    """Another caller (a concurrent janitor sweep, the run's own teardown) released this node first."""
 
 
 class _PartialAllocation(Exception):  # noqa: N818 - internal control flow, never leaves the driver
@@ -264,6 +274,14 @@ class IronicDriver(OpenStackDriver):
         _, free, others = capacity_text(nodes, self.spec.traits)
         return f"{free} of {len(nodes)} node(s) free now" + (f"; {others}" if others else "")
 
+    def needs_operator(self) -> list[str]:
+        """The resource class's nodes that failed and that no allocation will ever take again
+        (``clean failed`` after a run's release, ``error``...), each named with Ironic's
+        ``last_error``: a release returns before cleaning ends, so the janitor reports these."""
+        return [describe_node(n, f"provision state {n.provision_state}: {n.last_error or 'no last_error'}")
+                for n in sorted(self.class_nodes(), key=lambda n: str(n.name or n.id))
+                if n.provision_state in FAILED_STATES and not n.allocation_id]
+
     # -- create / wait -------------------------------------------------------------------------
     def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
         """Allocate ``demand.count`` nodes and start their deployment with a config drive carrying
@@ -301,8 +319,10 @@ class IronicDriver(OpenStackDriver):
                 allocate_all, lambda exc: isinstance(exc, NoCapacity), allocate,
                 pause=lambda attempt: backoff(attempt, self.spec.poll_interval, ALLOCATE_BACKOFF_CAP_S),
                 give_up=out_of_time,
-                on_retry=lambda exc, pause: log.info("not enough free nodes (%s); retrying the whole set in %.1f s",
-                                                     exc, pause))
+                # Why it waits, node by node (e.g. "provision state cleaning (on its way...)": the
+                # previous run's nodes still cleaning; Ironic allocates only `available` nodes).
+                on_retry=lambda exc, pause: log.info("not enough free nodes (%s): %s; retrying the whole set in "
+                                                     "%.1f s", exc, self.capacity_now(), pause))
             with ThreadPoolExecutor(max_workers=parallelism(len(instances)),
                                     thread_name_prefix="ironic-deploy") as pool:
                 list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
@@ -441,8 +461,10 @@ class IronicDriver(OpenStackDriver):
 
     # -- delete / find -------------------------------------------------------------------------
     def delete(self, instances: list[Instance], deadline: Deadline) -> dict[str, float]:
-        """Undeploy -> ``available`` -> drop our tags -> delete the allocation, all nodes in
-        parallel (each within the deadline). Idempotent; seconds of undeploy per node id."""
+        """Drop our tags -> undeploy -> wait until Ironic took it over (cleaning or ``available``)
+        -> the allocation gone, all nodes in parallel (each within the deadline); see
+        :meth:`_release_one`. Idempotent; seconds of undeploy per node id. A node another caller
+        released meanwhile is marked ``details[RELEASED_ELSEWHERE]`` (a sweep reports it once)."""
         instances = list(instances)
         if not instances:
             return {}
@@ -455,6 +477,9 @@ class IronicDriver(OpenStackDriver):
                                             inst.tags.run_id, deadline)
                 if seconds is not None:
                     timings[inst.id] = seconds
+            except _ReleasedElsewhere:
+                inst.details[RELEASED_ELSEWHERE] = True
+                log.info("%s: already released by another caller", inst.name)
             except Exception as exc:  # noqa: BLE001 - release the others, then report all
                 errors.append(f"{inst.name}: {exc}")
 
@@ -465,28 +490,70 @@ class IronicDriver(OpenStackDriver):
         return timings
 
     def _release_one(self, node_id: str, allocation_id: str, run_id: str, deadline: Deadline) -> float | None:
+        """Give one node back: untag it, ask Ironic to undeploy it and return once Ironic has
+        accepted (the node left ``deleting``: it cleans or is ``available``), then make sure the
+        allocation is gone. Never waits for the cleaning (minutes on a real cloud, and Ironic, not
+        us, owns the node from then: it deletes the allocation itself on tear-down and will not
+        allocate the node before it is ``available``). Untagging comes first because a cleaning
+        node is locked by its conductor (a PATCH then fails). Seconds of undeploy, or None when
+        this call undeployed nothing; marks ``instance.details[RELEASED_ELSEWHERE]`` (through the
+        caller) when another caller (a concurrent sweep) had already released it."""
         node = self._get_node(node_id, deadline) if node_id else None
         seconds = None
         if node is not None and self._ours(node, run_id, allocation_id):
             started = time.monotonic()
-            if node.provision_state not in STABLE_STATES | UNDEPLOYABLE:  # e.g. deploying: let it settle
-                node = poll(lambda: self.bm.get_node(node_id), lambda n: n.provision_state in STABLE_STATES,
+            undeployed = RELEASING_STATES | {ProvisionState.DELETING}
+            if node.provision_state not in STABLE_STATES | UNDEPLOYABLE | undeployed:  # e.g. deploying
+                node = poll(lambda: self.bm.get_node(node_id),
+                            lambda n: n.provision_state in STABLE_STATES | undeployed,
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
-            if node.provision_state in UNDEPLOYABLE:
-                retry_call(lambda: self.bm.set_node_provision_state(node_id, ProvisionTarget.DELETED, wait=False),
-                           deadline, first_delay=self.spec.poll_interval, what="undeploy")
-                node = poll(lambda: self.bm.get_node(node_id), lambda n: n.provision_state in UNDEPLOY_ENDS,
-                            deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
-                seconds = time.monotonic() - started
-                if node.provision_state not in RELEASED_STATES:
-                    raise IronicError(f"node {node.name or node_id} undeploy ended in {node.provision_state}: "
-                                            f"{node.last_error or 'no last_error'}")
+            if node.provision_state in undeployed:
+                raise _ReleasedElsewhere(node_id)  # undeployed by another caller: cleaning, locked
             self._untag(node, deadline)
             allocation_id = allocation_id or (node.allocation_id or "")
-        if allocation_id:
-            retry_call(lambda: self.bm.delete_allocation(allocation_id, ignore_missing=True), deadline,
-                       first_delay=self.spec.poll_interval, what="delete allocation")
+            if node.provision_state in UNDEPLOYABLE:
+                self._undeploy(node, deadline)
+                seconds = time.monotonic() - started
+        if allocation_id and not self._delete_allocation(allocation_id, deadline) and seconds is None:
+            raise _ReleasedElsewhere(node_id or allocation_id)
         return seconds
+
+    def _undeploy(self, node: Any, deadline: Deadline) -> None:
+        """Ask for ``deleted`` and wait until the node has left ``deleting`` (tear-down done,
+        allocation deleted by Ironic). Another caller's undeploy winning the race is
+        :class:`_ReleasedElsewhere`; a tear-down that failed (``error``) raises; a cleaning that
+        already failed is logged for the operator (the node is no longer ours)."""
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
+
+        name = node.name or node.id
+        try:
+            retry_call(lambda: self.bm.set_node_provision_state(node.id, ProvisionTarget.DELETED, wait=False),
+                       deadline, first_delay=self.spec.poll_interval, what="undeploy")
+        except (exceptions.BadRequestException, exceptions.ConflictException):
+            now = self._call("get node", self.bm.get_node, node.id)
+            if now.provision_state != ProvisionState.ACTIVE:  # another caller's undeploy came first
+                raise _ReleasedElsewhere(node.id) from None
+            raise
+        node = poll(lambda: self.bm.get_node(node.id), lambda n: n.provision_state not in UNDEPLOY_PENDING,
+                    deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
+        if node.provision_state == ProvisionState.CLEAN_FAILED:
+            log.error("node %s: cleaning failed after our undeploy (%s); Ironic will not allocate it until an "
+                      "operator makes it available", name, node.last_error or "no last_error")
+        elif node.provision_state not in RELEASED_STATES | RELEASING_STATES:
+            raise IronicError(f"node {name} undeploy ended in {node.provision_state}: "
+                              f"{node.last_error or 'no last_error'}")
+        log.info("node %s undeployed: %s (Ironic cleans it; it is free once available)", name, node.provision_state)
+
+    def _delete_allocation(self, allocation_id: str, deadline: Deadline) -> bool:
+        """Delete the allocation; False when it was already gone (Ironic's tear-down or another caller)."""
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
+
+        try:
+            retry_call(lambda: self.bm.delete_allocation(allocation_id, ignore_missing=False), deadline,
+                       first_delay=self.spec.poll_interval, what="delete allocation")
+        except exceptions.NotFoundException:
+            return False
+        return True
 
     def _get_node(self, node_id: str, deadline: Deadline) -> Any:
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
@@ -504,12 +571,29 @@ class IronicDriver(OpenStackDriver):
         return bool((tags and tags.run_id == run_id) or (allocation_id and node.allocation_id == allocation_id))
 
     def _untag(self, node: Any, deadline: Deadline) -> None:
-        patch = [{"op": "remove", "path": f"/extra/{k}"} for k in TAG_KEYS if k in (node.extra or {})]
+        """Drop our tags from ``extra`` (one replace of the whole dict, so a concurrent untag cannot
+        make it fail as a JSON-patch remove of a missing key would) and a never-deployed node's
+        ``instance_info`` (Ironic clears it itself on tear-down)."""
+        extra = node.extra or {}
+        patch = []
+        if any(k in extra for k in TAG_KEYS):
+            patch.append({"op": "replace", "path": "/extra",
+                          "value": {k: v for k, v in extra.items() if k not in TAG_KEYS}})
         if node.provision_state == ProvisionState.AVAILABLE and node.instance_info:
             patch.append({"op": "remove", "path": "/instance_info"})
-        if patch:
+        if not patch:
+            return
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
+
+        try:  # a conflict at once, not after the SDK's own ~15 s of retries: it may be another's undeploy
+            retry_call(lambda: self.bm.patch_node(node.id, patch, retry_on_conflict=False), deadline,
+                       first_delay=self.spec.poll_interval, what="untag node")
+        except exceptions.ConflictException:
+            now = self._call("get node", self.bm.get_node, node.id)
+            if now.provision_state in RELEASING_STATES | {ProvisionState.DELETING}:
+                raise _ReleasedElsewhere(node.id) from None  # locked by the undeploy another caller started
             retry_call(lambda: self.bm.patch_node(node.id, patch), deadline, first_delay=self.spec.poll_interval,
-                       what="untag node")
+                       what="untag node")  # locked by something short (a power sync): the SDK's retries
 
     def _release_quietly(self, instances: list[Instance]) -> None:
         try:

@@ -32,6 +32,7 @@ from dlbench import storage
 from dlbench.execution.engine import sweep_containers, sweep_networks
 from dlbench.execution.image import docker_available
 from dlbench.providers.base import RunIsActive, SweepAction, Tags
+from dlbench.providers.ironic import IronicDriver, IronicSettings
 from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
@@ -186,10 +187,11 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
           api: AirflowApi | None = None) -> dict[str, Any]:
     """Sweep every configured cloud, this host's QEMU guests (``local_vms``) and the local Docker
     engine; a JSON-able report of what was (or, dry run, would be) released, what was kept and
-    why, and errors. With ``dag_run_state`` (the janitor's task), the DAG runs of released runs
+    why, errors, and (``operator``) bare-metal nodes whose cleaning failed, named, logged at error.
+    With ``dag_run_state`` (the janitor's task), the DAG runs of released runs
     that Airflow still shows running are marked failed through ``api`` (:func:`close_runs`)."""
     report: dict[str, Any] = {"dry_run": dry_run, "released": [], "kept": [], "containers": [], "keys": [],
-                              "dag_runs": [], "errors": []}
+                              "dag_runs": [], "errors": [], "operator": []}
     if not clouds:
         log.info("janitor: no clouds configured (Airflow Variable %s); sweeping local containers only",
                  CLOUDS_VARIABLE)
@@ -202,6 +204,11 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
             continue
         report["released"] += [{"cloud": where, **dataclasses.asdict(a)} for a in actions]
         report["kept"] += [{"cloud": where, **k} for k in kept]
+        if isinstance(settings, IronicSettings):
+            try:  # nodes whose cleaning failed after a release: only an operator can give them back
+                report["operator"] += [f"{where}: {n}" for n in IronicDriver(settings).needs_operator()]
+            except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
+                report["errors"].append(f"{where}: listing failed nodes: {type(exc).__name__}: {exc}")
     if local_vms:
         try:
             actions, kept = sweep_local_vms(is_active, now=now, dry_run=dry_run)
@@ -238,6 +245,8 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
     for item in report["kept"]:
         log.info("kept run %s on %s (%s resources): %s", item["run_id"], item["cloud"], item["resources"],
                  item["reason"])
+    for item in report["operator"]:
+        log.error("needs an operator (never allocated until made available): %s", item)
     for item in report["dag_runs"]:
         log.info("DAG run %s/%s of run %s: %s: %s", item["dag_id"], item["dag_run_id"], item["run_id"], item["outcome"],
                  item["detail"])

@@ -13,6 +13,10 @@ from datetime import UTC, datetime
 from dlbench.polling import Deadline
 from dlbench.providers.base import Driver, Instance, RunIsActive, SweepAction
 
+RELEASED_ELSEWHERE = "released_elsewhere"
+"""``Instance.details`` key a driver's delete sets on a resource another caller (a concurrent sweep,
+the run's own teardown) released first: this sweep does not report it as released by itself."""
+
 
 def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
     """(reason, keep?) for one run's resources.
@@ -61,6 +65,8 @@ def sweep_runs(found: dict[str, list[Instance]], release: Callable[[str, list[In
             except Exception as exc:  # noqa: BLE001 - reported per resource, the sweep goes on
                 error = str(exc)
         for inst in instances:
+            if inst.details.get(RELEASED_ELSEWHERE):
+                continue
             actions.append(SweepAction(resource_id=inst.id or str(inst.details.get("allocation_id")),
                                        name=inst.name, reason=reason, released=not dry_run and not error, error=error,
                                        run_id=run_id, dag_id=inst.tags.dag_id, dag_run_id=inst.tags.dag_run_id))
