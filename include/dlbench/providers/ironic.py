@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -179,6 +180,17 @@ ALLOCATE_BACKOFF_CAP_S = 10.0
 LATE_LAST_ERROR_S = 3.0
 LATE_LAST_ERROR_INTERVAL_S = 0.3
 """How long and how often a failed node's ``last_error`` is re-read when Ironic has not written it yet."""
+
+
+def _accepted(action: Callable[[], Any], refusals: tuple[type[Exception], ...]) -> bool:
+    """``action()`` -> True, or False when Ironic refused it with one of ``refusals``: a refusal
+    comes back to the caller at once, where :func:`~dlbench.polling.retry_call` would retry a
+    409 (a locked node) with backoff like any transient error."""
+    try:
+        action()
+    except refusals:
+        return False
+    return True
 
 
 class _ReleasedElsewhere(Exception):  # noqa: N818 - internal control flow, never leaves the driver
@@ -526,14 +538,11 @@ class IronicDriver(OpenStackDriver):
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
         name = node.name or node.id
-        try:
-            retry_call(lambda: self.bm.set_node_provision_state(node.id, ProvisionTarget.DELETED, wait=False),
-                       deadline, first_delay=self.spec.poll_interval, what="undeploy")
-        except (exceptions.BadRequestException, exceptions.ConflictException):
-            now = self._call("get node", self.bm.get_node, node.id)
-            if now.provision_state != ProvisionState.ACTIVE:  # another caller's undeploy came first
-                raise _ReleasedElsewhere(node.id) from None
-            raise
+        undeploy = lambda: self.bm.set_node_provision_state(node.id, ProvisionTarget.DELETED, wait=False)  # noqa: E731
+        refused = (exceptions.BadRequestException, exceptions.ConflictException)
+        if not retry_call(lambda: _accepted(undeploy, refused), deadline, first_delay=self.spec.poll_interval,
+                          what="undeploy"):
+            self._after_conflict(node, undeploy, deadline, "undeploy")
         node = poll(lambda: self.bm.get_node(node.id), lambda n: n.provision_state not in UNDEPLOY_PENDING,
                     deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
         if node.provision_state == ProvisionState.CLEAN_FAILED:
@@ -545,15 +554,28 @@ class IronicDriver(OpenStackDriver):
         log.info("node %s undeployed: %s (Ironic cleans it; it is free once available)", name, node.provision_state)
 
     def _delete_allocation(self, allocation_id: str, deadline: Deadline) -> bool:
-        """Delete the allocation; False when it was already gone (Ironic's tear-down or another caller)."""
+        """Delete the allocation; False when it was already gone (Ironic's tear-down or another
+        caller). Refused (409) while its node is locked: when another caller's undeploy holds the
+        lock, Ironic deletes the allocation itself within the tear-down, so the allocation is
+        watched (a read needs no lock) until it is gone or deletable, never retried through the
+        lock, which lasts the whole cleaning (seen: a concurrent sweep held 15 s)."""
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
-        try:
-            retry_call(lambda: self.bm.delete_allocation(allocation_id, ignore_missing=False), deadline,
-                       first_delay=self.spec.poll_interval, what="delete allocation")
-        except exceptions.NotFoundException:
-            return False
-        return True
+        delete = lambda: self.bm.delete_allocation(allocation_id, ignore_missing=False)  # noqa: E731
+        while True:
+            try:
+                if retry_call(lambda: _accepted(delete, (exceptions.ConflictException,)), deadline,
+                              first_delay=self.spec.poll_interval, what="delete allocation"):
+                    return True
+            except exceptions.NotFoundException:
+                return False
+            try:
+                self._call("get allocation", self.bm.get_allocation, allocation_id)
+            except exceptions.NotFoundException:
+                return False
+            if deadline.expired():
+                raise IronicError(f"allocation {allocation_id}: its node stayed locked until the deadline")
+            time.sleep(self.spec.poll_interval)
 
     def _get_node(self, node_id: str, deadline: Deadline) -> Any:
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
@@ -585,15 +607,44 @@ class IronicDriver(OpenStackDriver):
             return
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
-        try:  # a conflict at once, not after the SDK's own ~15 s of retries: it may be another's undeploy
-            retry_call(lambda: self.bm.patch_node(node.id, patch, retry_on_conflict=False), deadline,
-                       first_delay=self.spec.poll_interval, what="untag node")
-        except exceptions.ConflictException:
-            now = self._call("get node", self.bm.get_node, node.id)
-            if now.provision_state in RELEASING_STATES | {ProvisionState.DELETING}:
-                raise _ReleasedElsewhere(node.id) from None  # locked by the undeploy another caller started
-            retry_call(lambda: self.bm.patch_node(node.id, patch), deadline, first_delay=self.spec.poll_interval,
-                       what="untag node")  # locked by something short (a power sync): the SDK's retries
+        # A conflict at once, not after the SDK's own ~15 s of retries nor retry_call's backoff on a
+        # 409: it may be another caller's undeploy, whose lock lasts the whole cleaning.
+        untag = lambda: self.bm.patch_node(node.id, patch, retry_on_conflict=False)  # noqa: E731
+        if not retry_call(lambda: _accepted(untag, (exceptions.ConflictException,)), deadline,
+                          first_delay=self.spec.poll_interval, what="untag node"):
+            self._after_conflict(node, untag, deadline, "untag node")
+
+    def _after_conflict(self, node: Any, action: Callable[[], Any], deadline: Deadline, what: str) -> None:
+        """``action`` was refused (node locked, or not in a state that allows it). Whose lock? An
+        undeploy another caller started (a concurrent sweep, the run's own teardown) shows as the
+        node leaving ``active`` for ``deleting``/``cleaning``, where its conductor keeps the lock
+        for the whole cleaning: that is :class:`_ReleasedElsewhere`, at once, instead of waiting
+        the cleaning out (seen: 17.7 s for a 15 s cleaning). The lock is taken a moment before the
+        state changes, so the node is watched until it either moves (released elsewhere) or is
+        unlocked and still ``active`` (a short lock, a power sync: ``action`` again). A node we read
+        deployed that is ``available`` already was cleaned after another caller's undeploy."""
+        from openstack import exceptions  # openstack: heavy, and only where a cloud is used
+
+        node_id = node.id
+        undeployed = RELEASING_STATES | {ProvisionState.DELETING}
+        if node.provision_state in UNDEPLOYABLE:
+            undeployed |= RELEASED_STATES
+        while True:
+            now = self._call("get node", self.bm.get_node, node_id)
+            if now.provision_state in undeployed:
+                raise _ReleasedElsewhere(node_id)
+            if not now.reservation:
+                try:
+                    action()
+                    return
+                except (exceptions.BadRequestException, exceptions.ConflictException) as exc:
+                    if deadline.expired():
+                        raise IronicError(f"node {now.name or node_id}: {what} refused until the deadline "
+                                          f"(state {now.provision_state}): {exc}") from exc
+            elif deadline.expired():
+                raise IronicError(f"node {now.name or node_id} stayed locked by {now.reservation} "
+                                  f"(state {now.provision_state}) until the deadline: cannot {what}")
+            time.sleep(self.spec.poll_interval)
 
     def _release_quietly(self, instances: list[Instance]) -> None:
         try:
