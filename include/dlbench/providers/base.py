@@ -194,6 +194,12 @@ class Driver(abc.ABC):
     def renew(self, instances: list[Instance], until: datetime) -> None:
         """Write the lease ``until`` on the instances' tags (the run is alive until then)."""
 
+    def needs_operator(self) -> list[str]:
+        """This cloud's machines that failed where only an operator can give them back (Ironic's
+        ``clean failed`` after a release), each named with the cloud's own reason: the janitor
+        reports them. A cloud whose released machines simply disappear has none."""
+        return []
+
     @abc.abstractmethod
     def find(self, run_id: str | None = None) -> dict[str, list[Instance]]:
         """Our resources (by tag) grouped by run id; only ``run_id``'s when given. Never lists

@@ -182,6 +182,10 @@ LATE_LAST_ERROR_INTERVAL_S = 0.3
 """How long and how often a failed node's ``last_error`` is re-read when Ironic has not written it yet."""
 
 
+_DONE, _GONE, _RELEASED = "done", "gone", "released elsewhere"
+"""Outcomes of the waits after a refused call (anything else is the state that keeps it waiting)."""
+
+
 def _accepted(action: Callable[[], Any], refusals: tuple[type[Exception], ...]) -> bool:
     """``action()`` -> True, or False when Ironic refused it with one of ``refusals``: a refusal
     comes back to the caller at once, where :func:`~dlbench.polling.retry_call` would retry a
@@ -538,7 +542,13 @@ class IronicDriver(OpenStackDriver):
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
         name = node.name or node.id
-        undeploy = lambda: self.bm.set_node_provision_state(node.id, ProvisionTarget.DELETED, wait=False)  # noqa: E731
+        def undeploy() -> None:
+            # The proxy's set_node_provision_state retries a 409 for ~15 s inside keystoneauth (409
+            # is in its retriable codes, with no way to opt out): the same PUT, without that.
+            response = self.bm.put(f"nodes/{node.id}/states/provision", json={"target": ProvisionTarget.DELETED.value},
+                                   retriable_status_codes=[])
+            exceptions.raise_from_response(response)
+
         refused = (exceptions.BadRequestException, exceptions.ConflictException)
         if not retry_call(lambda: _accepted(undeploy, refused), deadline, first_delay=self.spec.poll_interval,
                           what="undeploy"):
@@ -561,21 +571,22 @@ class IronicDriver(OpenStackDriver):
         lock, which lasts the whole cleaning (seen: a concurrent sweep held 15 s)."""
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
-        delete = lambda: self.bm.delete_allocation(allocation_id, ignore_missing=False)  # noqa: E731
-        while True:
+        def attempt() -> str:
             try:
-                if retry_call(lambda: _accepted(delete, (exceptions.ConflictException,)), deadline,
-                              first_delay=self.spec.poll_interval, what="delete allocation"):
-                    return True
+                self.bm.delete_allocation(allocation_id, ignore_missing=False)
+                return _DONE
             except exceptions.NotFoundException:
-                return False
+                return _GONE
+            except exceptions.ConflictException:
+                pass
             try:
-                self._call("get allocation", self.bm.get_allocation, allocation_id)
+                self.bm.get_allocation(allocation_id)
             except exceptions.NotFoundException:
-                return False
-            if deadline.expired():
-                raise IronicError(f"allocation {allocation_id}: its node stayed locked until the deadline")
-            time.sleep(self.spec.poll_interval)
+                return _GONE
+            return "refused: its node is locked"
+
+        return poll(attempt, lambda outcome: outcome in (_DONE, _GONE), deadline, self.spec.poll_interval,
+                    what=f"delete allocation {allocation_id}") == _DONE
 
     def _get_node(self, node_id: str, deadline: Deadline) -> Any:
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
@@ -629,22 +640,22 @@ class IronicDriver(OpenStackDriver):
         undeployed = RELEASING_STATES | {ProvisionState.DELETING}
         if node.provision_state in UNDEPLOYABLE:
             undeployed |= RELEASED_STATES
-        while True:
-            now = self._call("get node", self.bm.get_node, node_id)
+
+        def settle() -> str:
+            now = self.bm.get_node(node_id)
             if now.provision_state in undeployed:
-                raise _ReleasedElsewhere(node_id)
-            if not now.reservation:
-                try:
-                    action()
-                    return
-                except (exceptions.BadRequestException, exceptions.ConflictException) as exc:
-                    if deadline.expired():
-                        raise IronicError(f"node {now.name or node_id}: {what} refused until the deadline "
-                                          f"(state {now.provision_state}): {exc}") from exc
-            elif deadline.expired():
-                raise IronicError(f"node {now.name or node_id} stayed locked by {now.reservation} "
-                                  f"(state {now.provision_state}) until the deadline: cannot {what}")
-            time.sleep(self.spec.poll_interval)
+                return _RELEASED
+            if now.reservation:
+                return f"locked by {now.reservation} in state {now.provision_state}"
+            try:
+                action()
+            except (exceptions.BadRequestException, exceptions.ConflictException) as exc:
+                return f"{what} refused in state {now.provision_state}: {exc}"
+            return _DONE
+
+        if poll(settle, lambda outcome: outcome in (_RELEASED, _DONE), deadline, self.spec.poll_interval,
+                what=f"{what} of node {node.name or node_id}") == _RELEASED:
+            raise _ReleasedElsewhere(node_id)
 
     def _release_quietly(self, instances: list[Instance]) -> None:
         try:

@@ -32,7 +32,6 @@ from dlbench import storage
 from dlbench.execution.engine import sweep_containers, sweep_networks
 from dlbench.execution.image import docker_available
 from dlbench.providers.base import RunIsActive, SweepAction, Tags
-from dlbench.providers.ironic import IronicDriver, IronicSettings
 from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
@@ -204,11 +203,10 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
             continue
         report["released"] += [{"cloud": where, **dataclasses.asdict(a)} for a in actions]
         report["kept"] += [{"cloud": where, **k} for k in kept]
-        if isinstance(settings, IronicSettings):
-            try:  # nodes whose cleaning failed after a release: only an operator can give them back
-                report["operator"] += [f"{where}: {n}" for n in IronicDriver(settings).needs_operator()]
-            except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
-                report["errors"].append(f"{where}: listing failed nodes: {type(exc).__name__}: {exc}")
+        try:  # e.g. nodes whose cleaning failed after a release: only an operator can give them back
+            report["operator"] += [f"{where}: {n}" for n in PROVIDERS[settings.name].needs_operator(settings)]
+        except Exception as exc:  # noqa: BLE001 - report it and still sweep the others
+            report["errors"].append(f"{where}: listing failed machines: {type(exc).__name__}: {exc}")
     if local_vms:
         try:
             actions, kept = sweep_local_vms(is_active, now=now, dry_run=dry_run)

@@ -60,6 +60,12 @@ class Provider:
             raise ValueError(f"provider {settings.name!r} leaves nothing for the janitor to sweep")
         return sweep_driver(driver_for(settings), settings.release_timeout, is_active, now=now, dry_run=dry_run)
 
+    def needs_operator(self, settings: ProviderSettings) -> list[str]:
+        """The configured cloud's machines only an operator can give back (:meth:`Driver.needs_operator`)."""
+        if self.driver is None or not isinstance(settings, MachineSettings):
+            return []
+        return driver_for(settings).needs_operator()
+
 
 def _machines(driver: type[Driver]) -> Callable[[Any], ProviderBackend]:
     # Driver subclasses take their settings (the abstract Driver declares no __init__).
