@@ -108,6 +108,9 @@ UNDEPLOYABLE = frozenset({ProvisionState.ACTIVE, ProvisionState.DEPLOY_FAILED, P
 RELEASED_STATES = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE})
 RELEASING_STATES = frozenset({ProvisionState.CLEANING, ProvisionState.CLEAN_WAIT})
 """Undeployed, Ironic cleaning it (locked by its conductor): no longer a run's, not yet free."""
+UNDEPLOYED = RELEASING_STATES | {ProvisionState.DELETING}
+"""An undeploy is under way or done and Ironic owns the node (locked by its conductor): whoever
+finds a node here after reading it deployed, did not release it itself."""
 UNDEPLOY_PENDING = frozenset({ProvisionState.ACTIVE, ProvisionState.DELETING})
 """An undeploy was accepted but Ironic has not torn the node down yet (a release waits for this only)."""
 OPERATOR_STATES = frozenset({ProvisionState.ENROLL, ProvisionState.MANAGEABLE, ProvisionState.DEPLOY_FAILED,
@@ -518,12 +521,11 @@ class IronicDriver(OpenStackDriver):
         seconds = None
         if node is not None and self._ours(node, run_id, allocation_id):
             started = time.monotonic()
-            undeployed = RELEASING_STATES | {ProvisionState.DELETING}
-            if node.provision_state not in STABLE_STATES | UNDEPLOYABLE | undeployed:  # e.g. deploying
+            if node.provision_state not in STABLE_STATES | UNDEPLOYABLE | UNDEPLOYED:  # e.g. deploying
                 node = poll(lambda: self.bm.get_node(node_id),
-                            lambda n: n.provision_state in STABLE_STATES | undeployed,
+                            lambda n: n.provision_state in STABLE_STATES | UNDEPLOYED,
                             deadline, self.spec.poll_interval, lambda n: f"state {n.provision_state}")
-            if node.provision_state in undeployed:
+            if node.provision_state in UNDEPLOYED:
                 raise _ReleasedElsewhere(node_id)  # undeployed by another caller: cleaning, locked
             self._untag(node, deadline)
             allocation_id = allocation_id or (node.allocation_id or "")
@@ -637,9 +639,7 @@ class IronicDriver(OpenStackDriver):
         from openstack import exceptions  # openstack: heavy, and only where a cloud is used
 
         node_id = node.id
-        undeployed = RELEASING_STATES | {ProvisionState.DELETING}
-        if node.provision_state in UNDEPLOYABLE:
-            undeployed |= RELEASED_STATES
+        undeployed = UNDEPLOYED | RELEASED_STATES if node.provision_state in UNDEPLOYABLE else UNDEPLOYED
 
         def settle() -> str:
             now = self.bm.get_node(node_id)
