@@ -1,8 +1,9 @@
-"""Fixtures of the Kubernetes tier: the devcloud's Kubernetes API stand-in over real devcloud nodes.
+"""Fixtures of the Kubernetes tier: a real Kubernetes control plane over real devcloud nodes.
 
-A real kube-apiserver/kubelet cannot run on these machines; ``devcloud/k8s_standin.py`` answers
-the API (the real schema, checked here against the official client's models) and runs each pod
-for real as a container of the workload image on a devcloud node's own Docker engine. The node is
+``devcloud/k8s_control.py`` starts etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler 1.20.2 (built from Debian's source, ``make kube``) and our node agent
+(``devcloud/k8s_node.py``) in the kubelet's place: the agent runs each pod the real scheduler
+bound to a node as a container of the pod's image on that node's own Docker engine. The node is
 deployed through the devcloud's real Ironic (``tests.execution.conftest.Fleet``) with the
 dlbench-node image, and the workload image is loaded into its engine by ``prepare`` (about a
 minute, once for the tier).
@@ -10,13 +11,10 @@ minute, once for the tier).
 
 from __future__ import annotations
 
-import json
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,22 +24,7 @@ from tests.conftest import ROOT, require
 from tests.execution.conftest import NODE_IMAGE, Fleet, conn  # noqa: F401 - conn is a fixture used here
 
 sys.path.insert(0, str(ROOT / "devcloud"))
-import k8s_standin  # noqa: E402 - devcloud/k8s_standin.py (stdlib only)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def write_kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "standin",
-        "clusters": [{"name": "standin", "cluster": {"server": server}}],
-        "users": [{"name": "dlbench", "user": {"token": "stand-in-does-not-check"}}],
-        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "dlbench"}}]}))
-    return path
+import k8s_control  # noqa: E402 - devcloud/k8s_control.py (stdlib only)
 
 
 @dataclass
@@ -50,7 +33,7 @@ class Cluster:
     api: Any
     machine: Any
     node_name: str
-    state_dir: Path
+    plane: Any
 
     def target(self, namespace: str, image: str = "dlbench-workload:latest", **access: Any) -> Any:
         from dlbench.execution.targets import KubernetesAccess, Target
@@ -63,9 +46,11 @@ class Cluster:
         from kubernetes import client
 
         from dlbench.execution.kubernetes.labels import k8s_labels
+        from dlbench.execution.kubernetes.namespaces import await_namespace
 
         name = f"t-{run_id}".lower()
         client.CoreV1Api(self.api).create_namespace({"metadata": {"name": name, "labels": k8s_labels(run_id)}})
+        await_namespace(self.api, name)  # what the provider does after creating a run's namespace
         return name
 
 
@@ -77,9 +62,10 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
     from dlbench.execution.prepare import prepare
 
     require(NODE_IMAGE.exists(), f"no dlbench-node image at {NODE_IMAGE} (run `make node-image`)")
+    require(k8s_control.binaries_present(), k8s_control.missing_reason())
     work = tmp_path_factory.mktemp("k8s")
     nodes = Fleet(conn, work)
-    proc = None
+    plane = None
     try:
         (machine,) = nodes.deploy(1, image="dlbench-node")
         with machine.host() as host:
@@ -88,23 +74,21 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
                            frameworks=(Framework.TENSORFLOW, Framework.PYTORCH))
         require(bool(prep.engine), f"no container engine on the devcloud node: {prep.engine_reason}")
         assert prep.image_loaded, prep.image_reason
-        port = free_port()
         node_name = f"k8s-{machine.name}".lower()
         spec = [{"name": node_name, "address": machine.address, "ssh_user": "root", "ssh_key_path": machine.key_path,
                  "labels": {"dlbench.io/pool": "bench"}, "cpu": "2", "memory": "3Gi"}]
-        proc = k8s_standin.start(work / "standin", spec, port)
-        kubeconfig = str(write_kubeconfig(work / "kubeconfig", f"http://127.0.0.1:{port}"))
-        yield Cluster(kubeconfig, config.new_client_from_config(config_file=kubeconfig), machine, node_name,
-                      work / "standin")
+        plane = k8s_control.start(work / "control", spec)
+        kubeconfig = str(plane.admin_kubeconfig)
+        yield Cluster(kubeconfig, config.new_client_from_config(config_file=kubeconfig), machine, node_name, plane)
     finally:
-        if proc is not None:
-            k8s_standin.stop(proc)
+        if plane is not None:
+            k8s_control.stop(plane)
         nodes.release()
 
 
 @dataclass
 class TwoNodes:
-    """A second stand-in over two devcloud nodes (the tier's node and one more): pods of one run on
+    """A second cluster over two devcloud nodes (the tier's node and one more): pods of one run on
     different nodes, reached at each other's pod IP (the node address: host network)."""
 
     kubeconfig: str
@@ -128,15 +112,16 @@ class TwoNodes:
 def two_nodes(cluster: Cluster, conn: Any, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
               workload_image: str) -> Iterator[TwoNodes]:
     """The tier's node (workload image already loaded) plus one more deployed through Ironic with
-    the image loaded by ``prepare``, under their own stand-in (module-scoped: one extra node, about
-    80 s). Its stop removes the stand-in containers on both nodes: no test of the tier runs then."""
+    the image loaded by ``prepare``, under their own control plane (module-scoped: one extra node,
+    about 80 s). Its stop removes the node agent's containers on both nodes: no test of the tier
+    runs then."""
     from kubernetes import config
 
     from dlbench.execution.prepare import prepare
 
     work = tmp_path_factory.mktemp("k8s2")
     nodes = Fleet(conn, work)
-    proc = None
+    plane = None
     try:
         (second,) = nodes.deploy(1, image="dlbench-node")
         with second.host() as host:
@@ -148,13 +133,12 @@ def two_nodes(cluster: Cluster, conn: Any, tmp_path_factory: pytest.TempPathFact
         spec = [{"name": n, "address": m.address, "ssh_user": "root", "ssh_key_path": m.key_path,
                  "labels": {"dlbench.io/pool": "bench"}, "cpu": "2", "memory": "3Gi"}
                 for n, m in zip(names, machines, strict=True)]
-        port = free_port()
-        proc = k8s_standin.start(work / "standin", spec, port)
-        kubeconfig = str(write_kubeconfig(work / "kubeconfig", f"http://127.0.0.1:{port}"))
+        plane = k8s_control.start(work / "control", spec)
+        kubeconfig = str(plane.admin_kubeconfig)
         yield TwoNodes(kubeconfig, config.new_client_from_config(config_file=kubeconfig), machines, names)
     finally:
-        if proc is not None:
-            k8s_standin.stop(proc)
+        if plane is not None:
+            k8s_control.stop(plane)
         nodes.release()
 
 

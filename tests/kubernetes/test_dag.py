@@ -36,7 +36,7 @@ def test_benchmark_dag_on_an_existing_cluster(dag, cluster):
 
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(safe_run_id(run.run_id)))]
     tf = [d for d in docs if d.benchmark.suite == "tf_cnn"]
-    assert tf and all(d.environment.versions.get("k8s_cni") == "flannel" for d in tf), [d.labels for d in tf]
+    assert tf and all(d.environment.versions.get("k8s_cni") == "none" for d in tf), [d.labels for d in tf]
     core = client.CoreV1Api(cluster.api)
     assert [n.metadata.name for n in core.list_namespace(label_selector="dlbench=1").items
             if n.metadata.name.startswith("dlbench-")] == []

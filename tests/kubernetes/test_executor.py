@@ -1,8 +1,9 @@
-"""KubernetesExecutor against the devcloud's Kubernetes API stand-in (real pods on a devcloud node's
-engine): a job's document comes back through the pod's log (also one over 1 MiB), the cluster's
-CNI and kubelet/runtime versions are recorded, and every failure names the cluster's reason:
-ImagePullBackOff, OOMKilled, Unschedulable, DeadlineExceeded, a pod killed while it ran. Jobs
-are deleted afterwards, the run's namespace by label by the provider backend."""
+"""KubernetesExecutor against the devcloud's real Kubernetes control plane (pods bound by the
+real scheduler, run by the node agent on a devcloud node's engine): a job's document comes back
+through the pod's log (also one over 1 MiB), the cluster's network and kubelet/runtime versions
+are recorded, and every failure names the cluster's reason: ImagePullBackOff, OOMKilled,
+Unschedulable, DeadlineExceeded, a pod killed while it ran. Jobs are deleted afterwards, the
+run's namespace by label by the provider backend."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def _pods(cluster, ns: str) -> list:
     return client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
 
 
+def _pods_gone(cluster, ns: str, timeout: float = 60) -> list:
+    """The pods left once the cluster has finished deleting (the garbage collector deletes a
+    deleted Job's pods in the background, the node agent then stops them): [] when all went."""
+    deadline = time.monotonic() + timeout
+    while (left := _pods(cluster, ns)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
 def test_job_succeeds_and_its_document_comes_back_through_the_log(cluster, run_id, tmp_path):
     ns = cluster.namespace(run_id)
     target = cluster.target(ns)
@@ -34,15 +44,20 @@ def test_job_succeeds_and_its_document_comes_back_through_the_log(cluster, run_i
     took = time.monotonic() - started
     assert doc.status is Status.OK, doc.error
     assert doc.job_id == one.job_id and doc.sample("throughput").value > 0
-    assert ResultDocument.read(tmp_path / "r.json").environment.versions["k8s_cni"] == "flannel"
-    assert doc.environment.versions["k8s_kubelet"].endswith("standin")
+    assert ResultDocument.read(tmp_path / "r.json").environment.versions["k8s_cni"] == "none"
+    assert doc.environment.versions["k8s_kubelet"].endswith("dlbench-node-agent")
     assert doc.environment.versions["k8s_container_runtime"].startswith("docker://")
     assert "host network" in doc.labels["k8s_cni_note"] and doc.labels["k8s_node"] == cluster.node_name
     assert doc.environment.container.inside
     print(f"submit-to-result {took:.1f} s (workload elapsed {doc.sample('elapsed_time').value:.1f} s)")
-    assert _pods(cluster, ns) == []  # the Job and its pod are deleted, and so is the container on the node
+    assert _pods_gone(cluster, ns) == []  # the Job and its pod are deleted, and so is the container on the node
+    deadline = time.monotonic() + 30  # the node agent removes a deleted pod's container next (as a kubelet does)
     with cluster.machine.host() as host:
-        status, out = host.run(["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={ns}"], 30)
+        while True:
+            status, out = host.run(["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={ns}"], 30)
+            if status != 0 or not out.split() or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     assert status == 0 and out.split() == [], out
 
 
@@ -96,7 +111,7 @@ def test_missing_image_is_image_pull_back_off(cluster, run_id, tmp_path):
                                        timeout=60)
     assert doc.status is Status.FAILED and doc.error.startswith("ImagePullBackOff"), doc.error
     assert "dlbench-no-such-image:0" in doc.error and "events:" in doc.error
-    assert _pods(cluster, ns) == []
+    assert _pods_gone(cluster, ns) == []
 
 
 def test_memory_limit_exceeded_is_oom_killed(cluster, run_id, tmp_path):
@@ -114,7 +129,7 @@ def test_unschedulable_names_the_scheduler_reason(cluster, run_id, tmp_path):
         timeout=60)
     assert doc.status is Status.FAILED and doc.error.startswith("Unschedulable"), doc.error
     assert "Insufficient memory" in doc.error and "FailedScheduling" in doc.error
-    assert _pods(cluster, ns) == []
+    assert _pods_gone(cluster, ns) == []
 
 
 def test_deadline_is_enforced_by_the_cluster(cluster, run_id, tmp_path):
@@ -172,7 +187,7 @@ def test_stop_ends_the_job_through_the_cluster_and_keeps_its_document(cluster, r
     assert doc.labels.get("stopped_by_executor") == "true", doc.error
     assert doc.status is Status.FAILED and doc.job_id == endless.job_id
     assert ResultDocument.read(tmp_path / "r.json").labels.get("stopped_by_executor") == "true"
-    assert _pods(cluster, ns) == []
+    assert _pods_gone(cluster, ns) == []
 
 
 def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster, run_id):
@@ -192,7 +207,7 @@ def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster
     try:
         (target,) = targets
         assert target.access.kind == "kubernetes" and target.access.node_name == cluster.node_name
-        assert target.labels["k8s_kubelet"].endswith("standin") and target.address == cluster.machine.address
+        assert target.labels["k8s_kubelet"].endswith("dlbench-node-agent") and target.address == cluster.machine.address
         found = find_namespaces(cluster.api)[run_id]
         assert [name for name, _ in found] == [target.access.namespace]
         assert found[0][1].lease_until is not None
@@ -215,8 +230,7 @@ def test_backend_namespace_per_run_targets_per_node_and_cleanup_by_label(cluster
     actions, _ = sweep(settings, lambda _t: True, api=cluster.api)
     mine = [a for a in actions if a.run_id.startswith(run_id)]
     assert [(a.run_id, a.released) for a in mine] == [(dead.run_id, True)] and "lease lapsed" in mine[0].reason
-    time.sleep(1.5)  # Terminating -> gone
-    names = [n.metadata.name for n in core.list_namespace().items]
+    names = [n.metadata.name for n in core.list_namespace().items]  # sweep waited: Terminating -> gone
     assert f"dlbench-{run_id}d" not in names and f"theirs-{run_id}" in names
     core.delete_namespace(f"theirs-{run_id}")
 
@@ -247,7 +261,7 @@ def test_distributed_roles_get_tf_config_a_headless_service_and_anti_affinity(cl
     from dlbench.execution.kubernetes.services import role_group, service_name
 
     ns = cluster.namespace(run_id)
-    spec = json.dumps({"ps": [f"{cluster.machine.address}:2222"], "worker": ["198.18.99.2:2222"]})
+    spec = json.dumps({"ps": [f"{cluster.machine.address}:2222"], "worker": ["198.18.99.2:2223"]})
     ps = job(run_id, platform="container_on_bare_metal", role="ps", task_index=0, cluster=spec)
     worker = job(run_id, platform="container_on_bare_metal", role="worker", task_index=0, cluster=spec)
     assert role_group(ps) == role_group(worker) != ""

@@ -21,13 +21,25 @@ from dlbench.workloads.result import ResultDocument, Status
 from tests.execution.conftest import job
 
 
-def _pods(api, ns: str) -> list:
-    return client.CoreV1Api(api).list_namespaced_pod(ns).items
+def _pods_gone(api, ns: str, timeout: float = 60) -> list:
+    """The namespace's pods once the cluster has finished deleting what was deleted (the garbage
+    collector and the node agent work in the background): [] when all went."""
+    deadline = time.monotonic() + timeout
+    while (left := client.CoreV1Api(api).list_namespaced_pod(ns).items) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
 
 
-def _containers(machine, ns: str) -> list[str]:
+def _containers(machine, ns: str, timeout: float = 30) -> list[str]:
+    """The namespace's containers left on ``machine`` once the node agent has removed those of
+    deleted pods (it does so on its next look, as a kubelet does)."""
+    deadline = time.monotonic() + timeout
     with machine.host() as host:
-        status, out = host.run(["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={ns}"], 30)
+        while True:
+            status, out = host.run(["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={ns}"], 30)
+            if status != 0 or not out.split() or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     assert status == 0, out
     return out.split()
 
@@ -38,10 +50,10 @@ def test_network_suite_pod_to_pod_across_two_nodes(two_nodes, run_id, tmp_path):
     net = job(run_id, platform="container_on_bare_metal", suite="network", command="network")
     started = time.monotonic()
     with network_endpoint(net, targets[0], targets) as (peer, path):
-        (pod,) = _pods(two_nodes.api, ns)
+        (pod,) = client.CoreV1Api(two_nodes.api).list_namespaced_pod(ns).items
         assert pod.metadata.labels["dlbench.run_id"] == run_id and pod.metadata.name.startswith("dlbench-netserve")
         assert pod.spec.node_name == two_nodes.node_names[1] and peer == pod.status.pod_ip
-        assert peer == two_nodes.machines[1].address  # the stand-in's pods use the node's host network
+        assert peer == two_nodes.machines[1].address  # the node agent runs pods in the node's host network
         doc = executor_for(targets[0]).execute(net.model_copy(update={"args": {"server": peer}}), targets[0],
                                                tmp_path / "n.json", timeout=180)
     took = time.monotonic() - started
@@ -49,9 +61,9 @@ def test_network_suite_pod_to_pod_across_two_nodes(two_nodes, run_id, tmp_path):
     assert doc.labels["k8s_node"] == two_nodes.node_names[0] and doc.labels["network_peer"] == peer
     throughput = doc.sample("tcp_throughput").value
     assert throughput > 0
-    assert path.startswith("pod-to-pod across nodes via flannel (stand-in: no overlay"), path
+    assert path.startswith("pod-to-pod across nodes via none (no CNI: the devcloud's node agent"), path
     assert f"{two_nodes.node_names[0]} -> {two_nodes.node_names[1]}" in path
-    assert _pods(two_nodes.api, ns) == [] and _containers(two_nodes.machines[1], ns) == []
+    assert _pods_gone(two_nodes.api, ns) == [] and _containers(two_nodes.machines[1], ns) == []
     latency = next((s for s in doc.samples if "latency" in s.metric), None)
     print(f"pod-to-pod TCP {throughput:.3g} Gbit/s"
           + (f", {latency.metric} {latency.value:.4g} {latency.unit}" if latency else "")
@@ -60,7 +72,7 @@ def test_network_suite_pod_to_pod_across_two_nodes(two_nodes, run_id, tmp_path):
     with pytest.raises(RuntimeError, match="boom"), network_endpoint(net, targets[1], targets) as (peer, _):
         assert peer == two_nodes.machines[0].address
         raise RuntimeError("boom")
-    assert _pods(two_nodes.api, ns) == [] and _containers(two_nodes.machines[0], ns) == []
+    assert _pods_gone(two_nodes.api, ns) == [] and _containers(two_nodes.machines[0], ns) == []
 
 
 def test_network_suite_with_one_node_is_skipped_like_ssh_machines(two_nodes, run_id):
@@ -116,8 +128,8 @@ def test_distributed_roles_as_jobs_on_two_nodes(two_nodes, run_id, tmp_path, mon
     # The scenario measured the network between the two role nodes, pod to pod through the CNI.
     (net,) = [d for d in docs if d.labels.get("role") == "network"]
     assert net.status is Status.OK, net.error
-    assert net.labels["network_path"].startswith("pod-to-pod across nodes via flannel"), net.labels["network_path"]
-    assert _pods(two_nodes.api, ns) == []  # role Jobs and the peer pod deleted
+    assert net.labels["network_path"].startswith("pod-to-pod across nodes via none (no CNI"), net.labels["network_path"]
+    assert _pods_gone(two_nodes.api, ns) == []  # role Jobs and the peer pod deleted
     assert role_group(cell) == ""  # the cell itself is no role
     print(f"distributed multi_worker_mirrored on 2 nodes: {took:.1f} s; network {net.labels['network_path']}; "
           f"cell samples {[(s.metric, round(s.value, 3)) for s in doc.samples][:6]}")

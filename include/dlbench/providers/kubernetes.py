@@ -36,8 +36,10 @@ from pydantic import Field, model_validator
 from dlbench.execution.gpus import GpuFacts, allot
 from dlbench.execution.kubernetes.client import api_client
 from dlbench.execution.kubernetes.labels import k8s_labels, label_value, run_selector
+from dlbench.execution.kubernetes.namespaces import await_namespace
 from dlbench.execution.targets import KubernetesAccess, Target
 from dlbench.grammar import AbsolutePath, ImageReference, Name
+from dlbench.polling import Deadline, poll
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
@@ -162,6 +164,7 @@ class KubernetesBackend(ProviderBackend):
                                   "annotations": _annotations(dataclasses.replace(tags, lease_until=lease))}}
         core.create_namespace(body)
         try:
+            await_namespace(self.api, ns)
             return self._targets(request, tags, ns)
         except BaseException:
             self.release(request, tags, [])
@@ -214,8 +217,9 @@ class KubernetesBackend(ProviderBackend):
         delete_run(self.api, tags.run_id)
 
 
-def delete_run(api: Any, run_id: str) -> list[str]:
-    """Delete every namespace of ``run_id`` (ours, by label); their jobs and pods go with them."""
+def delete_run(api: Any, run_id: str, timeout: float = 180.0) -> list[str]:
+    """Delete every namespace of ``run_id`` (ours, by label) and wait until they are gone; their
+    jobs and pods go with them."""
     from kubernetes import client  # kubernetes: heavy, only where a cluster is used
     from kubernetes.client.exceptions import ApiException  # (the same)
 
@@ -228,6 +232,15 @@ def delete_run(api: Any, run_id: str) -> list[str]:
             if exc.status != 404:
                 raise
         deleted.append(ns.metadata.name)
+    if deleted:
+        # Deletion is asynchronous: the namespace controller deletes the Jobs and pods, the kubelet
+        # stops each pod within its grace period, then the namespace goes. Teardown is verified:
+        # a namespace still there at the deadline (a stuck finalizer) is named, never assumed gone.
+        def left() -> list[str]:
+            return [n.metadata.name for n in _listed(core.list_namespace(label_selector=run_selector(run_id)))]
+
+        poll(left, lambda names: not names, Deadline(timeout, f"deletion of run {run_id}'s namespaces"), 0.5,
+             lambda names: f"still there: {', '.join(names)}")
     return deleted
 
 

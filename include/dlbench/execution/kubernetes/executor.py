@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -88,6 +89,7 @@ class KubernetesExecutor(Executor):
                       for p in access.publish or ()],
         }
         pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                                    "automountServiceAccountToken": False,  # a workload needs no API token
                                     "terminationGracePeriodSeconds": int(self.grace),
                                     "activeDeadlineSeconds": int(timeout) + 5}
         selector = dict(access.node_selector or {})
@@ -206,15 +208,24 @@ class KubernetesExecutor(Executor):
             nonlocal pod, unschedulable_since, backoff_since
             job = batch.read_namespaced_job(name, ns)
             pods = core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
-            if pods:
+            ours = next((p for p in pods if pod is not None and p.metadata.uid == pod.metadata.uid), None)
+            failed = _job_reason(job)
+            if pod is None and pods:
                 pod = pods[0]
-            elif pod is not None:  # it had a pod, which is gone: deleted (killed) while it ran
+            elif ours is not None:
+                pod = ours
+            elif pod is not None:  # it had a pod, which is gone (or replaced): deleted (killed) while it ran
                 try:
                     pod = core.read_namespaced_pod(pod.metadata.name, ns)
                 except ApiException:
                     return (f"pod {pod.metadata.name} was deleted (killed) while it ran"
-                            + warning_events(core, ns, pod.metadata.name) + _job_reason(job)), None
-            failed = _job_reason(job)
+                            + warning_events(core, ns, pod.metadata.name) + failed), None
+            if pod is not None and pod.metadata.deletion_timestamp is not None and not failed \
+                    and not _past_deadline(job):
+                # Deleted by someone else while it ran. The Job controller would replace it (before
+                # Kubernetes 1.26 a deleted pod is no failure): a second attempt is never measured.
+                return (f"pod {pod.metadata.name} was deleted (killed) while it ran"
+                        + warning_events(core, ns, pod.metadata.name)), None
             if pod is not None:
                 state = container_state(pod)
                 if state is not None and state.terminated is not None:
@@ -262,6 +273,13 @@ class KubernetesExecutor(Executor):
         return tail[-4000:], doc, why
 
 
+def _past_deadline(job: Any) -> bool:
+    """The Job's own deadline (the timeout, or the one a stop set) has passed: its controller is
+    deleting the pod for that, and will say so in the Job's Failed condition."""
+    start, limit = job.status.start_time, job.spec.active_deadline_seconds
+    return bool(start and limit) and (datetime.now(UTC) - start).total_seconds() >= limit - 1
+
+
 def _job_reason(job: Any) -> str:
     for cond in job.status.conditions or []:
         if cond.type == "Failed" and cond.status == "True":
@@ -278,5 +296,10 @@ def _terminated_error(pod: Any, term: Any, job_failed: str) -> str:
         return f"OOMKilled: the workload exceeded its memory limit {limit.get('memory', '?')} (exit {term.exit_code})"
     if (pod.status.reason or "") == "DeadlineExceeded" or job_failed.startswith("DeadlineExceeded"):
         return f"DeadlineExceeded: the job ran past activeDeadlineSeconds (exit {term.exit_code})"
+    if pod.metadata.deletion_timestamp is not None:
+        # Deleted by someone else while it ran (a kubelet reports the stopped container, then the
+        # pod goes): not the workload's own failure, whatever its exit status says.
+        return (f"pod {pod.metadata.name} was deleted (killed) while it ran (exit {term.exit_code})"
+                + (f"; job {job_failed}" if job_failed else ""))
     why = f"workload container exited with status {term.exit_code} ({term.reason})"
     return f"{why}; job {job_failed}" if job_failed else why

@@ -10,10 +10,14 @@ CNI_DAEMONSETS = (("kube-flannel", "flannel"), ("flannel", "flannel"), ("calico-
                   ("cilium", "cilium"), ("weave-net", "weave"), ("kube-router", "kube-router"),
                   ("canal", "canal"), ("antrea-agent", "antrea"), ("kube-ovn", "kube-ovn"))
 """DaemonSet name prefixes of the common CNIs (kube-system or their own namespace)."""
+NETWORK_ANNOTATION = "dlbench.io/network"
+"""A node annotation saying how its pods are networked where no CNI runs (the devcloud's node
+agent: host network); read only when no CNI DaemonSet is found."""
 
 
 def cluster_facts(api: Any, node_name: str | None) -> dict[str, str]:
-    """CNI (by its DaemonSet), kubelet and runtime versions of ``node_name`` (or the first node)."""
+    """CNI (by its DaemonSet, else the node's :data:`NETWORK_ANNOTATION`), kubelet and runtime
+    versions of ``node_name`` (or the first node)."""
     from kubernetes import client  # heavy client library, only when a cluster is called
 
     facts: dict[str, str] = {}
@@ -34,6 +38,9 @@ def cluster_facts(api: Any, node_name: str | None) -> dict[str, str]:
         core: Any = client.CoreV1Api(api)
         nodes = [core.read_node(node_name)] if node_name else core.list_node().items[:1]
         for node in nodes:
+            network = (node.metadata.annotations or {}).get(NETWORK_ANNOTATION)
+            if network and facts["cni"].startswith("unknown"):
+                facts["cni"], facts["cni_note"] = "none", network
             info = node.status.node_info
             facts.update(node=node.metadata.name, kubelet=info.kubelet_version,
                          container_runtime=info.container_runtime_version, node_kernel=info.kernel_version)

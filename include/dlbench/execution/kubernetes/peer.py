@@ -80,6 +80,7 @@ def network_peer_pod(peer: Target, run_id: str, port: int = PEER_PORT, *, api: A
     body = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels, "annotations": annotations},
             "spec": {"restartPolicy": "Never", "nodeSelector": selector, "terminationGracePeriodSeconds": 5,
+                     "automountServiceAccountToken": False,
                      "containers": [{
                          "name": "netserve", "image": access.image, "imagePullPolicy": access.image_pull_policy,
                          "command": ["python", "-m", "dlbench.workloads", "net-serve", "--bind", "0.0.0.0",
