@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import k8s_control  # devcloud/k8s_control.py: the Kubernetes control planes (docs/kubernetes.md)
 import machine  # devcloud/machine.py, next to this file
 import novacloud  # devcloud/novacloud.py: Keystone, Nova, Glance... (docs/devcloud-nova.md)
 
@@ -637,6 +638,9 @@ def cmd_up(_: argparse.Namespace) -> None:
 
 def cmd_down(args: argparse.Namespace) -> None:
     magnum().down()  # first: its clusters' nodes are undeployed through Ironic
+    left = k8s_control.sweep()  # control planes whose owner died before stopping them
+    if left:
+        log(f"stopped {len(left)} leftover Kubernetes control-plane process(es)")
     nodeagent_down()  # first: it would boot machines again
     novacloud.down()
     settle(timeout=60)  # a node stopped mid-cleaning would come back `clean failed`

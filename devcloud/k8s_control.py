@@ -325,10 +325,33 @@ def stop(plane: ControlPlane, timeout: float = 60) -> None:
             time.sleep(0.1)
         if _alive(pid):
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)  # its own session: the process and anything it started
             except ProcessLookupError:
                 pass
     shutil.rmtree(plane.state_dir / "etcd", ignore_errors=True)
+
+
+def sweep() -> list[int]:
+    """Kill every control-plane process of the devcloud still running (a test or conductor that
+    died before its stop): ``devcloud down`` calls it. Matched by command line: our servers'
+    cached binaries, the node agent, an etcd of ours (``--name devcloud``)."""
+    marks = (str(cache_dir() / "bin") + "/", str(Path(__file__).with_name("k8s_node.py")))
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = " ".join(a.decode(errors="replace") for a in argv)
+        if any(m in line for m in marks) or (argv[0] == ETCD.encode() and "--name devcloud" in line):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 def stop_from_state(state_dir: str | Path) -> None:

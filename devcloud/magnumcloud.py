@@ -184,11 +184,13 @@ def clusters() -> list[dict[str, object]]:
 
 
 def clusters_down() -> None:
-    """Every cluster the driver made: its Kubernetes stand-in stopped, its nodes undeployed."""
+    """Every cluster the driver made: its Kubernetes control plane stopped, its nodes undeployed."""
+    import k8s_control  # devcloud/k8s_control.py, next to this file
+
     for state in clusters():
-        pid = state.get("standin_pid")
-        if isinstance(pid, int) and Path(f"/proc/{pid}").exists():
-            dc.stop_group([pid, *dc.children(pid)], timeout=5)
+        control = state.get("control")
+        if isinstance(control, str):
+            k8s_control.stop_from_state(control)
         for node in state.get("nodes", []):  # type: ignore[union-attr]
             uuid = node.get("uuid") if isinstance(node, dict) else None
             if not uuid:

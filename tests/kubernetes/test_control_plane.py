@@ -186,7 +186,7 @@ def test_a_run_s_credentials_are_limited_to_its_namespace_by_rbac(cluster, run_i
         core.delete_namespace(name)
 
 
-def test_magnum_style_tls_client_certificates(cluster, tmp_path):
+def test_magnum_style_tls_client_certificates(tmp_path):
     """How Magnum's kubeconfigs authenticate: the apiserver serves a certificate of the cluster's
     (Magnum) CA and accepts client certificates of that CA; without one a request is anonymous
     and the real RBAC refuses it. No node needed (nothing is scheduled)."""

@@ -1,5 +1,5 @@
 """Fixtures for the Magnum tier: the devcloud's real Magnum API and conductor (its own cluster
-driver makes clusters of Ironic nodes behind the Kubernetes stand-in; docs/magnum.md).
+driver makes clusters of Ironic nodes behind a real Kubernetes control plane; docs/magnum.md).
 
 ``DLBENCH_MAGNUM_TEST_CLOUD`` / ``DLBENCH_MAGNUM_TEST_CLOUDS_FILE`` point the tier at another cloud
 (default: cloud ``devcloud-nova`` from ``.devcloud/clouds.yaml``, whose catalog has Magnum).

@@ -7,10 +7,12 @@ Provides ``(bm|vm, devcloud, kubernetes)``: a cluster template whose Glance imag
 * ``node_count`` devcloud Ironic nodes, each claimed with an Ironic allocation (resource class
   ``dlbench-bm``) and deployed through the devcloud's real Ironic with the node image (label
   ``devcloud_image``: ``dlbench-node`` by default, else ``stock``) and a per-cluster SSH key;
-* one Kubernetes API stand-in (``devcloud/k8s_standin.py``) on 127.0.0.1 whose nodes are those
-  machines, serving HTTPS with a server certificate signed by the cluster's Magnum CA and
-  requiring client certificates signed by that CA (what ``openstack coe cluster config`` hands
-  out); ``api_address`` = its URL. Masters are that process (no machine).
+* one real Kubernetes control plane (``devcloud/k8s_control.py``: etcd, kube-apiserver,
+  controller manager and scheduler 1.20.2, our node agent in the kubelet's place) on 127.0.0.1
+  whose nodes are those machines, the apiserver serving HTTPS with a server certificate signed by
+  the cluster's Magnum CA and accepting client certificates signed by that CA (what ``openstack
+  coe cluster config`` hands out, ``O=system:masters``); ``api_address`` = its URL. Masters are
+  those processes on the controller (no machine).
 
 create/delete run in a thread of the conductor and write the cluster's status themselves (the
 conductor's periodic sync runs every 10 s and would add up to 10 s); failures become
@@ -112,12 +114,6 @@ def _consume_fault() -> bool:
             else:
                 path.write_text(f"{left}\n")
         return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _server_cert(cluster: Any, ctx: Any, directory: Path) -> dict[str, str]:
@@ -283,31 +279,23 @@ def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline
                                    f"{err.strip()[-300:]} {load.stderr.decode(errors='replace').strip()[-300:]}")
 
 
-def _start_standin(uuid: str, directory: Path, nodes: list[dict[str, Any]], key: Path,
-                   tls: dict[str, str]) -> tuple[Any, int]:
+def _control() -> Any:
     repo = Path(CONF.devcloud.repo)
     if str(repo / "devcloud") not in sys.path:
         sys.path.insert(0, str(repo / "devcloud"))
     try:
-        import k8s_standin
+        import k8s_control
     except ImportError as exc:
-        raise RuntimeError(f"the Kubernetes API stand-in devcloud/k8s_standin.py is not available ({exc})") from None
-    port = _free_port()
+        raise RuntimeError(f"the devcloud's Kubernetes control plane devcloud/k8s_control.py is not available ({exc})"
+                           ) from None
+    return k8s_control
+
+
+def _start_control(directory: Path, nodes: list[dict[str, Any]], key: Path, tls: dict[str, str]) -> Any:
     specs = [{"name": n["name"], "address": n["address"], "ssh_user": "root", "ssh_key_path": str(key),
               "labels": {"magnum.openstack.org/role": "worker", "devcloud/node": n["name"]},
               "cpu": "2", "memory": "4Gi"} for n in nodes]
-    proc = k8s_standin.start(str(directory / "standin"), specs, port, tls=tls)
-    return proc, port
-
-
-def _api_up(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the Kubernetes API stand-in did not listen on 127.0.0.1:{port}")
+    return _control().start(str(directory / "control"), specs, tls=tls)
 
 
 def _admin() -> Any:
@@ -322,7 +310,7 @@ def _finish(uuid: str, status: str, reason: str | None, api_address: str | None 
     cluster.status_reason = reason
     if api_address:
         cluster.api_address = api_address
-        cluster.coe_version = "v1.30.0-devcloud"
+        cluster.coe_version = _control().KUBE_VERSION
         cluster.container_version = "docker-20.10"
     for ng in cluster.nodegroups:
         ng.status = status
@@ -360,11 +348,10 @@ def _create(uuid: str, timeout_min: int | None) -> None:
         if preload:
             _preload(preload, nodes, key, deadline)
         tls = _server_cert(cluster, ctx, directory)
-        proc, port = _start_standin(uuid, directory, nodes, key, tls)
-        _PROCS[uuid] = proc
-        _write_state(uuid, standin_pid=proc.pid, port=port)
-        _api_up(port, min(deadline, time.monotonic() + 60))
-        api = f"https://127.0.0.1:{port}"
+        _write_state(uuid, control=str(directory / "control"))
+        plane = _start_control(directory, nodes, key, tls)
+        _PROCS[uuid] = plane
+        api = plane.server
         _write_state(uuid, phase="complete", api_address=api, create_seconds=round(time.monotonic() - started, 2))
         _finish(uuid, fields.ClusterStatus.CREATE_COMPLETE, "devcloud cluster created",
                 api_address=api, addresses=[n["address"] for n in nodes])
@@ -381,30 +368,20 @@ def _create(uuid: str, timeout_min: int | None) -> None:
 
 
 def _teardown(uuid: str) -> None:
-    """Stand-in stopped, nodes undeployed and released (idempotent)."""
+    """Control plane stopped (its node agent first: the pods' containers go), nodes undeployed and
+    released (idempotent; a conductor restarted since the create finds the processes through the
+    plane's state file)."""
     state = _read_state(uuid)
-    proc = _PROCS.pop(uuid, None)
-    if proc is not None:
-        try:
-            import k8s_standin
-
-            k8s_standin.stop(proc)
-        except Exception as exc:  # noqa: BLE001
-            LOG.warning("stand-in of %s: %s", uuid, exc)
-    pid = state.get("standin_pid")
-    if isinstance(pid, int) and Path(f"/proc/{pid}").exists():
-        try:
-            os.kill(pid, 15)
-            for _ in range(300):  # the stand-in removes its pods' containers on SIGTERM
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.1)
-            else:
-                os.kill(pid, 9)
-        except OSError:
-            pass
+    plane = _PROCS.pop(uuid, None)
+    try:
+        if plane is not None:
+            _control().stop(plane)
+        elif state.get("control"):
+            _control().stop_from_state(state["control"])
+    except Exception as exc:  # noqa: BLE001 - the nodes are released whatever happened here
+        LOG.warning("control plane of %s: %s", uuid, exc)
     _undeploy(state.get("nodes") or [])
-    _write_state(uuid, create=False, standin_pid=None, nodes=[])
+    _write_state(uuid, create=False, control=None, nodes=[])
 
 
 _DELETING: set[str] = set()
