@@ -11,6 +11,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 version="$(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control; print(k8s_control.KUBE_SOURCE_VERSION)")"
 cache="$(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control; print(k8s_control.cache_dir())")"
+# One build at a time (CI starts one in the background and joins it with another call): the
+# second waits here, then finds the binaries.
+mkdir -p "$cache"
+exec 9>"$cache.lock"
+flock 9
 if [ -x "$cache/bin/kube-apiserver" ] && [ -x "$cache/bin/kube-controller-manager" ] && [ -x "$cache/bin/kube-scheduler" ]; then
   echo "kube: $version already built in $cache/bin"
   exit 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
@@ -188,20 +189,28 @@ def poll(fetch: Callable[[], T], done: Callable[[T], bool], deadline: Deadline, 
         deadline.pause(interval)
 
 
-def until(condition: Callable[[], bool], deadline: Deadline | None, interval: float) -> bool:
+def until(condition: Callable[[], bool], deadline: Deadline | None, interval: float,
+          wake: threading.Event | None = None) -> bool:
     """True as soon as ``condition()`` is, asked every ``interval`` s; False once the deadline has
     passed first (a last ask at the deadline). For the waits whose running out is no error of its
     own: the caller escalates (SIGTERM, then SIGKILL), reports what is left, or tries another way.
     ``deadline`` None: no deadline, the condition itself ends the wait (a child process that runs
-    as long as its work, or a signal). The condition's own errors propagate."""
-    while not condition():
-        if deadline is None:
-            time.sleep(interval)
-            continue
-        if deadline.expired():
+    as long as its work, or a signal). The condition's own errors propagate. ``wake``: an event
+    someone sets when the condition may have changed (a watch on the resource): the condition is
+    asked again at once instead of at the next interval, which stays the fallback."""
+    while True:
+        if wake is not None:
+            wake.clear()  # before asking: a change during the ask sets it again
+        if condition():
+            return True
+        if deadline is not None and deadline.expired():
             return False
-        deadline.pause(interval)
-    return True
+        if wake is not None:
+            wake.wait(interval if deadline is None else max(0.0, min(interval, deadline.remaining())))
+        elif deadline is None:
+            time.sleep(interval)
+        else:
+            deadline.pause(interval)
 
 
 def wait_for_status(fetch: Callable[[], T], status: Callable[[T], object], deadline: Deadline, interval: float, *,

@@ -16,6 +16,7 @@ One module per concern:
 - :mod:`~dlbench.execution.kubernetes.namespaces`: a run's namespace is usable (its ServiceAccount exists);
 - :mod:`~dlbench.execution.kubernetes.rbac`: the permissions dlbench needs (ClusterRole, Role), stated once;
 - :mod:`~dlbench.execution.kubernetes.services`: the headless Service of a distributed role group;
+- :mod:`~dlbench.execution.kubernetes.watching`: watches that wake the executor's wait at each change;
 - :mod:`~dlbench.execution.kubernetes.results`: how the result document leaves the pod on its log;
 - :mod:`~dlbench.execution.kubernetes.peer`: the network suite's peer pod on another node;
 - :mod:`~dlbench.execution.kubernetes.executor`: :class:`KubernetesExecutor`, one Job per workload run.

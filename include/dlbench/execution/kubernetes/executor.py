@@ -28,6 +28,7 @@ from dlbench.execution.kubernetes.labels import k8s_annotations, k8s_labels, lab
 from dlbench.execution.kubernetes.pods import WAITING_FAILURES, api_message, container_state, warning_events
 from dlbench.execution.kubernetes.results import BEGIN, EMIT, RESULT_PATH, WRAPPER, decode_result
 from dlbench.execution.kubernetes.services import ensure_headless_service, role_group, service_name
+from dlbench.execution.kubernetes.watching import job_changes
 from dlbench.jobs import Job
 from dlbench.polling import Deadline, until
 from dlbench.workloads.result import ResultDocument
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POLL_S = 1.0
+POLL_S = 2.0
+"""The fallback poll of a Job's wait (watches wake it at each change, watching.job_changes)."""
 NETWORK_NO_PEER = ("the network suite on Kubernetes measures against a peer pod on another node, and this job "
                    "has none (no --server: dlbench.execution.placement.network_endpoint starts it); refusing to "
                    "measure the pod's own loopback instead")
@@ -257,9 +259,11 @@ class KubernetesExecutor(Executor):
             outcome = observe()
             return outcome is not None
 
-        # API errors are not retried here: the run reports the cluster's refusal as it is.
-        if not until(ended, deadline, POLL_S):
-            return timed_out(timeout, f"job {ns}/{name} still {pod.status.phase if pod else 'without pod'}"), pod
+        # API errors are not retried here: the run reports the cluster's refusal as it is. A watch
+        # on the Job and its pods wakes the wait at each change; the poll is the fallback.
+        with job_changes(batch, core, ns, name) as wake:
+            if not until(ended, deadline, POLL_S, wake):
+                return timed_out(timeout, f"job {ns}/{name} still {pod.status.phase if pod else 'without pod'}"), pod
         assert outcome is not None  # until() is True only once observe() has returned one
         return outcome
 
