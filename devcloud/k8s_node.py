@@ -34,6 +34,7 @@ Stdlib only (plus the ``ssh`` and ``docker`` CLIs): it imports nothing of dlbenc
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import re
 import signal
@@ -53,6 +54,10 @@ from typing import Any
 AGENT_VERSION = "v1.20.2-dlbench-node-agent"
 CONTAINER_LABEL = "dlbench.k8s-node-agent"
 TICK_S = 0.5
+"""How often a node with a pod that runs is looked at (its container's state: ``docker inspect``)."""
+RESYNC_S = 5.0
+"""How often everything is looked at when nothing runs; watches wake the loop at every change."""
+WATCH_S = 60
 HEARTBEAT_S = 10
 GRACE_S = 30
 NETWORK_ANNOTATION = "dlbench.io/network"  # read by dlbench.execution.kubernetes.facts
@@ -92,29 +97,67 @@ class ApiError(Exception):
 
 
 class Api:
-    """The apiserver, with the agent's client certificate (from its kubeconfig)."""
+    """The apiserver, with the agent's client certificate (from its kubeconfig). One kept-alive
+    connection per thread: a new TLS handshake for every look would cost the apiserver and this
+    agent CPU the whole time the cluster idles (the machine's own load is measured by the jobs)."""
 
     def __init__(self, kubeconfig: Path) -> None:
         config = json.loads(kubeconfig.read_text())
         cluster = config["clusters"][0]["cluster"]
         user = config["users"][0]["user"]
-        self.server = cluster["server"].rstrip("/")
+        url = urllib.parse.urlparse(cluster["server"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
         self.ctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
         self.ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+        self.local = threading.local()
+
+    def connection(self, timeout: float = 30) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout)
 
     def call(self, method: str, path: str, body: Any = None,
              content_type: str = "application/json") -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.server + path, data=data, method=method,
-                                     headers={"Content-Type": content_type, "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
-                return dict(json.loads(resp.read() or b"{}"))
-        except urllib.error.HTTPError as exc:
-            raise ApiError(exc.code, exc.read().decode(errors="replace")) from None
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        for attempt in (1, 2):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = self.connection()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                payload = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+                continue  # the kept-alive connection was closed by the server: once more on a new one
+            if resp.status >= 400:
+                raise ApiError(resp.status, payload.decode(errors="replace"))
+            return dict(json.loads(payload or b"{}"))
+        raise AssertionError("unreachable")
 
     def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.call("PATCH", path, body, "application/merge-patch+json")
+
+    def watch(self, path: str, wake: threading.Event, stop: threading.Event) -> None:
+        """``GET path&watch=true`` again and again (the server ends each after WATCH_S): every event
+        sets ``wake``. A failed watch is retried after a second; the loop's resync covers the gap."""
+        while not stop.is_set():
+            conn = self.connection(timeout=WATCH_S + 30)
+            try:
+                conn.request("GET", f"{path}&watch=true&timeoutSeconds={WATCH_S}")
+                resp = conn.getresponse()
+                while not stop.is_set():
+                    line = resp.readline()
+                    if not line:
+                        break
+                    wake.set()
+            except (OSError, http.client.HTTPException) as exc:
+                log(f"watch {path}: {exc}")
+                stop.wait(1.0)
+            finally:
+                conn.close()
 
 
 # -- nodes -----------------------------------------------------------------------------------------
@@ -273,11 +316,23 @@ class Agent:
 
     # the loop
     def loop(self) -> None:
-        while not self.stopping.wait(TICK_S):
+        """Look at every node's pods when a watch says something changed, every TICK_S while a
+        container runs (its exit is seen only by asking the engine), else every RESYNC_S."""
+        wake = threading.Event()
+        for node in self.nodes.values():
+            selector = urllib.parse.quote(f"spec.nodeName={node.name}")
+            threading.Thread(target=self.api.watch, args=(f"/api/v1/pods?fieldSelector={selector}", wake,
+                                                          self.stopping),
+                             name=f"watch-{node.name}", daemon=True).start()
+        while not self.stopping.is_set():
+            wake.clear()
             try:
                 self.tick()
             except Exception as exc:  # noqa: BLE001 - one bad pod must not stop the node
                 log(f"tick failed: {type(exc).__name__}: {exc}")
+            with self.lock:
+                busy = any(e.get("container") and not e.get("done") for e in self.local.values())
+            wake.wait(TICK_S if busy else RESYNC_S)
 
     def tick(self) -> None:
         seen: set[str] = set()
@@ -306,6 +361,7 @@ class Agent:
                 threading.Thread(target=self.terminate, args=(pod, node), daemon=True).start()
             return
         if phase in ("Succeeded", "Failed"):
+            extra["done"] = True  # nothing left to follow on the engine
             return
         if not extra.get("container"):
             self.start_pod(pod, node, extra)
