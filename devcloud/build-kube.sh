@@ -9,8 +9,8 @@
 # host's APT configuration is not changed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-version="$(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control; print(k8s_control.KUBE_SOURCE_VERSION)")"
-cache="$(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control; print(k8s_control.cache_dir())")"
+{ read -r version; read -r cache; } < <(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control
+print(k8s_control.KUBE_SOURCE_VERSION); print(k8s_control.cache_dir())")
 # One build at a time (CI starts one in the background and joins it with another call): the
 # second waits here, then finds the binaries.
 mkdir -p "$cache"

@@ -32,6 +32,7 @@ from typing import Any
 import k8s_control  # devcloud/k8s_control.py: the Kubernetes control planes (docs/kubernetes.md)
 import machine  # devcloud/machine.py, next to this file
 import novacloud  # devcloud/novacloud.py: Keystone, Nova, Glance... (docs/devcloud-nova.md)
+from procs import children, stop_group, stop_pid  # noqa: F401 - devcloud/procs.py; also dc.* for the parts
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = Path(os.environ.get("DEVCLOUD_STATE", ROOT / ".devcloud"))
@@ -100,50 +101,6 @@ def pid_alive(name: str, marker: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return pid if marker in cmdline else None
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (the ironic master forks its service worker)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGCONT (it may be frozen by a fault knob), SIGTERM, then SIGKILL after ``timeout``."""
-    stop_group([pid, *children(pid)], timeout)
-
-
-def stop_group(group: list[int], timeout: float = 10.0) -> None:
-    """:func:`stop_pid` for several processes at once: all signalled together, one deadline."""
-    for p in group:
-        for sig in (signal.SIGCONT, signal.SIGTERM):
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + timeout
-    while any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in group) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for p in group:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def spawn(name: str, cmd: list[str]) -> int:

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import procs  # devcloud/procs.py, next to this file
+
 KUBE_SOURCE_VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 """Debian's ``kubernetes`` source package the servers are built from (the cache key)."""
 KUBE_VERSION = "v1.20.2"
@@ -159,28 +161,11 @@ def _spawn(name: str, argv: list[str], logs: Path) -> int:
     return proc.pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
-    return Path(f"/proc/{pid}").exists() and "zombie" not in _proc_state(pid)
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
-    except (OSError, IndexError):
-        return "gone"
-
-
 def _wait(what: str, ready: Any, pids: dict[str, int], logs: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for name, pid in pids.items():
-            if not _alive(pid):
+            if not procs.alive(pid):
                 tail = (logs / f"{name}.log").read_text(errors="replace")[-1500:] if (logs / f"{name}.log").exists() \
                     else ""
                 raise RuntimeError(f"{name} exited while waiting for {what}; its log ends:\n{tail}")
@@ -310,24 +295,23 @@ def start(state_dir: str | Path, nodes: list[dict[str, Any]], port: int | None =
         raise
 
 
+def _ours(pid: int, plane: ControlPlane) -> bool:
+    """``pid`` is still one of this plane's processes: every one of them names a file of its state
+    directory on its command line (a plane stopped from its state file long after its start must
+    never signal a recycled pid)."""
+    try:
+        return str(plane.state_dir) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
 def stop(plane: ControlPlane, timeout: float = 60) -> None:
     """The node agent first (it removes its pods' containers), then the servers, then etcd."""
     for name in ("node-agent", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         pid = plane.pids.get(name)
-        if pid is None or not _alive(pid):
-            continue
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        deadline = time.monotonic() + (timeout if name == "node-agent" else 15)
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pid):
-            try:
-                os.killpg(pid, signal.SIGKILL)  # its own session: the process and anything it started
-            except ProcessLookupError:
-                pass
+        if pid is not None and procs.alive(pid) and _ours(pid, plane):
+            procs.stop_group([pid], timeout if name == "node-agent" else 15)
+            procs.alive(pid)  # reaps it when it is our child (the conductor's, a test's): no zombie left
     shutil.rmtree(plane.state_dir / "etcd", ignore_errors=True)
 
 

@@ -53,7 +53,6 @@ CONF.register_opts([cfg.StrOpt("state"), cfg.StrOpt("clusters"), cfg.StrOpt("iro
                    group="devcloud")
 RESOURCE_CLASS = "dlbench-bm"
 _LOCK = threading.Lock()
-_PROCS: dict[str, Any] = {}
 
 
 def _clusters_dir() -> Path:
@@ -349,9 +348,7 @@ def _create(uuid: str, timeout_min: int | None) -> None:
             _preload(preload, nodes, key, deadline)
         tls = _server_cert(cluster, ctx, directory)
         _write_state(uuid, control=str(directory / "control"))
-        plane = _start_control(directory, nodes, key, tls)
-        _PROCS[uuid] = plane
-        api = plane.server
+        api = _start_control(directory, nodes, key, tls).server
         _write_state(uuid, phase="complete", api_address=api, create_seconds=round(time.monotonic() - started, 2))
         _finish(uuid, fields.ClusterStatus.CREATE_COMPLETE, "devcloud cluster created",
                 api_address=api, addresses=[n["address"] for n in nodes])
@@ -369,14 +366,11 @@ def _create(uuid: str, timeout_min: int | None) -> None:
 
 def _teardown(uuid: str) -> None:
     """Control plane stopped (its node agent first: the pods' containers go), nodes undeployed and
-    released (idempotent; a conductor restarted since the create finds the processes through the
-    plane's state file)."""
+    released (idempotent; the processes are found through the plane's state file, also by a
+    conductor restarted since the create)."""
     state = _read_state(uuid)
-    plane = _PROCS.pop(uuid, None)
     try:
-        if plane is not None:
-            _control().stop(plane)
-        elif state.get("control"):
+        if state.get("control"):
             _control().stop_from_state(state["control"])
     except Exception as exc:  # noqa: BLE001 - the nodes are released whatever happened here
         LOG.warning("control plane of %s: %s", uuid, exc)

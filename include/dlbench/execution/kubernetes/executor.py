@@ -222,16 +222,18 @@ class KubernetesExecutor(Executor):
                 except ApiException:
                     return (f"pod {pod.metadata.name} was deleted (killed) while it ran"
                             + warning_events(core, ns, pod.metadata.name) + failed), None
-            if pod is not None and pod.metadata.deletion_timestamp is not None and not failed \
-                    and not _past_deadline(job):
-                # Deleted by someone else while it ran. The Job controller would replace it (before
-                # Kubernetes 1.26 a deleted pod is no failure): a second attempt is never measured.
+            # Deleted by someone else while it ran (not by the Job's deadline, ours or a stop's).
+            # The Job controller would replace it (before Kubernetes 1.26 a deleted pod is no
+            # failure): a second attempt is never measured.
+            killed = pod is not None and pod.metadata.deletion_timestamp is not None \
+                and not failed.startswith("DeadlineExceeded") and not _past_deadline(job)
+            if killed and not failed:
                 return (f"pod {pod.metadata.name} was deleted (killed) while it ran"
                         + warning_events(core, ns, pod.metadata.name)), None
             if pod is not None:
                 state = container_state(pod)
                 if state is not None and state.terminated is not None:
-                    return _terminated_error(pod, state.terminated, failed) + (
+                    return _terminated_error(pod, state.terminated, failed, killed) + (
                         warning_events(core, ns, pod.metadata.name) if state.terminated.exit_code else ""), pod
                 waiting = state.waiting if state is not None else None
                 if waiting is not None and waiting.reason in WAITING_FAILURES:
@@ -291,7 +293,7 @@ def _job_reason(job: Any) -> str:
     return ""
 
 
-def _terminated_error(pod: Any, term: Any, job_failed: str) -> str:
+def _terminated_error(pod: Any, term: Any, job_failed: str, killed: bool = False) -> str:
     if term.exit_code == 0 and not job_failed:
         return ""
     resources = pod.spec.containers[0].resources
@@ -300,7 +302,7 @@ def _terminated_error(pod: Any, term: Any, job_failed: str) -> str:
         return f"OOMKilled: the workload exceeded its memory limit {limit.get('memory', '?')} (exit {term.exit_code})"
     if (pod.status.reason or "") == "DeadlineExceeded" or job_failed.startswith("DeadlineExceeded"):
         return f"DeadlineExceeded: the job ran past activeDeadlineSeconds (exit {term.exit_code})"
-    if pod.metadata.deletion_timestamp is not None:
+    if killed:
         # Deleted by someone else while it ran (a kubelet reports the stopped container, then the
         # pod goes): not the workload's own failure, whatever its exit status says.
         return (f"pod {pod.metadata.name} was deleted (killed) while it ran (exit {term.exit_code})"
