@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import k8s_control  # devcloud/k8s_control.py: a cluster's control plane
 import novacloud
 
 import devcloud as dc
@@ -185,8 +186,6 @@ def clusters() -> list[dict[str, object]]:
 
 def clusters_down() -> None:
     """Every cluster the driver made: its Kubernetes control plane stopped, its nodes undeployed."""
-    import k8s_control  # devcloud/k8s_control.py, next to this file
-
     for state in clusters():
         control = state.get("control")
         if isinstance(control, str):
