@@ -1,9 +1,10 @@
-"""The devcloud's Nova part: Keystone, Placement, Glance, Nova, RabbitMQ, the Neutron stand-in,
-the VM agent (docs/devcloud-nova.md). Called by devcloud.py up/down/status/fault.
+"""The devcloud's Nova part: Keystone, Placement, Glance, Nova, RabbitMQ, Neutron with ML2/OVN
+(devcloud/neutroncloud.py), the VM agent (docs/devcloud-nova.md). Called by devcloud.py
+up/down/status/fault.
 
 Standard library only (like devcloud.py). The services run from ``.devcloud/nova-venv``; their
-configuration, keys, Glance's images and the stand-in's state live in ``.devcloud/openstack/``;
-their databases are in the devcloud's PostgreSQL (127.0.0.1:54385). Every listener is on
+configuration, keys and Glance's images live in ``.devcloud/openstack/``; their databases are in
+the devcloud's PostgreSQL (127.0.0.1:54385), Neutron's in MariaDB. Every listener is on
 127.0.0.1. The set-up that needs the APIs (Keystone users and catalog, flavors, images, the
 network, waiting for the hypervisors) is ``devcloud/novasetup.py`` run in the nova venv.
 """
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 import machine
+import neutroncloud
 
 import devcloud as dc  # devcloud/devcloud.py (its helpers: sh, spawn, pid_alive, psql...)
 
@@ -148,9 +150,10 @@ enforce_new_defaults = true
 [oslo_concurrency]
 lock_path = {OS_DIR}/locks
 """)
-    (OS_DIR / "neutron" / "standin.json").write_text(json.dumps({
-        "state_file": str(OS_DIR / "neutron" / "state.json"), "auth_url": KEYSTONE_URL, "username": "neutron",
-        "password": SERVICE_PASSWORD}, indent=1))
+    shutil.copy(NOVA_VENV / "etc" / "neutron" / "api-paste.ini", OS_DIR / "neutron" / "api-paste.ini")
+    (OS_DIR / "neutron" / "neutron.conf").write_text(neutroncloud.conf(
+        OS_DIR, KEYSTONE_URL, authtoken("neutron"), service_auth("nova"),
+        f"rabbit://guest:guest@127.0.0.1:{AMQP_PORT}/"))
     nova = OS_DIR / "nova"
     shutil.copy(NOVA_VENV / "etc" / "nova" / "api-paste.ini", nova / "api-paste.ini")
     gpu_alias = json.dumps({"name": "fake-gpu", "vendor_id": "10de", "product_id": "1eb8", "device_type": "type-PCI"})
@@ -252,7 +255,11 @@ def env_for(name: str) -> dict[str, str]:
     elif name == "glance":
         env["OS_GLANCE_CONFIG_DIR"] = str(OS_DIR / "glance")
     elif name == "neutron":
-        env["DEVCLOUD_NEUTRON_CONF"] = str(OS_DIR / "neutron" / "standin.json")
+        env["OS_NEUTRON_CONFIG_DIR"] = str(OS_DIR / "neutron")
+        env["OS_NEUTRON_CONFIG_FILES"] = "neutron.conf"
+        # Neutron asks uWSGI or mod_wsgi how many API processes serve it (its OVN hash ring waits
+        # for that many); other servers say it in ASGI_WORKERS: wsgirun.py runs one.
+        env["ASGI_WORKERS"] = "1"
     elif name == "nova-api":
         env["OS_NOVA_CONFIG_DIR"] = str(OS_DIR / "nova")
         env["OS_NOVA_CONFIG_FILES"] = "api-paste.ini;nova.conf"
@@ -285,7 +292,7 @@ def services() -> list[tuple[str, list[str], str]]:
         ("keystone", gunicorn("keystone", "keystone.wsgi.api:application", threads=8), "wsgirun.py keystone"),
         ("placement", gunicorn("placement", "placement.wsgi.api:application"), "wsgirun.py placement"),
         ("glance", gunicorn("glance", "glance.wsgi.api:application"), "wsgirun.py glance"),
-        ("neutron", gunicorn("neutron", "neutron_standin:make_app()"), "wsgirun.py neutron"),
+        ("neutron", gunicorn("neutron", "neutron.wsgi.api:application"), "wsgirun.py neutron"),
         ("nova-api", gunicorn("nova-api", "nova.wsgi.osapi_compute:application", threads=8), "wsgirun.py nova-api"),
         ("nova-conductor", [venv("nova-conductor"), "--config-file", nova_conf, "--log-file",
                             str(dc.LOGS / "nova-conductor.log")], "nova-conductor"),
@@ -353,8 +360,11 @@ def dbs_up() -> None:
             (["sh", "-c", f"{manage} --config-file {nova_conf} cell_v2 list_cells | grep -q ' cell1 ' || "
               f"{manage} --config-file {nova_conf} cell_v2 create_cell --name cell1"], ""),
             ([manage, "--config-file", nova_conf, "db", "sync"], "")],
+        "neutron": [([venv("neutron-db-manage"), "--config-file", str(OS_DIR / "neutron" / "neutron.conf"),
+                      "upgrade", "heads"], "")],
     }
-    stamps = {"keystone": "keystone", "placement": "placement", "glance": "glance", "nova": "nova"}
+    stamps = {"keystone": "keystone", "placement": "placement", "glance": "glance", "nova": "nova",
+              "neutron": "neutron"}
     todo = {k: v for k, v in chains.items() if not (OS_DIR / f"{stamps[k]}.synced").exists()}
     if not todo:
         return
@@ -427,7 +437,8 @@ def up() -> None:
         raise SystemExit(f"devcloud: {NOVA_VENV} is not installed; run `make devcloud-install` "
                          "(or DEVCLOUD_NOVA=0 for Ironic only)")
     started = time.monotonic()
-    if OS_DIR.exists() and not all(dc.pid_alive(name, marker) for name, _, marker in services()):
+    if OS_DIR.exists() and not all(dc.pid_alive(name, marker) for name, _, marker in
+                                   services() + neutroncloud.services(HYPERVISORS)):
         # Left by an unclean stop (host restart, killed session, a failed up): the databases
         # remember the computes but their local state is gone, and nova-compute refuses to start
         # ("No local node identity found"). The Nova part starts from nothing, as after `down`.
@@ -436,10 +447,11 @@ def up() -> None:
     render()
     bridge_up()
     svc = {name: (name, cmd, marker) for name, cmd, marker in services()}
-    # RabbitMQ first (Erlang takes a few seconds); the databases meanwhile. Then the APIs that
-    # only check tokens, Keystone's users and catalog, and only then Nova (its services log in
-    # as the `nova` user at start).
+    # RabbitMQ first (Erlang takes a few seconds); Neutron's data plane (MariaDB, OVN) and the
+    # databases meanwhile. Then the APIs that only check tokens, Keystone's users and catalog,
+    # and only then Nova (its services log in as the `nova` user at start).
     start(*svc["rabbitmq"])
+    neutroncloud.up(VM_BRIDGE, HYPERVISORS)
     dbs_up()
     first = ["keystone", "placement", "glance", "neutron"]
     fresh = [name for name in first if start(*svc[name])]
@@ -514,6 +526,7 @@ def down() -> None:
         machine.stop(dc.STATE, idx, wipe=True)
         machine.ssh_down_flag(dc.STATE, idx).unlink(missing_ok=True)
         shutil.rmtree(machine.node_dir(dc.STATE, idx), ignore_errors=True)
+    neutroncloud.down(HYPERVISORS)
     network_down()
     stop_service("rabbitmq", "rabbit", timeout=30)
     epmd_down()
@@ -546,6 +559,7 @@ def status() -> None:
         print("nova: not installed (make devcloud-install)")
         return
     procs = {name: bool(dc.pid_alive(name, marker)) for name, _, marker in services()}
+    procs.update(neutroncloud.status(HYPERVISORS))
     print("nova processes: " + ", ".join(f"{k}={'up' if v else 'DOWN'}" for k, v in procs.items()))
     try:
         servers = json.loads((dc.RUN / "vmagent.servers.json").read_text())

@@ -143,7 +143,11 @@ def glance(conn: Any) -> None:
 def neutron(conn: Any) -> None:
     net = conn.network.find_network("devcloud-net")
     if net is None:
-        net = conn.network.create_network(name="devcloud-net", shared=True, mtu=1500, port_security_enabled=True)
+        # A provider network (flat, physnet1: each chassis' br-phy, bridged to this host's dcvmbr)
+        # so this host, the gateway 198.18.96.1, reaches the servers without a router.
+        net = conn.network.create_network(name="devcloud-net", shared=True, mtu=1500, port_security_enabled=True,
+                                          provider_network_type="flat",
+                                          provider_physical_network=novacloud.neutroncloud.ovn.PHYSNET)
     if not list(conn.network.subnets(network_id=net.id)):
         conn.network.create_subnet(name="devcloud-subnet", network_id=net.id, ip_version=4,
                                    cidr=novacloud.VM_NET, gateway_ip=novacloud.VM_GATEWAY, is_dhcp_enabled=False,

@@ -6,9 +6,11 @@ reads Nova's cell database (as the node agent reads Ironic's: the keypair's publ
 data never travel through the public API either) and, for each server that is ``active`` on a
 ``devcloud-hv-*`` host, boots a machine (devcloud/machine.py, same as an Ironic node's) with
 
-- network: namespace ``devcloud-vm-<slot>``, veth ``dcv<slot>h`` on the host bridge ``dcvmbr``
-  (198.18.96.1/20) and ``eth0`` inside with the Neutron port's MAC and fixed IP, default route via
-  198.18.96.1, both ends shaped 1 Gbit/s;
+- network: namespace ``devcloud-vm-<slot>`` with ``eth0`` (the Neutron port's MAC and fixed IP,
+  default route via 198.18.96.1) whose peer ``dcv<slot>h`` is plugged, as os-vif plugs an OVS
+  VIF, on ``br-int`` of the server's hypervisor's chassis with the port's id (devcloud/ovn.py):
+  OVN binds the port there and its logical switch and security groups carry the server's
+  traffic; both ends shaped 1 Gbit/s;
 - image: the Glance image's ``devcloud_image`` property (Nova copies it into the server's system
   metadata), else the Glance image's name when it names a devcloud image, else ``stock``;
 - hostname: the server's ``hostname``; keys: the server's keypair; user data kept for inspection.
@@ -35,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import machine  # devcloud/machine.py, next to this file
+import ovn  # devcloud/ovn.py, next to this file
 import psycopg2
 
 LOG = logging.getLogger("vmagent")
 PG = {"host": "127.0.0.1", "port": 54385, "user": "postgres", "connect_timeout": 3}
 INDEX_BASE, INDEX_MAX = 100, 250
 HOST_PREFIX = "devcloud-hv-"
-BRIDGE, GATEWAY, PREFIXLEN = "dcvmbr", "198.18.96.1", 20
+GATEWAY, PREFIXLEN = "198.18.96.1", ovn.VM_NET_PREFIXLEN
 NS_PREFIX = "devcloud-vm-"
 SHAPE = ["root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "50ms"]
 PAUSED_STATES = {"stopped", "shelved", "shelved_offloaded", "paused", "suspended"}
@@ -59,28 +62,29 @@ def netns(slot: int) -> str:
     return f"{NS_PREFIX}{slot}"
 
 
-def net_up(slot: int, address: str, mac: str | None) -> None:
-    """The server's namespace wired to the bridge (made fresh for every boot)."""
-    net_down(slot)
+def net_up(state: Path, slot: int, vif: dict[str, Any], hypervisor: str, server_id: str) -> None:
+    """The server's namespace, its port plugged on its hypervisor's chassis (made fresh for every boot)."""
+    net_down(state, slot)
     ns, host_dev, ns_dev = netns(slot), f"dcv{slot}h", f"dcv{slot}n"
     ip("netns", "add", ns)
     ip("link", "add", host_dev, "type", "veth", "peer", "name", ns_dev)
     ip("link", "set", ns_dev, "netns", ns)
     ip("-n", ns, "link", "set", ns_dev, "name", "eth0")
-    if mac:
-        ip("-n", ns, "link", "set", "eth0", "address", mac)
-    ip("link", "set", host_dev, "master", BRIDGE)
-    ip("link", "set", host_dev, "up")
-    ip("-n", ns, "addr", "add", f"{address}/{PREFIXLEN}", "dev", "eth0")
+    ip("-n", ns, "link", "set", "eth0", "address", vif["mac"])
+    ip("-n", ns, "link", "set", "eth0", "mtu", str(vif["mtu"]))
+    ovn.checksum_offload_off("eth0", ns)
+    ip("-n", ns, "addr", "add", f"{vif['address']}/{PREFIXLEN}", "dev", "eth0")
     ip("-n", ns, "link", "set", "lo", "up")
     ip("-n", ns, "link", "set", "eth0", "up")
     ip("-n", ns, "route", "add", "default", "via", GATEWAY)
-    for cmd in (["tc", "qdisc", "replace", "dev", host_dev, *SHAPE],
+    ovn.plug(state, hypervisor, host_dev, vif["port_id"], vif["mac"], server_id)
+    for cmd in (["ip", "netns", "exec", hypervisor, "tc", "qdisc", "replace", "dev", host_dev, *SHAPE],
                 ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", *SHAPE]):
         subprocess.run(cmd, capture_output=True, check=True)
 
 
-def net_down(slot: int) -> None:
+def net_down(state: Path, slot: int) -> None:
+    ovn.unplug(state, sorted(d.name for d in (state / "ovn").glob(HOST_PREFIX + "*")), f"dcv{slot}h")
     if ip("link", "show", f"dcv{slot}h", check=False).returncode == 0:
         ip("link", "del", f"dcv{slot}h", check=False)
     if netns(slot) in ip("netns", "list").stdout.split():
@@ -123,15 +127,19 @@ class VMAgent:
         return out
 
     def details(self, server: dict[str, Any]) -> dict[str, Any]:
-        """Address/MAC from the network info cache, image name from system metadata and Glance."""
+        """Port (id, address, MAC, MTU) from the network info cache, image name from system
+        metadata and Glance."""
         info = self.query("nova", "SELECT network_info FROM instance_info_caches WHERE instance_uuid = %s "
                                   "AND deleted = 0", (server["uuid"],))
-        address = mac = None
+        address = None
+        vif_found: dict[str, Any] = {}
         for vif in json.loads(info[0][0] or "[]") if info else []:
             for subnet in vif.get("network", {}).get("subnets", []):
                 for fixed in subnet.get("ips", []):
                     if fixed.get("type", "fixed") == "fixed" and address is None:
-                        address, mac = fixed["address"], vif.get("address")
+                        address = fixed["address"]
+                        vif_found = {"address": address, "mac": vif["address"], "port_id": vif["id"],
+                                     "mtu": (vif.get("network", {}).get("meta") or {}).get("mtu") or 1500}
         meta = dict(self.query("nova", "SELECT key, value FROM instance_system_metadata WHERE instance_uuid = %s "
                                        "AND deleted = 0 AND key LIKE 'image_%%'", (server["uuid"],)))
         wanted = meta.get("image_devcloud_image")
@@ -142,7 +150,7 @@ class VMAgent:
             except psycopg2.Error:
                 names = []
             wanted = names[0][0] if names and names[0][0] in known else machine.DEFAULT_IMAGE
-        return {"address": address, "mac": mac, "image": wanted}
+        return {"address": address, "vif": vif_found, "image": wanted}
 
     def free_index(self) -> int:
         used = set(self.slots.values())
@@ -219,7 +227,7 @@ class VMAgent:
                     "public_keys": {s["key_name"] or "key": s["key_data"].strip()} if keys else {},
                     "availability_zone": "nova", "devcloud_hypervisor": s["host"], "devcloud_netns": netns(slot)}
             tar = machine.images(self.state)[details["image"]]
-            net_up(slot, details["address"], details["mac"])
+            net_up(self.state, slot, details["vif"], s["host"], s["uuid"])
             if (self.state / "run" / "vm-ssh-down").exists():
                 machine.ssh_down_flag(self.state, idx).touch()
             booted = machine.boot(self.state, idx, image=details["image"], tar=tar, hostname=hostname,
@@ -240,7 +248,7 @@ class VMAgent:
     def switch_off(self, uuid: str, idx: int) -> None:
         try:
             machine.stop(self.state, idx, wipe=False)
-            net_down(idx - INDEX_BASE)
+            net_down(self.state, idx - INDEX_BASE)
             LOG.info("server %s is not active: machine %d switched off (disk kept)", uuid, idx)
         except Exception as exc:  # noqa: BLE001
             LOG.error("switching off the machine of server %s failed: %s", uuid, exc)
@@ -250,7 +258,7 @@ class VMAgent:
             started = time.monotonic()
             machine.stop(self.state, idx, wipe=True)
             machine.ssh_down_flag(self.state, idx).unlink(missing_ok=True)
-            net_down(idx - INDEX_BASE)
+            net_down(self.state, idx - INDEX_BASE)
             shutil.rmtree(machine.node_dir(self.state, idx), ignore_errors=True)
             self.slots.pop(uuid, None)
             self.failed.pop(uuid, None)

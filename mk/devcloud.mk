@@ -32,7 +32,9 @@ $(DEVCLOUD_NOVA_VENV)/.installed: devcloud/requirements-nova.txt devcloud/constr
 # it ever start).
 DEVCLOUD_PACKAGES := postgresql openssh-server iproute2 genisoimage debootstrap iptables
 ifneq ($(DEVCLOUD_NOVA),0)
-DEVCLOUD_PACKAGES += rabbitmq-server
+# Neutron's database and its ML2/OVN data plane (devcloud/neutroncloud.py); none of their
+# services is started by the packages (policy-rc.d), the devcloud runs its own on 127.0.0.1.
+DEVCLOUD_PACKAGES += rabbitmq-server mariadb-server ovn-central ovn-host openvswitch-switch ethtool
 endif
 .PHONY: devcloud-packages
 devcloud-packages: ## the devcloud's Debian packages (as root; otherwise says which are missing)

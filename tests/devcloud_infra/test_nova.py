@@ -280,18 +280,25 @@ def test_fault_server_ssh_down(clouds: tuple[Any, Any], key: Callable[[str], Pat
     good = key("good")
     keypair = user.compute.create_keypair(name=f"{PREFIX}{uuid.uuid4().hex[:6]}",
                                           public_key=Path(f"{good}.pub").read_text())
+    # Neutron enforces security groups: the project's default group lets nothing in from this host
+    sg = user.network.create_security_group(name=keypair.name, description="test: SSH from anywhere")
+    user.network.create_security_group_rule(security_group_id=sg.id, direction="ingress", protocol="tcp",
+                                            port_range_min=22, port_range_max=22, remote_ip_prefix="0.0.0.0/0",
+                                            ethertype="IPv4")
     knob("server-ssh-down")
     try:
-        with servers(user, 1, key_name=keypair.name) as (server,):
+        with servers(user, 1, key_name=keypair.name, security_groups=[{"name": sg.name}]) as (server,):
             assert server.status == "ACTIVE"
             addr = address(user, server)
-            time.sleep(3)  # booted by now: still nothing on port 22
-            assert tcp_refused(addr)
+            time.sleep(3)  # booted by now: still nothing on port 22 (the machine answers: refused)
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((addr, 22), timeout=5).close()
             knob("server-ssh-up")
             ssh_ok(addr, good, timeout=30)
     finally:
         knob("server-ssh-up")
         user.compute.delete_keypair(keypair, ignore_missing=True)
+        user.network.delete_security_group(sg, ignore_missing=True)
 
 
 def test_fault_nova_api(clouds: tuple[Any, Any]) -> None:

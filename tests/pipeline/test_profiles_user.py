@@ -184,3 +184,24 @@ def test_the_form_accepts_any_profile_name_and_suggests_the_builtins():
     schema = module.PARAMS["profile"].schema
     assert "enum" not in schema and {"auto", "paper", "smoke"} <= set(schema["examples"])
     module.PARAMS["profile"].resolve("my-own-profile")  # validated at validate_request, not by the form
+
+
+def test_a_user_profiles_distributed_port_is_asked_of_the_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A user profile may move the distributed scenario's port anywhere: the run's demand names it,
+    so a cloud that firewalls its machines (Nova's security group) opens it for the run; the
+    built-in set does not contain it."""
+    from dlbench.providers.machines import plan_demands
+    from dlbench.providers.nova import benchmark_ports
+
+    path = tmp_path / "profiles.yaml"
+    path.write_text("myport:\n  extends: smoke\n  scenarios:\n    distributed: {port: 29517}\n")
+    monkeypatch.setenv(PROFILES_FILE_ENV, str(path))
+    request = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "profile": "myport",
+                             "scenarios": ["single", "distributed"], "suites": ["tf_cnn"],
+                             "nova": {"cloud": "c", "nodes": {"virtual_machine": 3}}})
+    (demand,) = plan_demands(request, request.provider)
+    assert demand.ports == (("tcp", 29517, 29517),)
+    assert not any(low <= 29517 <= high for proto, low, high in benchmark_ports() if proto == "tcp")
+    single = parse_request({"provider": "nova", "platforms": ["virtual_machine"], "profile": "myport",
+                            "nova": {"cloud": "c"}})
+    assert plan_demands(single, single.provider)[0].ports == ()  # no distributed scenario: no port

@@ -127,6 +127,10 @@ class Demand:
     platform: str
     count: int
     placement: Literal["", "spread", "pack"] = ""
+    ports: tuple[tuple[str, int, int], ...] = ()
+    """(protocol, from, to) the run's machines must reach each other on beyond what a provider
+    opens for every run (the run's own profile's distributed port: a user profile may choose
+    any): a cloud with a firewall between machines opens them for the run."""
 
 
 @dataclass(frozen=True)

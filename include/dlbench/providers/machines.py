@@ -158,7 +158,8 @@ class Machine:
 
 def plan_demands(request: RunRequest, settings: MachineSettings) -> list[Demand]:
     """Machines per platform; a container platform shares its host platform's machines when
-    ``share_nodes`` is set and that platform is requested too."""
+    ``share_nodes`` is set and that platform is requested too. Each demand names the run's
+    distributed port (its profile's, a user profile's included) for clouds that firewall it."""
     demands = []
     # The distributed scenario puts each role on its own instance: on a cloud that schedules
     # several VMs per host, they must land on different hosts too, or the network is not measured.
@@ -166,12 +167,16 @@ def plan_demands(request: RunRequest, settings: MachineSettings) -> list[Demand]
     # physical machine: VMs of one run are packed on one host (each job in its own VM there).
     placement: Literal["", "spread", "pack"] = ("spread" if Scenario.DISTRIBUTED in request.scenarios
                                                 else "pack" if Scenario.SHARED in request.scenarios else "")
+    ports: tuple[tuple[str, int, int], ...] = ()
+    if Scenario.DISTRIBUTED in request.scenarios:
+        port = request.resolved_profile.scenarios.distributed.port
+        ports = (("tcp", port, port),)
     for platform in request.platforms:
         host = settings.host_platform_of(platform)
         if settings.share_nodes and host is not None and host in request.platforms:
             continue
         demands.append(Demand(role=ROLES[platform], platform=platform.value, count=settings.node_count(platform),
-                              placement=placement))
+                              placement=placement, ports=ports))
     return demands
 
 

@@ -3,8 +3,10 @@
 Per run, created in this order and deleted in the reverse one:
 
 1. a **security group** ``dlbench-<run>``: SSH from ``ssh_cidr`` and the benchmark ports (the
-   network suite's iperf3 pair, the distributed scenario's role port, ICMP) *from the group
-   itself only*, so a run's instances reach each other and nothing else does. It is created first
+   network suite's iperf3 pair, every built-in profile's distributed port and the run's own
+   (:attr:`Demand.ports`: a user profile's), the collectives' ports, ICMP) *from the group
+   itself only*, so a run's instances reach each other and nothing else does (enforced by the
+   devcloud's Neutron with OVN, tests/nova/test_security_group.py). It is created first
    and deleted last and carries the run's :class:`~dlbench.providers.base.Tags` (Neutron tags
    + its description) and the lease: whatever else of a run is left, the janitor finds its tags
    there;
@@ -338,7 +340,7 @@ class NovaDriver(OpenStackDriver):
         """(server group or None, keypair name, security group name), made once per run."""
         with self._support_lock:
             name = support_name(tags.run_id)
-            secgroup = self._security_group(name, tags)
+            secgroup = self._security_group(name, tags, demand.ports)
             keypair = self._call("find keypair", self.conn.compute.find_keypair, name, ignore_missing=True)
             if keypair is None:
                 self._call("create keypair", self.conn.compute.create_keypair, name=name, public_key=boot.public_key,
@@ -359,12 +361,22 @@ class NovaDriver(OpenStackDriver):
             return self.spec.placement
         return {"spread": "anti-affinity", "pack": "affinity"}.get(demand.placement, "none")
 
-    def _security_group(self, name: str, tags: Tags) -> Any:
+    def _security_group(self, name: str, tags: Tags, ports: tuple[tuple[str, int, int], ...]) -> Any:
+        """The run's group, made by the first demand; a later demand's own ports (the run's
+        distributed port) are added to it when missing."""
         net = self.conn.network
         found = [g for g in self._call("list security groups", lambda: list(net.security_groups(
             tags=_run_tag(tags.run_id)))) if g.name == name and Tags.from_dict(_tags_of(g)) is not None]
         if found:
-            return found[0]
+            group = found[0]
+            have = {(r["protocol"], r.get("port_range_min"), r.get("port_range_max"))
+                    for r in group.security_group_rules if r.get("remote_group_id") == group.id}
+            for proto, low, high in sorted(set(ports)):
+                if (proto, low, high) not in have:
+                    self._call("create security group rule", net.create_security_group_rule,
+                               security_group_id=group.id, direction="ingress", ethertype="IPv4", protocol=proto,
+                               port_range_min=low, port_range_max=high, remote_group_id=group.id)
+            return group
         group = self._call("create security group", net.create_security_group, name=name,
                            description=json.dumps(tags.as_dict()))
         try:
@@ -373,7 +385,7 @@ class NovaDriver(OpenStackDriver):
                 {"protocol": "tcp", "port_range_min": 22, "port_range_max": 22, "remote_ip_prefix": self.spec.ssh_cidr},
                 {"protocol": "icmp", "remote_group_id": group.id}]
             rules += [{"protocol": proto, "port_range_min": low, "port_range_max": high, "remote_group_id": group.id}
-                      for proto, low, high in benchmark_ports()]
+                      for proto, low, high in sorted(set(benchmark_ports()) | set(ports))]
             for rule in rules:
                 self._call("create security group rule", net.create_security_group_rule, security_group_id=group.id,
                            direction="ingress", ethertype="IPv4", **rule)
