@@ -1,5 +1,5 @@
 """The devcloud's Nova (docs/devcloud-nova.md), all real: Keystone tokens, Nova's scheduler and
-fake hypervisors, Glance images, the Neutron stand-in's ports, and the machine a server becomes
+fake hypervisors, Glance images, Neutron's ports bound by OVN, and the machine a server becomes
 (SSH with the keypair, hostname, fixed IP). Every fault knob is observed through the API.
 
 Run with the devcloud lock: ``flock /tmp/dlbench-devcloud.lock .venv/bin/pytest -q tests/devcloud_infra/test_nova.py``.
@@ -122,6 +122,17 @@ def address(conn: Any, server: Any) -> str:
     return ports[0].fixed_ips[0]["ip_address"]
 
 
+def ovn_chassis_of(port_id: str) -> str:
+    """The chassis (hostname) OVN's Southbound database binds a logical port to, or ''."""
+    sb = f"unix:{STATE / 'ovn' / 'central' / 'sb.sock'}"
+    out = subprocess.run(["ovn-sbctl", f"--db={sb}", "--bare", "--columns=chassis", "find", "Port_Binding",
+                          f"logical_port={port_id}"], capture_output=True, text=True, check=True).stdout.strip()
+    if not out:
+        return ""
+    return subprocess.run(["ovn-sbctl", f"--db={sb}", "--bare", "--columns=hostname", "list", "Chassis", out],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def tcp_refused(addr: str, port: int = 22) -> bool:
     try:
         with socket.create_connection((addr, port), timeout=2):
@@ -193,6 +204,11 @@ def test_server_is_a_machine(clouds: tuple[Any, Any], key: Callable[[str], Path]
             assert admin.compute.get_server(server.id).hypervisor_hostname in HYPERVISORS
             addr = address(user, server)
             assert server.addresses["devcloud-net"][0]["addr"] == addr
+            # Neutron bound the port to the server's hypervisor; OVN's chassis there claimed it
+            (port,) = list(admin.network.ports(device_id=server.id))
+            host = admin.compute.get_server(server.id).hypervisor_hostname
+            assert (port.binding_host_id, port.binding_vif_type) == (host, "ovs"), port
+            wait_until(f"OVN binds port {port.id} on {host}", lambda: ovn_chassis_of(port.id) == host, 15)
             assert addr.startswith("198.18.")
             res = ssh_ok(addr, good, "hostname; ip -4 -o addr show eth0; cat /run/devcloud/user_data", timeout=30)
             ssh_s = time.monotonic() - started - active_s

@@ -1,5 +1,5 @@
-"""Fixtures for the Nova tier: the devcloud's real Keystone + Nova + Placement + Glance (and its
-one stand-in, the Neutron API), never a fake compute API (docs/devcloud-nova.md).
+"""Fixtures for the Nova tier: the devcloud's real Keystone + Nova + Placement + Glance (and
+Neutron with ML2/OVN enforcing security groups), never a fake compute API (docs/devcloud-nova.md).
 
 ``DLBENCH_NOVA_TEST_CLOUD`` / ``DLBENCH_NOVA_TEST_CLOUDS_FILE`` point the tier at another cloud
 (default: cloud ``devcloud-nova`` from ``.devcloud/clouds.yaml``).
@@ -69,8 +69,12 @@ def run_id() -> str:
 
 
 def leaks(conn: Any) -> list[str]:
-    """Everything of ours still on the cloud: servers, keypairs, server groups, security groups."""
-    found = [f"server {s.name} ({s.status})" for s in conn.compute.servers() if (s.name or "").startswith("dlbench-")]
+    """Everything of ours still on the cloud: servers, keypairs, server groups, security groups,
+    and Neutron ports a deleted server left behind (Nova deletes the ports it made)."""
+    servers = list(conn.compute.servers())
+    found = [f"server {s.name} ({s.status})" for s in servers if (s.name or "").startswith("dlbench-")]
+    found += [f"port {p.id} of deleted server {p.device_id}" for p in conn.network.ports()
+              if (p.device_owner or "").startswith("compute:") and p.device_id not in {s.id for s in servers}]
     found += [f"keypair {k.name}" for k in conn.compute.keypairs() if (k.name or "").startswith("dlbench-")]
     found += [f"server group {g.name}" for g in conn.compute.server_groups() if (g.name or "").startswith("dlbench-")]
     found += [f"security group {g.name}" for g in conn.network.security_groups()

@@ -14,6 +14,7 @@ import socket
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.execution.transport import RemoteHost, wait_reachable
@@ -52,6 +53,13 @@ PROBE = textwrap.dedent("""
             r = "filtered"
         print(p, r)
 """)
+
+
+def poll_until(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.3)
 
 
 def run(address: str, key: Path, argv: list[str]) -> str:
@@ -97,10 +105,13 @@ def test_a_runs_group_lets_exactly_its_own_traffic_through(clean_nova, admin_con
         open_driver.wait_ready(pair, Deadline(180, "ready"))
         narrow_driver.wait_ready([other], Deadline(180, "ready"))  # SSH from this host: inside its ssh_cidr
         a, b, c = (str(i.address) for i in (*pair, other))
-        for inst in (*pair, other):  # the ports are bound by OVN on the server's hypervisor and up
+        for inst in (*pair, other):  # the ports are bound by OVN on the server's hypervisor and go up
             (port,) = list(admin_conn.network.ports(device_id=inst.id))
-            assert port.status == "ACTIVE" and port.binding_vif_type == "ovs", port
+            assert port.binding_vif_type == "ovs", port
             assert port.binding_host_id == admin_conn.compute.get_server(inst.id).hypervisor_hostname
+            # ACTIVE once ovn-controller reports the plugged port up (asynchronous, as on any cloud)
+            poll_until(f"port {port.id} ACTIVE",
+                       lambda p=port: admin_conn.network.get_port(p.id).status == "ACTIVE", 30)
 
         wait_reachable(a, "root", str(key1), 60, 0.5, None)
         run(a, key1, ["sh", "-c", "setsid nohup python3 -c \"$0\" \"$@\" >/dev/null 2>&1 </dev/null &", LISTEN,
@@ -135,3 +146,26 @@ def test_a_runs_group_lets_exactly_its_own_traffic_through(clean_nova, admin_con
         assert driver.find(instances[0].tags.run_id) == {}
         for inst in instances:
             assert list(admin_conn.network.ports(device_id=inst.id)) == []
+
+
+def test_the_groups_description_fits_neutrons_255_characters():
+    """A real Neutron refuses a longer description (400 "exceeds maximum length of 255"): with an
+    Airflow run id as long as the pipeline allows (80 characters), the group's tags still fit and
+    still carry what the janitor reads (run id, expiry, lease)."""
+    from datetime import UTC, datetime, timedelta
+
+    from dlbench.pipeline.steps import safe_run_id
+    from dlbench.providers.nova import DESCRIPTION_MAX, _description, _tags_of
+
+    dag_run_id = "manual__2026-11-26T15:20:01.426924+00:00" + "x" * 200
+    now = datetime.now(UTC)
+    tags = Tags(run_id=safe_run_id(dag_run_id), dag_id="dlbench_benchmark", dag_run_id=dag_run_id,
+                expires_at=now + timedelta(hours=6), lease_until=now + timedelta(minutes=15))
+    assert len(tags.run_id) == 80
+    text = _description(tags)
+    assert len(text) <= DESCRIPTION_MAX
+    back = Tags.from_dict(_tags_of(type("Group", (), {"description": text})()))
+    assert back is not None
+    assert (back.run_id, back.expires_at, back.lease_until) == (tags.run_id, tags.expires_at, tags.lease_until)
+    short = Tags(run_id="r1", dag_id="d", dag_run_id="r1", expires_at=now)
+    assert Tags.from_dict(_tags_of(type("Group", (), {"description": _description(short)})())) == short

@@ -378,7 +378,7 @@ class NovaDriver(OpenStackDriver):
                                port_range_min=low, port_range_max=high, remote_group_id=group.id)
             return group
         group = self._call("create security group", net.create_security_group, name=name,
-                           description=json.dumps(tags.as_dict()))
+                           description=_description(tags))
         try:
             self._call("tag security group", net.set_tags, group, _neutron_tags(tags))
             rules: list[dict[str, Any]] = [
@@ -431,7 +431,7 @@ class NovaDriver(OpenStackDriver):
         if port is None:
             raise NovaError(f"server {inst.name} has no port for a floating IP")
         fip = self._call("create floating IP", net.create_ip, floating_network_id=self._external_network().id,
-                         port_id=port.id, description=json.dumps(inst.tags.as_dict()))
+                         port_id=port.id, description=_description(inst.tags))
         self._call("tag floating IP", net.set_tags, fip, _neutron_tags(inst.tags))
         inst.details["floating_ip_id"] = fip.id
         return str(fip.floating_ip_address)
@@ -538,7 +538,7 @@ class NovaDriver(OpenStackDriver):
                 if tags is not None:
                     renewed = dataclasses.replace(tags, lease_until=until)
                     self._call("renew lease", net.update_security_group, group,
-                               description=json.dumps(renewed.as_dict()))
+                               description=_description(renewed))
 
     def _servers(self, run_id: str | None) -> list[Any]:
         tag = _run_tag(run_id) if run_id else SERVER_TAG
@@ -575,6 +575,24 @@ def _run_tag(run_id: str) -> str:
 
 def _neutron_tags(tags: Tags) -> list[str]:
     return [SERVER_TAG, _run_tag(tags.run_id)]
+
+
+DESCRIPTION_MAX = 255
+"""Neutron's limit on a resource's description (neutron-lib's DESCRIPTION_FIELD_SIZE)."""
+
+
+def _description(tags: Tags) -> str:
+    """The run's tags as compact JSON within :data:`DESCRIPTION_MAX` (a real Neutron refuses a
+    longer description with 400). Airflow's DAG run ids are long: when everything does not fit,
+    the DAG run id and then the DAG id are left out (the run id, expiry and lease, all the janitor
+    needs, always stay; the servers' metadata keeps every tag)."""
+    data = tags.as_dict()
+    for dropped in ((), ("dlbench_dag_run_id",), ("dlbench_dag_run_id", "dlbench_dag_id")):
+        text = json.dumps({k: v for k, v in data.items() if k not in dropped}, separators=(",", ":"))
+        if len(text) <= DESCRIPTION_MAX:
+            return text
+    raise NovaError(f"run id {tags.run_id!r} ({len(tags.run_id)} characters) leaves no room for its expiry and "
+                    f"lease in a Neutron description ({DESCRIPTION_MAX} characters): use a shorter run id")
 
 
 def _tags_of(group: Any) -> dict[str, Any] | None:
