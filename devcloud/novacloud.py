@@ -38,8 +38,7 @@ ADMIN_PASSWORD = "devcloud-admin"
 USER_PASSWORD = "dlbench-devcloud"
 RABBIT_NODE = "devcloud@localhost"
 VM_BRIDGE = "dcvmbr"
-VM_NET = "198.18.96.0/20"
-VM_GATEWAY = "198.18.96.1"
+VM_NET, VM_GATEWAY = neutroncloud.ovn.VM_NET, neutroncloud.ovn.VM_GATEWAY
 VM_NS_PREFIX = "devcloud-vm-"
 
 
@@ -404,8 +403,9 @@ def bridge_up() -> None:
     if not dc.link_exists(VM_BRIDGE):
         dc.sh(["ip", "link", "add", VM_BRIDGE, "type", "bridge"])
     addrs = dc.sh(["ip", "-o", "addr", "show", "dev", VM_BRIDGE], quiet=True).stdout
-    if f" {VM_GATEWAY}/20 " not in addrs:
-        dc.sh(["ip", "addr", "add", f"{VM_GATEWAY}/20", "dev", VM_BRIDGE])
+    prefix = neutroncloud.ovn.VM_NET_PREFIXLEN
+    if f" {VM_GATEWAY}/{prefix} " not in addrs:
+        dc.sh(["ip", "addr", "add", f"{VM_GATEWAY}/{prefix}", "dev", VM_BRIDGE])
     dc.sh(["ip", "link", "set", VM_BRIDGE, "up"])
 
 

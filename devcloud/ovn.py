@@ -18,7 +18,11 @@ import subprocess
 from pathlib import Path
 
 PHYSNET = "physnet1"
-VM_NET_PREFIXLEN = 20
+VM_NET = "198.18.96.0/20"
+"""The devcloud network's subnet (devcloud-net, on physnet1)."""
+VM_NET_PREFIXLEN = int(VM_NET.split("/")[1])
+VM_GATEWAY = "198.18.96.1"
+"""This host's address on ``dcvmbr``: the subnet's gateway and where the host reaches servers from."""
 UNDERLAY_BASE = "198.18.96."
 """A chassis' underlay address: 198.18.96.<1+k>/20 on its br-phy (inside the VM network,
 before the allocation pool's 198.18.96.10; .1 is this host's dcvmbr)."""
