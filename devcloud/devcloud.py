@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import k8s_control  # devcloud/k8s_control.py: the Kubernetes control planes (docs/kubernetes.md)
 import machine  # devcloud/machine.py, next to this file
@@ -101,6 +101,26 @@ def pid_alive(name: str, marker: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return pid if marker in cmdline else None
+
+
+def stop_services(named: list[tuple[str, str]], timeout: float = 10) -> None:
+    """SIGTERM to every named service we started (``(name, marker)``, see :func:`pid_alive`) and
+    its workers at once, SIGKILL to what is left after ``timeout``; their pid files go."""
+    group = []
+    for name, marker in named:
+        pid = pid_alive(name, marker)
+        if pid:
+            group += [pid, *children(pid)]
+    stop_group(group, timeout)
+    for name, _ in named:
+        (RUN / f"{name}.pid").unlink(missing_ok=True)
+
+
+def exited(name: str, also: str = "") -> NoReturn:
+    """Stop ``up``: the service we started as ``name`` died; the tail of its output says why."""
+    out = LOGS / f"{name}.out"
+    tail = out.read_text(errors="replace")[-3000:] if out.exists() else ""
+    raise SystemExit(f"devcloud: {name} exited (see {out}{also}):\n{tail}")
 
 
 def spawn(name: str, cmd: list[str]) -> int:

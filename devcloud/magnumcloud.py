@@ -168,9 +168,7 @@ def up() -> None:
 def alive_or_die(name: str) -> bool:
     marker = {n: m for n, _, m in services()}[name]
     if not dc.pid_alive(name, marker):
-        log = dc.LOGS / f"{name}.out"
-        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-        raise SystemExit(f"devcloud: {name} exited (see {log}):\n{tail}")
+        dc.exited(name)
     return True
 
 
@@ -206,15 +204,7 @@ def clusters_down() -> None:
 
 
 def down() -> None:
-    named = [(name, marker) for name, _, marker in services()]
-    group = []
-    for name, marker in named:
-        pid = dc.pid_alive(name, marker)
-        if pid:
-            group += [pid, *dc.children(pid)]
-    dc.stop_group(group, 10)
-    for name, _ in named:
-        (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
+    dc.stop_services([(name, marker) for name, _, marker in services()], 10)
     clusters_down()
     FAULT_FILE.unlink(missing_ok=True)
     if dc.pg_running():

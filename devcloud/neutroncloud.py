@@ -155,18 +155,16 @@ def alive_or_die(name: str) -> bool:
     except (OSError, ValueError, IndexError):
         pid = 0
     if not (pid and procs.alive(pid)):
-        out = dc.LOGS / f"{name}.out"
-        tail = out.read_text(errors="replace")[-2000:] if out.exists() else ""
-        raise SystemExit(f"devcloud: {name} exited (see {dc.LOGS}/{name}.out and {name}.log):\n{tail}")
+        dc.exited(name, also=f" and {name}.log")
     return True
 
 
 # --- MariaDB ------------------------------------------------------------------------------------
 
-def mariadb(sql: str) -> str:
+def mariadb(sql: str, check: bool = True) -> str:
     res = subprocess.run(["mariadb", "--no-defaults", f"--socket={MARIADB_SOCKET}", "-uroot", "-N", "-B", "-e", sql],
                          capture_output=True, text=True, timeout=60)
-    if res.returncode != 0:
+    if check and res.returncode != 0:
         raise SystemExit(f"devcloud: MariaDB: {sql}: {res.stderr.strip()}")
     return res.stdout.strip()
 
@@ -271,18 +269,9 @@ def up(bridge: str, hypervisors: list[str]) -> None:
 def down(hypervisors: list[str]) -> None:
     """Every process, the hypervisors' namespaces and veths, the OVN databases; the neutron
     database is dropped (MariaDB's data dir stays, like PostgreSQL's)."""
-    svc = services(hypervisors)
     if running("mariadb", f"--datadir={MARIADB_DIR}"):
-        subprocess.run(["mariadb", "--no-defaults", f"--socket={MARIADB_SOCKET}", "-uroot", "-e",
-                        "DROP DATABASE IF EXISTS neutron"], capture_output=True, timeout=60)
-    group = []
-    for name, _, marker in svc:
-        pid = dc.pid_alive(name, marker)
-        if pid:
-            group += [pid, *dc.children(pid)]
-    dc.stop_group(group, 15)
-    for name, _, _ in svc:
-        (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
+        mariadb("DROP DATABASE IF EXISTS neutron", check=False)
+    dc.stop_services([(name, marker) for name, _, marker in services(hypervisors)], 15)
     for k, hv in enumerate(hypervisors, 1):
         if dc.link_exists(f"dchv{k}h"):
             dc.sh(["ip", "link", "del", f"dchv{k}h"], check=False)

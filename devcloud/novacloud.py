@@ -480,9 +480,7 @@ def wait_ready(names: list[str]) -> None:
 def alive_or_die(name: str) -> bool:
     marker = {n: m for n, _, m in services()}[name]
     if not dc.pid_alive(name, marker):
-        tail = (dc.LOGS / f"{name}.out").read_text(errors="replace")[-3000:] if (dc.LOGS / f"{name}.out").exists() \
-            else ""
-        raise SystemExit(f"devcloud: {name} exited (see {dc.LOGS}/{name}.out):\n{tail}")
+        dc.exited(name)
     return True
 
 
@@ -491,18 +489,6 @@ def stop_service(name: str, marker: str, timeout: float = 10) -> None:
     if pid:
         dc.stop_pid(pid, timeout=timeout)
     (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
-
-
-def stop_many(named: list[tuple[str, str]], timeout: float = 10) -> None:
-    """SIGTERM to all of them (and their workers) at once, SIGKILL to what is left after ``timeout``."""
-    group = []
-    for name, marker in named:
-        pid = dc.pid_alive(name, marker)
-        if pid:
-            group += [pid, *dc.children(pid)]
-    dc.stop_group(group, timeout)
-    for name, _ in named:
-        (dc.RUN / f"{name}.pid").unlink(missing_ok=True)
 
 
 def epmd_down() -> None:
@@ -521,7 +507,7 @@ def down() -> None:
     """Stop every Nova-part process, every server machine, the VM network; drop the databases."""
     svc = services()
     stop_service("vmagent", "vmagent.py")
-    stop_many([(name, marker) for name, _, marker in svc if name not in ("vmagent", "rabbitmq")])
+    dc.stop_services([(name, marker) for name, _, marker in svc if name not in ("vmagent", "rabbitmq")])
     for idx in vm_machine_indexes():
         machine.stop(dc.STATE, idx, wipe=True)
         machine.ssh_down_flag(dc.STATE, idx).unlink(missing_ok=True)

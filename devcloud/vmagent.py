@@ -131,14 +131,12 @@ class VMAgent:
         metadata and Glance."""
         info = self.query("nova", "SELECT network_info FROM instance_info_caches WHERE instance_uuid = %s "
                                   "AND deleted = 0", (server["uuid"],))
-        address = None
         vif_found: dict[str, Any] = {}
         for vif in json.loads(info[0][0] or "[]") if info else []:
             for subnet in vif.get("network", {}).get("subnets", []):
                 for fixed in subnet.get("ips", []):
-                    if fixed.get("type", "fixed") == "fixed" and address is None:
-                        address = fixed["address"]
-                        vif_found = {"address": address, "mac": vif["address"], "port_id": vif["id"],
+                    if fixed.get("type", "fixed") == "fixed" and not vif_found:
+                        vif_found = {"address": fixed["address"], "mac": vif["address"], "port_id": vif["id"],
                                      "mtu": (vif.get("network", {}).get("meta") or {}).get("mtu") or 1500}
         meta = dict(self.query("nova", "SELECT key, value FROM instance_system_metadata WHERE instance_uuid = %s "
                                        "AND deleted = 0 AND key LIKE 'image_%%'", (server["uuid"],)))
@@ -150,7 +148,7 @@ class VMAgent:
             except psycopg2.Error:
                 names = []
             wanted = names[0][0] if names and names[0][0] in known else machine.DEFAULT_IMAGE
-        return {"address": address, "vif": vif_found, "image": wanted}
+        return {"address": vif_found.get("address"), "vif": vif_found, "image": wanted}
 
     def free_index(self) -> int:
         used = set(self.slots.values())
