@@ -2,17 +2,18 @@
 # Build the project's VM guest image (docs/vm-image.md): a bootable Debian 12 disk for QEMU/KVM,
 # the local provider's virtual_machine platform and a Glance image for a libvirt Nova compute.
 #
-#   docker/build-vm-image.sh [--out DIR] [--no-workload-image] [--force]
+#   docker/build-vm-image.sh [--out DIR] [--force]
 #
 # Base: the node image rootfs (build/node-image/dlbench-node.tar.zst, `make node-image`): Debian 12
 # with the benchmark tools, Docker, the workload venv and the workloads. Added from Debian
 # packages: linux-image-amd64 (+ initramfs), systemd, cloud-init (datasources NoCloud and
 # ConfigDrive), DHCP on the first NIC as a fallback, sshd (key authentication, root by key),
 # a serial console. The TensorFlow workload image (dlbench-workload:latest, the default request's
-# and every suite's but another framework's tf_cnn) is pre-loaded into the guest's Docker store at
-# build time, so container_on_vm needs no 2 GB `docker load` under emulation (--no-workload-image
-# leaves it out: the prepare stage then loads it over SSH). The PyTorch and JAX images are not
-# (they would add about 1.7 GB to every guest disk): a run that names them loads them over SSH.
+# and every suite's but another framework's tf_cnn) comes pre-loaded in the node image's Docker
+# store (docker/build-node-image.sh, docker/preload-image.sh), so container_on_vm needs no 2 GB
+# `docker load` under emulation (a node image built with --no-workload-image leaves it out: the
+# prepare stage then loads it over SSH). The PyTorch and JAX images are not (they would add about
+# 1.7 GB to every guest disk): a run that names them loads them over SSH.
 #
 # Output in DIR (default build/vm-image):
 #   dlbench-vm.qcow2   the root filesystem (ext4, label dlbench-root, no partition table)
@@ -26,14 +27,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 out=$repo/build/vm-image
 force=0
-workload_image=${WORKLOAD_IMAGE:-dlbench-workload:latest}
-preload=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
-    --no-workload-image) preload=0; shift ;;
     --force) force=1; shift ;;
-    *) echo "usage: $0 [--out DIR] [--no-workload-image] [--force]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--out DIR] [--force]" >&2; exit 2 ;;
   esac
 done
 node_tar=${NODE_IMAGE:-$repo/build/node-image/dlbench-node.tar.zst}
@@ -48,17 +46,11 @@ for tool in mkfs.ext4 qemu-img unshare chroot; do
   command -v $tool >/dev/null || { echo "$tool is not installed (apt-get install qemu-utils e2fsprogs)" >&2; exit 1; }
 done
 [ -f "$node_tar" ] || { echo "no node image $node_tar: run \`make node-image\` first" >&2; exit 1; }
-image_id=""
-if [ "$preload" = 1 ]; then
-  image_id=$(docker image inspect --format '{{.Id}}' "$workload_image" 2>/dev/null) || {
-    echo "no workload image $workload_image in the local Docker engine: run \`make image\`," \
-         "or pass --no-workload-image" >&2; exit 1; }
-fi
 
 inputs() {  # everything the result depends on, digested into the manifest
   sha256sum "$0" | cut -d' ' -f1
   cat "$node_tar.stamp" 2>/dev/null || stat -c '%s %Y' "$node_tar"
-  echo "$packages|$cmdline|$image_id"
+  echo "$packages|$cmdline"
 }
 digest=$(inputs | sha256sum | cut -d' ' -f1)
 manifest=$out/manifest.json
@@ -70,11 +62,7 @@ fi
 mkdir -p "$out" "$repo/build/apt-cache/partial"
 work=$(mktemp -d "$out/.build.XXXXXX")
 root=$work/rootfs
-dockerd_pid=""
 cleanup() {
-  if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
-    kill "$dockerd_pid"; for _ in $(seq 1 60); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 1; done
-  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -156,22 +144,6 @@ json.dump({"context": marker["context"], "frameworks": marker["frameworks"], "re
           open(f"{root}/opt/dlbench/prepared.json", "w"), indent=2)
 EOF
 
-if [ "$preload" = 1 ]; then
-  step "pre-loading $workload_image into the guest's Docker store (a private dockerd on its data root)"
-  mkdir -p "$root/var/lib/docker" "$work/exec"
-  # Its own network namespace and no network store from the image: a dockerd started with
-  # --bridge=none deletes a stored "bridge" network, i.e. the host's docker0, when it shares the
-  # host's namespace (it only talks to the CLI through its unix socket).
-  rm -rf "$root/var/lib/docker/network"
-  unshare --net dockerd --data-root "$root/var/lib/docker" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" \
-    -H "unix://$work/docker.sock" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
-    --storage-driver=overlay2 >>"$log" 2>&1 &
-  dockerd_pid=$!
-  for _ in $(seq 1 60); do docker -H "unix://$work/docker.sock" info >/dev/null 2>&1 && break; sleep 1; done
-  docker save "$workload_image" | docker -H "unix://$work/docker.sock" load >>"$log" 2>&1
-  kill "$dockerd_pid"; wait "$dockerd_pid" 2>/dev/null || true; dockerd_pid=""
-  rm -rf "$root/var/lib/docker/network" "$root/var/lib/docker/runtimes" "$root/var/lib/docker/tmp"/*
-fi
 
 step "slimming and making the filesystem"
 cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"; cp "$root/boot/initrd.img-$kver" "$work/initrd.img"
@@ -180,6 +152,10 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share
 used_mb=$(du -sxm "$root" | cut -f1)
 size_mb=$(( used_mb * 5 / 4 + 2048 ))   # 25 % for metadata + 2 GiB free for workloads and data
 context=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"])' "$root/etc/dlbench/node-image.json")
+# The workload image the node image's Docker store carries (none when built with --no-workload-image).
+read -r workload_image image_id < <(python3 -c 'import json,sys
+images = json.load(open(sys.argv[1])).get("docker_images") or [{"image": "", "id": ""}]
+print(images[0]["image"], images[0]["id"])' "$root/etc/dlbench/node-image.json") || true
 mkfs.ext4 -q -F -L "$label" -d "$root" -E root_owner=0:0 -m 1 "$work/root.ext4" "${size_mb}M" >>"$log" 2>&1 ||
   { tail -n 20 "$log" >&2; exit 1; }
 # Disk: the tree goes as soon as the filesystem holds it, and the qcow2 is zstd-compressed (about
@@ -208,7 +184,7 @@ cat >"$work/manifest.json" <<EOF
   "added_packages": "$packages",
   "cloud_init_datasources": ["NoCloud", "ConfigDrive"],
   "context": "$context",
-  "workload_image": "$( [ "$preload" = 1 ] && echo "$workload_image" )",
+  "workload_image": "$workload_image",
   "workload_image_id": "$image_id",
   "inputs_digest": "$digest",
   "build_seconds": $built,

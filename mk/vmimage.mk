@@ -15,5 +15,5 @@ vm-prereqs: ## install QEMU, qemu-img and genisoimage when root (Debian), otherw
 	  else echo "missing system packages (install them, or VM rows will be skipped): $$missing"; fi; \
 	fi
 
-vm-image: vm-prereqs node-image image ## build the VM guest image in build/vm-image/ (rebuilt only when its inputs change)
+vm-image: vm-prereqs node-image ## build the VM guest image in build/vm-image/ (rebuilt only when its inputs change)
 	@docker/build-vm-image.sh --out $(VM_IMAGE_DIR)

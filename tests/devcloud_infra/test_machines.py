@@ -6,6 +6,7 @@ undeploy wipes the disk. All real: Ironic deploys, the node agent boots, ssh che
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -225,3 +226,63 @@ def test_node_image_has_its_marker_its_own_engine_and_a_shaped_network(conn, key
         assert 50e6 < bps < 1.05e9 and 50e6 < container_bps < 1.05e9, (bps, container_bps)
     wait_until("node engines' data wiped", lambda: not any(
         (STATE / "nodes" / str(node_index(n)) / "docker").exists() for n in (one, two)), 30)
+
+
+def shared_layer_files(store: Path, count: int = 40) -> list[Path]:
+    """Up to ``count`` regular files of the image layers' contents in a node's Docker store."""
+    found: list[Path] = []
+    for layer in sorted((store / "overlay2").iterdir()):
+        for dirpath, _, filenames in os.walk(layer / "diff"):
+            found += [p for p in (Path(dirpath) / f for f in filenames) if p.is_file() and not p.is_symlink()]
+            if len(found) >= count:
+                return found[:count]
+    return found
+
+
+def test_node_image_carries_the_workload_image_in_each_nodes_own_store(conn, keypair, workload_image):
+    """The node image's pre-loaded workload image (docs/node-image.md) is in every freshly
+    deployed node's own engine: the marker names it, the engine has that id and workload context
+    (the controller's, so the prepare stage moves nothing). The layers' files are shared with the
+    image's extracted copy like a copy-on-write disk's base (hard links, never written), the
+    engine's metadata is the node's own; a container's write, and `docker rmi`, on one node leave
+    the other node's image as it was."""
+    require(NODE_IMAGE.exists(), f"no node image {NODE_IMAGE}: run `make node-image`")
+    from dlbench.execution.prepare import local_image_context
+
+    key = keypair("preloaded")
+    with deployed(conn, key, count=2, image_source=image(NODE_IMAGE), tag="preloaded") as (one, two):
+        a, b = addr(one), addr(two)
+        marker = json.loads(ssh_ok(a, key, "cat /etc/dlbench/node-image.json").stdout)
+        (carried,) = marker["docker_images"]
+        assert carried["image"] == workload_image, marker
+        assert carried["context"] == local_image_context(workload_image), (carried, "node image older than the tree")
+        fmt = '{{.Id}} {{index .Config.Labels "dlbench.context"}}'
+        for address in (a, b):
+            wait_until(f"dockerd on {address}", lambda x=address: ssh(x, key, "docker info").returncode == 0, 30)
+            found = ssh_ok(address, key, f"docker image inspect --format '{fmt}' {workload_image}").stdout.split()
+            assert found == [carried["id"], carried["context"]], found
+        stores = [STATE / "nodes" / str(node_index(n)) / "docker" for n in (one, two)]
+        seeded = json.loads((STATE / "nodes" / str(node_index(one)) / "machine.json").read_text())
+        print(f"node store seeded in {seeded['docker_seed_s']} s")
+        for store in stores:
+            assert (store / "image" / "overlay2" / "repositories.json").stat().st_nlink == 1
+        layers = shared_layer_files(stores[0])
+        assert layers and all(p.stat().st_nlink >= 3 for p in layers), [(p, p.stat().st_nlink) for p in layers]
+        lower = Path(seeded["lower"]) / "var" / "lib" / "docker"
+        originals = {p.relative_to(stores[0]): p.read_bytes() for p in layers}
+        # A container's write lands in its own layer: the other node, and the image, see the original.
+        def run(address: str, command: str) -> str:
+            res = ssh(address, key, command, timeout=120)
+            assert res.returncode == 0, (command, res.stdout[-500:], res.stderr[-500:])
+            return res.stdout
+
+        before = run(b, f"docker run --rm --entrypoint cat {workload_image} /etc/debian_version")
+        run(a, f"docker run --rm --entrypoint /bin/sh {workload_image} -c 'echo changed-by-a > /etc/debian_version'")
+        after = run(b, f"docker run --rm --entrypoint cat {workload_image} /etc/debian_version")
+        assert after == before and "changed-by-a" not in after, (before, after)
+        # Removing the image on one node unlinks that node's names only.
+        run(a, f"docker image rm -f {workload_image}")
+        assert ssh(a, key, f"docker image inspect {workload_image}").returncode != 0
+        assert run(b, f"docker image inspect --format '{fmt}' {workload_image}").split() == found
+        assert all((lower / rel).read_bytes() == data for rel, data in originals.items())
+        assert all((stores[1] / rel).read_bytes() == data for rel, data in originals.items())

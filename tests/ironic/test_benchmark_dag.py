@@ -45,13 +45,18 @@ def rows_by_platform(run_id: str) -> dict[tuple[str, str], int]:
     return {(r[0], r[1]): r[2] for r in rows}
 
 
-def network_labels(run_id: str) -> list[dict]:
+def archived_labels(run_id: str, suite: str | None = None) -> list[dict]:
+    """The labels of the run's archived result documents (of ``suite``'s only, when given)."""
     from dlbench.warehouse import archive
     from dlbench.workloads.result import ResultDocument
 
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(
         run_id.replace(":", "-").replace("+", "-")))]
-    return [d.labels for d in docs if d.benchmark.suite == "network"]
+    return [d.labels for d in docs if suite is None or d.benchmark.suite == suite]
+
+
+def network_labels(run_id: str) -> list[dict]:
+    return archived_labels(run_id, "network")
 
 
 def secret_findings(run_id: str, secret: str, captured: str) -> list[str]:
@@ -115,9 +120,11 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud, monkeypatch, capfd):
 
 
 def test_container_on_bare_metal_over_ssh(dag, clean_cloud, workload_image):
-    """The workload image on each node's OWN Docker engine (loaded there by the prepare stage with
-    docker save | docker load over SSH), on the bare-metal nodes (share_nodes); the network suite
-    runs container <-> container across the two nodes."""
+    """The workload image on each node's OWN Docker engine, on the bare-metal nodes (share_nodes);
+    the network suite runs container <-> container across the two nodes. The node image carries
+    the workload image pre-loaded (docs/node-image.md), so the prepare stage finds it current by
+    its workload context and moves nothing: the `prepared` label of every row says so. (The load
+    over SSH when a node lacks it: tests/execution/test_ssh_executor.py.)"""
     run, states = run_ironic(dag, ["bare_metal", "container_on_bare_metal"], suites=("tf_cnn", "network"),
                              data=("synthetic",), nodes={"bare_metal": 2}, share_nodes=True,
                              docker_image=workload_image, prepare_timeout=900)
@@ -129,6 +136,8 @@ def test_container_on_bare_metal_over_ssh(dag, clean_cloud, workload_image):
     paths_seen = sorted(labels["network_path"] for labels in network_labels(run.run_id))
     assert len(paths_seen) == 2 and all("across machines" in p for p in paths_seen), paths_seen
     assert any(p.startswith("docker-to-docker") for p in paths_seen), paths_seen
+    prepared = {labels.get("prepared") for labels in archived_labels(run.run_id)}
+    assert prepared == {"none"}, prepared
     assert_no_leaks(clean_cloud)
 
 

@@ -260,7 +260,8 @@ def _ssh(key: Path, address: str) -> list[str]:
 
 def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline: float) -> None:
     """The devcloud has no registry: images named in the label ``devcloud_preload_images`` are
-    copied from this host's Docker engine into every node's engine (what a pull would do)."""
+    copied from this host's Docker engine into every node's engine (what a pull would do: like a
+    pull, nothing moves when the node already has that image id, e.g. from its node image)."""
     for node in nodes:
         while subprocess.run([*_ssh(key, node["address"]), "docker", "info"], capture_output=True,
                              timeout=30).returncode != 0:
@@ -268,6 +269,9 @@ def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline
                 raise RuntimeError(f"the Docker engine of node {node['name']} does not answer")
             time.sleep(0.5)
         for image in images:
+            here = _image_id(image)
+            if here is not None and here == _image_id(image, _ssh(key, node["address"])):
+                continue
             save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             load = subprocess.run([*_ssh(key, node["address"]), "docker", "load"], stdin=save.stdout,
                                   capture_output=True, timeout=max(deadline - time.monotonic(), 30))
@@ -276,6 +280,13 @@ def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline
             if save.wait() != 0 or load.returncode != 0:
                 raise RuntimeError(f"could not put image {image} on node {node['name']}: "
                                    f"{err.strip()[-300:]} {load.stderr.decode(errors='replace').strip()[-300:]}")
+
+
+def _image_id(image: str, via: list[str] | None = None) -> str | None:
+    """``image``'s id in this host's engine, or through ``via`` (an ssh prefix) in a node's."""
+    res = subprocess.run([*(via or []), "docker", "image", "inspect", "--format", "{{.Id}}", image],
+                         capture_output=True, text=True, timeout=60)
+    return res.stdout.strip() or None if res.returncode == 0 else None
 
 
 def _control() -> Any:
