@@ -7,7 +7,10 @@ one guest for the whole lifecycle and the cheapest real workload (the ``cpu`` su
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,35 @@ import pytest
 from dlbench.providers.qemu import DEFAULT_VM_IMAGE_DIR, QEMU, VMImage
 from tests.conftest import require
 
+BUILD_LOCK = Path(DEFAULT_VM_IMAGE_DIR).parent / "vm-image.lock"
+"""Held by a VM image build running beside the tests (.ci/run builds it so)."""
+
+
+def wait_for_build(timeout: float = 1200) -> None:
+    """Wait (bounded) for a VM image build that holds :data:`BUILD_LOCK` to end."""
+    if not BUILD_LOCK.exists():
+        return
+    fd = os.open(BUILD_LOCK, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the VM image build holding {BUILD_LOCK} did not end in {timeout:.0f} s")
+                time.sleep(2)
+    finally:
+        os.close(fd)
+
 
 @pytest.fixture(scope="session")
 def vm_image() -> VMImage:
     for tool in (QEMU, "qemu-img", "genisoimage"):
         require(shutil.which(tool) is not None,
                 f"{tool} is not installed (apt-get install qemu-system-x86 qemu-utils genisoimage)")
+    wait_for_build()
     try:
         return VMImage.load(Path(DEFAULT_VM_IMAGE_DIR))
     except FileNotFoundError as exc:
