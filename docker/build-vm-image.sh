@@ -144,18 +144,18 @@ json.dump({"context": marker["context"], "frameworks": marker["frameworks"], "re
           open(f"{root}/opt/dlbench/prepared.json", "w"), indent=2)
 EOF
 
-
 step "slimming and making the filesystem"
 cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"; cp "$root/boot/initrd.img-$kver" "$work/initrd.img"
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share/doc/* "$root"/usr/share/man/* \
        "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/lib/cloud/* "$root"/tmp/* 2>/dev/null || true
 used_mb=$(du -sxm "$root" | cut -f1)
 size_mb=$(( used_mb * 5 / 4 + 2048 ))   # 25 % for metadata + 2 GiB free for workloads and data
-context=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"])' "$root/etc/dlbench/node-image.json")
-# The workload image the node image's Docker store carries (none when built with --no-workload-image).
-read -r workload_image image_id < <(python3 -c 'import json,sys
-images = json.load(open(sys.argv[1])).get("docker_images") or [{"image": "", "id": ""}]
-print(images[0]["image"], images[0]["id"])' "$root/etc/dlbench/node-image.json") || true
+# From the node image's marker: its workload context and the workload image its Docker store
+# carries (none when it was built with --no-workload-image).
+read -r context workload_image image_id < <(python3 -c 'import json,sys
+marker = json.load(open(sys.argv[1]))
+images = marker.get("docker_images") or [{"image": "", "id": ""}]
+print(marker["context"], images[0]["image"], images[0]["id"])' "$root/etc/dlbench/node-image.json")
 mkfs.ext4 -q -F -L "$label" -d "$root" -E root_owner=0:0 -m 1 "$work/root.ext4" "${size_mb}M" >>"$log" 2>&1 ||
   { tail -n 20 "$log" >&2; exit 1; }
 # Disk: the tree goes as soon as the filesystem holds it, and the qcow2 is zstd-compressed (about

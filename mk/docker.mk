@@ -28,13 +28,14 @@ wheelhouse: venv ## wheels of every framework's workload requirements, for offli
 # TensorFlow's is its own target, built first: the node image pre-loads it (mk/nodeimage.mk) while
 # the other two build.
 IMAGE_FRAMEWORKS ?= tensorflow pytorch jax
-image: venv docker-up $(if $(filter tensorflow,$(IMAGE_FRAMEWORKS)),image-tensorflow) ## build the workload images (one per framework, IMAGE_FRAMEWORKS) that are missing or stale
-	@if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image $(IMAGE_FRAMEWORKS); \
+# $(call build_images,FRAMEWORKS): the recipe of both targets below.
+build_images = @if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image $(1); \
 	else echo "no Docker engine: skipping the workload images (container rows will be reported as skipped)"; fi
+image: venv docker-up $(if $(filter tensorflow,$(IMAGE_FRAMEWORKS)),image-tensorflow) ## build the workload images (one per framework, IMAGE_FRAMEWORKS) that are missing or stale
+	$(call build_images,$(IMAGE_FRAMEWORKS))
 
 image-tensorflow: venv docker-up ## build the TensorFlow workload image dlbench-workload:latest when missing or stale
-	@if docker info >/dev/null 2>&1; then $(PY) -m dlbench.execution.image tensorflow; \
-	else echo "no Docker engine: skipping the workload images (container rows will be reported as skipped)"; fi
+	$(call build_images,tensorflow)
 
 # The GPU image of one framework (FRAMEWORK=tensorflow|pytorch|jax): the framework's CUDA build
 # in place of its CPU pin. Not built in CI (no GPU, and CUDA wheels are GBs).

@@ -262,6 +262,7 @@ def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline
     """The devcloud has no registry: images named in the label ``devcloud_preload_images`` are
     copied from this host's Docker engine into every node's engine (what a pull would do: like a
     pull, nothing moves when the node already has that image id, e.g. from its node image)."""
+    here = {image: _image_id(image) for image in images}
     for node in nodes:
         while subprocess.run([*_ssh(key, node["address"]), "docker", "info"], capture_output=True,
                              timeout=30).returncode != 0:
@@ -269,8 +270,7 @@ def _preload(images: list[str], nodes: list[dict[str, Any]], key: Path, deadline
                 raise RuntimeError(f"the Docker engine of node {node['name']} does not answer")
             time.sleep(0.5)
         for image in images:
-            here = _image_id(image)
-            if here is not None and here == _image_id(image, _ssh(key, node["address"])):
+            if here[image] is not None and here[image] == _image_id(image, _ssh(key, node["address"])):
                 continue
             save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             load = subprocess.run([*_ssh(key, node["address"]), "docker", "load"], stdin=save.stdout,
