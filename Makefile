@@ -55,13 +55,19 @@ ci-prereqs-first: $(filter-out $(CI_BACKGROUND),$(CI_PREREQS))
 clean: ## remove local state (venv kept)
 	rm -rf $(AIRFLOW_HOME) $(DLBENCH_HOME) build
 
-prereqs: ## install system packages when root (Debian), otherwise say what is missing
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# $(call apt_install,PACKAGES,MESSAGE,IF_MISSING): install those of PACKAGES not installed yet, in
+# one apt transaction (as root on Debian); otherwise print "MESSAGE: <the missing ones>" and run
+# IF_MISSING (`exit 1` where the target cannot do without them, `true` where rows are skipped).
+# (A package removed but not purged is missing: `dpkg -s` alone would call it present.)
+apt_install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q ' installed$$' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
-	  else echo "missing system packages (install them, or container rows will be skipped): $$missing"; fi; \
+	  else echo "$(2):" $$missing; $(3); fi; \
 	fi
+
+prereqs: ## install system packages when root (Debian), otherwise say what is missing
+	@$(call apt_install,$(APT_PACKAGES),missing system packages (install them, or container rows will be skipped),true)
 
 $(AIRFLOW_HOME)/.initialised: $(VENV)/.installed airflow_settings.yaml
 	mkdir -p $(AIRFLOW_HOME)

@@ -5,8 +5,9 @@
 # cached under ~/.cache/dlbench/kube/<source version>/bin (DLBENCH_KUBE_CACHE overrides the base)
 # and rebuilt only when that version changes (about 3-6 minutes on 2 cores).
 #
-# The source is fetched with a private APT source list (deb-src) and private state, so the
-# host's APT configuration is not changed.
+# The source is fetched with a private APT source list (deb-src), private lists and a private
+# cache, so the host's APT configuration is not changed and an apt-get install running meanwhile
+# (CI compiles the servers while apt installs the other packages, .ci/run) shares no file with it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 { read -r version; read -r cache; } < <(python3 -c "import sys; sys.path.insert(0, '$here'); import k8s_control
@@ -33,7 +34,9 @@ Suites: bookworm
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
+mkdir -p "$work/apt/cache/archives/partial"
 apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/apt" -o "Dir::State::Lists=$work/apt/lists"
+          -o "Dir::Cache=$work/apt/cache"
           -o Debug::NoDropPrivs=1 -o APT::Sandbox::User=root)
 apt-get "${apt_opts[@]}" update -qq
 (cd "$work/src" && apt-get "${apt_opts[@]}" source --download-only -qq "kubernetes=$version")

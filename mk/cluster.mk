@@ -7,12 +7,7 @@ CLUSTER_ARGS ?=
 .PHONY: airflow-cluster test-cluster cluster-prereqs
 
 cluster-prereqs: ## install redis-server and PostgreSQL (Debian, as root) for the Airflow cluster
-	@for p in redis-server postgresql; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
-	  else echo "missing system packages for the cluster:$$missing"; exit 1; fi; \
-	fi
+	@$(call apt_install,redis-server postgresql,missing system packages for the cluster,exit 1)
 
 airflow-cluster: venv cluster-prereqs ## multi-worker Airflow (Celery, 2 workers) on http://localhost:8080; Ctrl-C stops it
 	$(PY) -m tools.cluster --workers $(CLUSTER_WORKERS) --port $(CLUSTER_PORT) $(CLUSTER_ARGS)

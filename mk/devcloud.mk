@@ -38,14 +38,9 @@ DEVCLOUD_PACKAGES += rabbitmq-server mariadb-server ovn-central ovn-host openvsw
 endif
 .PHONY: devcloud-packages
 devcloud-packages: ## the devcloud's Debian packages (as root; otherwise says which are missing)
-	@missing=$$(for p in $(DEVCLOUD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    mkdir -p /etc/rabbitmq; \
-	    [ -e /etc/rabbitmq/rabbitmq-env.conf ] || printf 'NODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\n' >/etc/rabbitmq/rabbitmq-env.conf; \
-	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
-	  else echo "devcloud: missing system packages: $$missing"; exit 1; fi; \
-	fi
+	@if [ "$$(id -u)" = 0 ] && [ ! -e /etc/rabbitmq/rabbitmq-env.conf ]; then \
+	  mkdir -p /etc/rabbitmq; printf 'NODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\n' >/etc/rabbitmq/rabbitmq-env.conf; fi; \
+	$(call apt_install,$(DEVCLOUD_PACKAGES),devcloud: missing system packages,exit 1)
 
 DEVCLOUD_INSTALLED := $(DEVCLOUD_VENV)/.installed
 ifneq ($(DEVCLOUD_NOVA),0)

@@ -8,12 +8,7 @@ CI_PREREQS += vm-image
 
 .PHONY: vm-image vm-prereqs
 vm-prereqs: ## install QEMU, qemu-img and genisoimage when root (Debian), otherwise say what is missing
-	@missing=$$(for p in $(VM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null; \
-	  else echo "missing system packages (install them, or VM rows will be skipped): $$missing"; fi; \
-	fi
+	@$(call apt_install,$(VM_PACKAGES),missing system packages (install them, or VM rows will be skipped),true)
 
 vm-image: vm-prereqs node-image ## build the VM guest image in build/vm-image/ (rebuilt only when its inputs change)
 	@docker/build-vm-image.sh --out $(VM_IMAGE_DIR)
