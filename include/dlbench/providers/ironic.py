@@ -382,8 +382,15 @@ class IronicDriver(OpenStackDriver):
                            resource_class=self.spec.resource_class, traits=list(self.spec.traits) or None,
                            extra=tags.as_dict())
         try:
+            # Still `allocating` when the allocation time is up: Ironic placed it on no node in time.
+            # To the run that is no capacity within its allocate_timeout (the caller then names every
+            # node and why it could not be taken), not a bare timeout: on a busy conductor an
+            # allocation that will fail for want of nodes stays `allocating` for seconds.
             alloc = poll(lambda: self.bm.get_allocation(alloc.id), lambda a: a.state != AllocationState.ALLOCATING,
-                         deadline, self.spec.poll_interval, lambda a: f"state {a.state}")
+                         deadline, self.spec.poll_interval, lambda a: f"state {a.state}",
+                         give_up=lambda a: NoCapacity(
+                             f"allocation {name} still {a.state} after {deadline.seconds:.0f} s: Ironic placed it "
+                             "on no node in that time (no free node, or its conductor is slow to answer)"))
         except BaseException:
             self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
             raise
