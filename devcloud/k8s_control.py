@@ -26,6 +26,7 @@ the ``openssl`` CLI only: it imports nothing of dlbench.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -61,6 +62,43 @@ def cache_dir() -> Path:
 
 def binaries_present() -> bool:
     return all((cache_dir() / "bin" / b).is_file() for b in BINARIES) and Path(ETCD).is_file()
+
+
+BUILD_WAIT_S = 1800.0
+"""How long a caller waits for a ``make kube`` in progress (CI builds the servers beside the tests,
+.ci/run; a fresh build takes about 4 minutes of both cores, longer at low priority on a busy host)."""
+
+
+def build_lock() -> Path:
+    """The lock ``devcloud/build-kube.sh`` holds while it builds (``<cache>/<version>.lock``)."""
+    return cache_dir().with_name(cache_dir().name + ".lock")
+
+
+def ready(timeout: float = BUILD_WAIT_S) -> bool:
+    """Whether the servers can start, after waiting (bounded) for a build in progress to end.
+
+    Why wait here: CI starts the build at the beginning and lets it run at low priority beside
+    the other prerequisites and the tests (it needs about 460 CPU-seconds, the tests leave idle
+    CPU), so the first cluster may be asked for while it still compiles. Raises ``RuntimeError``
+    naming the lock when the build has not ended within ``timeout``."""
+    lock = build_lock()
+    if binaries_present() or not lock.exists():
+        return binaries_present()
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # the build's exclusive lock is gone
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Kubernetes servers' build (holding {lock}) did not end within "
+                                       f"{timeout:.0f} s: see its log (CI: build/kube-build.log)") from None
+                time.sleep(2)
+    finally:
+        os.close(fd)
+    return binaries_present()
 
 
 def missing_reason() -> str:
@@ -212,7 +250,7 @@ def start(state_dir: str | Path, nodes: list[dict[str, Any]], port: int | None =
           tls: dict[str, str] | None = None, timeout: float = 90) -> ControlPlane:
     """Start a cluster whose nodes are ``nodes`` (the node agent's specs, see ``k8s_node.py``);
     returns once the apiserver is ready and every node has registered Ready."""
-    if not binaries_present():
+    if not ready():
         raise RuntimeError(missing_reason())
     state = Path(state_dir)
     if state.exists():

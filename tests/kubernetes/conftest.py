@@ -62,7 +62,7 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
     from dlbench.execution.prepare import prepare
 
     require(NODE_IMAGE.exists(), f"no dlbench-node image at {NODE_IMAGE} (run `make node-image`)")
-    require(k8s_control.binaries_present(), k8s_control.missing_reason())
+    require(k8s_control.ready(), k8s_control.missing_reason())
     work = tmp_path_factory.mktemp("k8s")
     nodes = Fleet(conn, work)
     plane = None
