@@ -47,10 +47,8 @@ check: venv ## ruff, the architecture contract (import-linter) and the type chec
 
 ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, PostgreSQL, devcloud...)
 
-# What the tests need from their first minute; .ci/run builds the rest (CI_BACKGROUND) beside them,
-# at low priority: the Kubernetes servers (the kubernetes and magnum tiers wait for the build:
-# devcloud/k8s_control.py `ready`) and the VM image (tests/vm wait: tests/vm/conftest.py).
-CI_BACKGROUND := vm-image kube
+# What the tests need from their first minute; .ci/run builds the rest (CI_BACKGROUND) beside them.
+CI_BACKGROUND := vm-image
 .PHONY: ci-prereqs-first
 ci-prereqs-first: $(filter-out $(CI_BACKGROUND),$(CI_PREREQS))
 
@@ -100,8 +98,8 @@ run: venv prereqs run-prereqs airflow-init ## run the embedded benchmark end to 
 report: venv ## regenerate the latest run's report from the warehouse
 	$(VENV)/bin/dlbench report
 
-# The whole suite as concurrent pytest streams (tests/streams.py): the devcloud's tests in one
-# ordered stream, every other test beside it, and the multi-worker cluster tier. Ends with one
+# The whole suite as two concurrent pytest streams (tests/streams.py): the devcloud's tests in one
+# ordered stream, every other test beside it and then the multi-worker cluster tier. Ends with one
 # line per tier, the missing prerequisites (and what installs them) and the whole run's counts.
 # TEST_ARGS narrows it (pytest arguments, e.g. TEST_ARGS=tests/reports); the cluster tier runs
 # only for the whole suite.

@@ -65,8 +65,8 @@ def binaries_present() -> bool:
 
 
 BUILD_WAIT_S = 1800.0
-"""How long a caller waits for a ``make kube`` in progress (CI builds the servers beside the tests,
-.ci/run; a fresh build takes about 4 minutes of both cores, longer at low priority on a busy host)."""
+"""How long a caller waits for a ``make kube`` in progress (a fresh build takes about 4 minutes of
+both cores when alone, 6-13 beside other work)."""
 
 
 def build_lock() -> Path:
@@ -77,10 +77,10 @@ def build_lock() -> Path:
 def ready(timeout: float = BUILD_WAIT_S) -> bool:
     """Whether the servers can start, after waiting (bounded) for a build in progress to end.
 
-    Why wait here: CI starts the build at the beginning and lets it run at low priority beside
-    the other prerequisites and the tests (it needs about 460 CPU-seconds, the tests leave idle
-    CPU), so the first cluster may be asked for while it still compiles. Raises ``RuntimeError``
-    naming the lock when the build has not ended within ``timeout``."""
+    Why wait here: a build may be running beside its first user (CI starts it in the background,
+    .ci/run; a developer runs ``make kube`` in another shell), and binaries a minute away are not
+    missing. Raises ``RuntimeError`` naming the lock when the build has not ended within
+    ``timeout``."""
     lock = build_lock()
     if binaries_present() or not lock.exists():
         return binaries_present()

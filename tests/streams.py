@@ -3,19 +3,14 @@
 Why streams: the suite waits on devcloud boots, SSH, Docker and Airflow start-up far more than
 it computes (the host's 2 cores were 46 % idle over the serial run). The devcloud tests share
 three nodes, the Nova hypervisors and the Magnum API, so they stay one ordered stream; every
-other test needs nothing of the devcloud and runs in a second stream beside it. Which stream a
+other test needs nothing of the devcloud and runs in a second stream beside it, followed by the
+multi-worker cluster tier (its own pytest session: it starts its own Airflow). Which stream a
 test belongs to is decided by ``tests/conftest.py`` (``--stream``), from the test itself, so the
-two streams are a partition of the collected suite: nothing is run twice or left out. The
-multi-worker cluster tier (its own pytest session: it starts its own Airflow, Redis and Celery
-workers) is a third stream from the start: its three minutes are mostly waiting for its
-scheduler and workers, which fit in the CPU the first minutes leave idle, where after the local
-stream they made the run end later (run M, docs/testing.md: the cluster tier was the last three
-minutes, the machine 90 % idle).
+two streams are a partition of the collected suite: nothing is run twice or left out.
 
 Isolation (each stream is its own pytest process): its own Airflow home and metadata DB and
 DLBENCH_HOME (``tests/conftest.py`` makes both per process), its own PostgreSQL server
-(``tests/pg.py``, per process; the cluster tier's own deployment, ``tools/cluster.py``), its own
-machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
+(``tests/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
 name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). Tests that check
 a timing bound of the product are marked ``quiet``: they run while no test of another stream
 runs (``DLBENCH_TEST_QUIET_LOCK``, see ``tests/quiet.py``).
@@ -94,10 +89,10 @@ def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[St
         streams[stream] = [Step(stream, [py, "-m", "pytest", "-ra", "--durations=15", f"--stream={stream}",
                                          f"--junitxml={junit}", *pytest_args], env, junit, logs / f"{stream}.log")]
     if cluster:
-        env = {**_stream_env("cluster", logs), "DLBENCH_CLUSTER_TESTS": "1"}
+        env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
-        streams["cluster"] = [Step("cluster", [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
-                                               "tests/cluster"], env, junit, logs / "cluster.log")]
+        streams["local"].append(Step("cluster", [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
+                                                 "tests/cluster"], env, junit, logs / "cluster.log"))
     return streams
 
 
@@ -195,7 +190,7 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cluster", action="store_true", help="run the multi-worker tier as a third stream")
+    parser.add_argument("--cluster", action="store_true", help="run the multi-worker tier after the local stream")
     parser.add_argument("--logs", type=Path, help="where the streams' logs and JUnit files go (default: a temp dir)")
     parser.add_argument("pytest_args", nargs="*", help="passed to every stream's pytest (after --)")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """A real multi-worker Airflow deployment (tools.cluster): PostgreSQL, Redis, api-server,
 scheduler, dag-processor and two Celery workers with nothing local in common. Slow (minutes): its
-own pytest session, which ``make test`` runs as a third stream (``tests/streams.py``) and
+own pytest session, which ``make test`` runs after the local stream (``tests/streams.py``) and
 ``make test-cluster`` runs alone."""
 
 from __future__ import annotations
