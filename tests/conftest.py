@@ -61,13 +61,6 @@ def project_root() -> Path:
 # -- streams (tests/streams.py: `make test` runs them side by side) ---------------------------------
 DEVCLOUD_TIERS = frozenset({"ironic", "nova", "magnum", "kubernetes", "devcloud_infra"})
 """Tiers (tests/<tier>) that are about the devcloud's clouds as a whole."""
-DEVCLOUD_ORDER = ("devcloud_infra", "kubernetes", "magnum", "nova")
-"""The devcloud stream's first tiers, in this order; the rest (execution, ironic...) follow in
-pytest's order. Why: these tiers mostly wait (control planes, Magnum's conductor, Nova's boots)
-and the Ironic tier's three-node DAG runs mostly compute; run last, the waiting tiers met the
-local stream's light last tests and the machine was 55-90 % idle for the run's last 12 minutes
-(run M, docs/testing.md). First, they meet the local stream's DAG runs, and the Ironic tier's
-computing meets the local stream's lighter end."""
 DEVCLOUD_FIXTURES = {"execution": frozenset({"conn", "fleet", "module_fleet", "engine_node"})}
 """Fixtures that deploy devcloud machines, per tier whose conftest defines them: a test elsewhere
 that uses one is a devcloud test too."""
@@ -110,14 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if other:
         config.hook.pytest_deselected(items=other)
     # Quiet tests last, in their order: by then the other stream has usually ended, so a quiet
-    # test does not hold its stream up while the other one finishes a long test. The devcloud
-    # stream's waiting tiers first (DEVCLOUD_ORDER); a stable sort keeps each module whole.
-    def rank(item: pytest.Item) -> tuple[bool, int]:
-        tier = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts[0]
-        first = DEVCLOUD_ORDER.index(tier) if stream == "devcloud" and tier in DEVCLOUD_ORDER else len(DEVCLOUD_ORDER)
-        return item.get_closest_marker("quiet") is not None, first
-
-    items[:] = sorted(keep, key=rank)
+    # test does not hold its stream up while the other one finishes a long test.
+    items[:] = sorted(keep, key=lambda item: item.get_closest_marker("quiet") is not None)
 
 
 @pytest.hookimpl(hookwrapper=True)
