@@ -81,9 +81,11 @@ def ready(timeout: float = BUILD_WAIT_S) -> bool:
     .ci/run; a developer runs ``make kube`` in another shell), and binaries a minute away are not
     missing. Raises ``RuntimeError`` naming the lock when the build has not ended within
     ``timeout``."""
+    if binaries_present():
+        return True
     lock = build_lock()
-    if binaries_present() or not lock.exists():
-        return binaries_present()
+    if not lock.exists():  # never built here: nothing to wait for
+        return False
     fd = os.open(lock, os.O_RDONLY)
     try:
         deadline = time.monotonic() + timeout
