@@ -66,12 +66,19 @@ DEVCLOUD_FIXTURES = {"execution": frozenset({"conn", "fleet", "module_fleet", "e
 that uses one is a devcloud test too."""
 
 
-def stream_of(item: pytest.Item) -> str:
-    """``devcloud`` or ``local``: the one rule that puts each test in exactly one stream.
+STREAM_CHOICES = ("devcloud", "local", "alone")
+"""What ``--stream`` selects (tests/streams.py runs the first two side by side, then ``alone``)."""
 
-    Devcloud tests share the devcloud's three nodes, hypervisors and Magnum API, so they run in
-    one ordered stream: a test of a devcloud tier, one marked ``devcloud``, or one that uses a
-    fixture that deploys devcloud machines."""
+
+def stream_of(item: pytest.Item) -> str:
+    """``devcloud``, ``local`` or ``alone``: the one rule that puts each test in exactly one stream.
+
+    A test marked ``alone`` needs the whole machine (its bound is a share of all the machine's
+    CPU): it runs after the other streams have ended. Devcloud tests share the devcloud's three
+    nodes, hypervisors and Magnum API, so they run in one ordered stream: a test of a devcloud
+    tier, one marked ``devcloud``, or one that uses a fixture that deploys devcloud machines."""
+    if item.get_closest_marker("alone") is not None:
+        return "alone"
     rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts
     if rel[0] in DEVCLOUD_TIERS or item.get_closest_marker("devcloud") is not None:
         return "devcloud"
@@ -84,13 +91,16 @@ def stream_of(item: pytest.Item) -> str:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--stream", choices=("all", "devcloud", "local"), default="all",
-                     help="run only this stream's tests (tests/streams.py runs both side by side)")
+    parser.addoption("--stream", choices=("all", *STREAM_CHOICES), default="all",
+                     help="run only this stream's tests (tests/streams.py runs devcloud and local side by side, "
+                          "then alone)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "quiet: checks a timing bound of the product; runs while no other "
                                        "stream runs a test (tests/quiet.py)")
+    config.addinivalue_line("markers", "alone: a bound on a share of the whole machine's CPU; runs after every "
+                                       "other stream has ended (tests/streams.py), and quiet")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -110,7 +120,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test."""
-    quiet = item.get_closest_marker("quiet") is not None
+    quiet = item.get_closest_marker("quiet") is not None or item.get_closest_marker("alone") is not None
     with turn(quiet) as waited:
         if waited > 0.5:  # into the JUnit file: tests/streams.py sums what waiting cost each stream
             item.user_properties.append(("turn_wait_s", f"{waited:.1f}"))

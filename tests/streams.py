@@ -21,6 +21,9 @@ with counts and time, the prerequisites that were missing with the command that 
 and the whole run's ``N passed, N failed, N skipped`` line. Any failure, error or a stream
 that did not finish makes the exit status 1.
 
+Tests marked ``alone`` (a bound on a share of the whole machine's CPU) run in a last step, once
+both streams have ended (:data:`LAST`).
+
     python -m tests.streams [--cluster] [--logs DIR] [-- PYTEST ARGS...]
 """
 
@@ -42,7 +45,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STREAMS = ("devcloud", "local")
 """The concurrent streams, in the order their logs are printed; ``tests/conftest.py`` owns the
-rule that puts each test in exactly one of them."""
+rule that puts each test in exactly one of them (or in :data:`LAST`)."""
+LAST = "alone"
+"""The step after every stream has ended: the tests marked ``alone``, whose bound is a share of the
+whole machine's CPU (another stream's test, or its daemons mid-tier, would be that share)."""
 
 
 @dataclass
@@ -80,20 +86,28 @@ def _stream_env(stream: str, logs: Path) -> dict[str, str]:
     }
 
 
+def _stream_step(stream: str, logs: Path, pytest_args: list[str]) -> Step:
+    junit = logs / f"{stream}.xml"
+    return Step(stream, [sys.executable, "-m", "pytest", "-ra", "--durations=15", f"--stream={stream}",
+                         f"--junitxml={junit}", *pytest_args], _stream_env(stream, logs), junit, logs / f"{stream}.log")
+
+
 def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[Step]]:
+    """The concurrent streams' steps (:data:`STREAMS`; the cluster tier after the local stream).
+    :data:`LAST` is not among them: :func:`last` is its step, run once they have all ended."""
     py = sys.executable
-    streams: dict[str, list[Step]] = {}
-    for stream in STREAMS:
-        env = _stream_env(stream, logs)
-        junit = logs / f"{stream}.xml"
-        streams[stream] = [Step(stream, [py, "-m", "pytest", "-ra", "--durations=15", f"--stream={stream}",
-                                         f"--junitxml={junit}", *pytest_args], env, junit, logs / f"{stream}.log")]
+    streams = {stream: [_stream_step(stream, logs, pytest_args)] for stream in STREAMS}
     if cluster:
         env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
         streams["local"].append(Step("cluster", [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
                                                  "tests/cluster"], env, junit, logs / "cluster.log"))
     return streams
+
+
+def last(logs: Path, pytest_args: list[str]) -> Step:
+    """The :data:`LAST` step: its own pytest process, after the streams (:func:`main`)."""
+    return _stream_step(LAST, logs, pytest_args)
 
 
 _PRINT = threading.Lock()  # the streams' threads print whole lines
@@ -199,19 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     for stale in [*logs.glob("*.xml"), logs / "summary.txt"]:
         stale.unlink(missing_ok=True)
     streams = plan(logs.resolve(), args.pytest_args, args.cluster)
+    alone = last(logs.resolve(), args.pytest_args)
     t0 = time.monotonic()
-    _say(f"streams {', '.join(streams)} in parallel; logs in {logs}", t0)
+    _say(f"streams {', '.join(streams)} in parallel, then {LAST}; logs in {logs}", t0)
     threads = [threading.Thread(target=_run_stream, args=(steps, t0), name=name) for name, steps in streams.items()]
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        _run_stream([alone], t0)
     except KeyboardInterrupt:
         _say("interrupted: waiting for the streams' pytest processes to stop", t0)
         for thread in threads:
             thread.join()
-    return report(streams, time.monotonic() - t0, logs)
+    return report({**streams, LAST: [alone]}, time.monotonic() - t0, logs)
 
 
 if __name__ == "__main__":

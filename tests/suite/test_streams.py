@@ -23,18 +23,24 @@ def _collected(*args: str) -> set[str]:
     return {line for line in out.splitlines() if "::" in line}
 
 
-def test_the_two_streams_are_a_partition_of_the_suite():
+def test_the_streams_are_a_partition_of_the_suite():
     everything = _collected()
-    devcloud, local = _collected("--stream=devcloud"), _collected("--stream=local")
-    assert devcloud and local and not devcloud & local
-    assert devcloud | local == everything, (everything - devcloud - local, (devcloud | local) - everything)
+    devcloud, local, alone = (_collected(f"--stream={name}") for name in ("devcloud", "local", "alone"))
+    assert devcloud and local and alone and not devcloud & local and not (devcloud | local) & alone
+    together = devcloud | local | alone
+    assert together == everything, (everything - together, together - everything)
+    assert {streams.LAST, *streams.STREAMS} == {"devcloud", "local", "alone"}
+    # a test marked alone, beside its module's tests that are not
+    flag = "tests/workloads/test_load_flag.py::"
+    assert f"{flag}test_a_job_without_competing_load_is_not_flagged" in alone
+    assert f"{flag}test_quiet_labels_are_not_flagged_whatever_the_load_average" in local
     # a devcloud tier, a devcloud fixture outside one, and their neighbours that stay local
     ironic = {t for t in everything if t.startswith("tests/ironic/")}
     assert ironic and ironic <= devcloud
     lock = "tests/execution/test_machine_lock.py::"
     assert f"{lock}test_a_node_claim_over_ssh_waits_and_a_dropped_connection_releases_it" in devcloud  # fleet
     assert f"{lock}test_two_jobs_on_this_host_never_overlap" in local
-    assert "tests/suite/test_streams.py::test_the_two_streams_are_a_partition_of_the_suite" in local
+    assert "tests/suite/test_streams.py::test_the_streams_are_a_partition_of_the_suite" in local
 
 
 def _hold(is_quiet: bool, seconds: float, log: list, name: str) -> None:
@@ -141,3 +147,19 @@ def test_a_stream_that_ended_abnormally_fails_the_run_even_with_nothing_failed(t
     assert "devcloud: pytest exited 2" in capsys.readouterr().out
     empty = streams.Step("devcloud", ["pytest"], {}, tmp_path / "none.xml", tmp_path / "none.log", rc=5)
     assert streams.report({"local": [fine], "devcloud": [empty]}, 1.0, tmp_path) == 0  # nothing selected there
+
+
+def test_the_alone_step_starts_after_both_streams_have_ended(tmp_path):
+    """The runner itself, on one small file: the local stream runs its label tests, the devcloud
+    stream selects nothing, and the alone step (its tests deselected by -k) starts only once both
+    have ended; the summary counts all three steps."""
+    out = subprocess.run([sys.executable, "-m", "tests.streams", "--logs", str(tmp_path), "--",
+                          "tests/workloads/test_load_flag.py", "-k", "labels or thresholds or window",
+                          "-p", "no:cacheprovider"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False).stdout
+    events = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith("[") and ": " in line]
+    ended = [i for i, e in enumerate(events) if e.startswith(("devcloud: ended", "local: ended"))]
+    started = [i for i, e in enumerate(events) if e.startswith("alone: started")]
+    assert len(ended) == 2 and len(started) == 1 and started[0] > max(ended), events
+    assert out.rstrip().splitlines()[-1] == "3 passed, 0 failed, 0 skipped", out[-3000:]
+    assert {p.name for p in tmp_path.glob("*.log")} == {"devcloud.log", "local.log", "alone.log"}
