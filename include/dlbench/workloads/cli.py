@@ -195,13 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command][1](args)
     except harness.Stopped as exc:
         print(f"dlbench workload {args.command}: {exc}", file=sys.stderr)
-        if harness.abandoned_threads():
-            # The document is written; a helper thread may be stuck in a native call (a barrier
-            # for a peer that died), which could hang interpreter shutdown: leave at once.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
-        return 1
+        # The document is written: leave at once, without the interpreter's shutdown. A helper
+        # thread may be stuck in a native call (a barrier for a peer that died: shutdown could
+        # hang, harness.abandoned_threads), and a native library's exit-time teardown can abort a
+        # process stopped mid-rendezvous (a PyTorch worker stopped while waiting for its peer at
+        # the TCPStore ended with SIGABRT instead of status 1, once, on a loaded machine).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     except Exception as exc:  # noqa: BLE001 - the document already records it; say it plainly on stderr
         print(f"dlbench workload {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

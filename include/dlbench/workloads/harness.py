@@ -302,8 +302,9 @@ def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
     in a C++ call (a TensorFlow session step waiting at a barrier for a worker that died, a
     collective waiting for a peer) would never see SIGTERM, and the executor would have to kill
     the process without a document. Here the blocking call runs in a daemon thread; SIGTERM
-    raises :class:`Stopped` in the waiting main thread, and the helper thread is abandoned (see
-    :func:`abandoned_threads`). ``fn``'s exceptions are re-raised in the caller."""
+    raises :class:`Stopped` in the waiting main thread, and the helper thread is abandoned: it may
+    be inside a native call that never returns, so the CLI ends a stopped process with
+    ``os._exit`` after writing the document. ``fn``'s exceptions are re-raised in the caller."""
     values: list[_T] = []
     errors: list[BaseException] = []
 
@@ -319,20 +320,11 @@ def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
         while thread.is_alive():
             thread.join(poll)
     except BaseException:
-        _abandoned.append(thread)
+        _abandoned.append(thread)  # kept referenced: it may still be running
         raise
     if errors:
         raise errors[0]
     return values[0]
-
-
-def abandoned_threads() -> list[threading.Thread]:
-    """Helper threads of :func:`interruptible` still running after the main thread gave up on them.
-
-    A process that has one may be inside a native call that never returns: the CLI ends such a
-    process with ``os._exit`` after writing the document, rather than risk a hang in interpreter
-    shutdown."""
-    return [t for t in _abandoned if t.is_alive()]
 
 
 CounterHook = Callable[[ResultDocument], Callable[[], None]]
