@@ -11,9 +11,9 @@ the machine was above half the threshold for most of 90 s and both tries of the 
 were flagged (6 and 8 %, CI of stop 34), while blocking the devcloud stream meanwhile. Daemons
 outside the test run (the idle devcloud: 3 % of this host's CPU on average, above 5 % in 3 of
 50 windows of 1.2 s, up to 12 %; another session on a shared host) can still be busy: the
-unloaded case measures a window of about 4 s (60 steps), over which such bursts average out,
-waits for a quiet second before the job, and gives a second try when a burst came during the
-first, naming the busiest processes outside the job when it fails.
+unloaded case measures a window of about 8 s (120 steps), over which such bursts average out,
+waits (at most 30 s) for a quiet second before the job, and tries up to three times when a burst
+came during a try, naming the busiest processes outside the job in each flagged try.
 """
 
 from __future__ import annotations
@@ -88,9 +88,15 @@ def _machine_busy_share(seconds: float = 1.0) -> float:
     return (busy1 - busy0) / max(1.0, total1 - total0)
 
 
-UNLOADED_STEPS = 60
-"""Measured steps of the unloaded job: a window of about 4 s here (5 steps: about 1.1 s), so that
-one burst of the machine's own daemons (the idle devcloud's busiest 1.2 s: 12 %) is diluted."""
+UNLOADED_STEPS = 120
+"""Measured steps of the unloaded job: a window of about 8 s here (5 steps: about 1.1 s), so that
+one burst of the machine's own daemons (the idle devcloud's busiest 1.2 s: 12 %) is diluted. The
+devcloud at rest after a whole test run is busier (3.8 % median over 1.2 s, 4.4-5.4 % over 4-5-s
+windows): its periodic work needs the longer window to average out below the 5 % threshold."""
+TRIES = 3
+QUIET_WAIT_S = 30
+"""How long a try waits for a quiet second before it runs anyway: the devcloud at rest after a run
+never gave one in 90 s (docs/testing.md, run Q), so a longer wait only costs the run time."""
 
 
 def _run_job(tmp_path: Path, name: str, measured_steps: int | None = None) -> dict[str, str]:
@@ -154,11 +160,11 @@ def _burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
 @pytest.mark.alone
 def test_a_job_without_competing_load_is_not_flagged(tmp_path, record_property):
     tries = []
-    for attempt in range(2):
+    for attempt in range(TRIES):
         # Only daemons outside the test run can be busy now: wait for a quiet second (below half
         # the threshold) so that the job starts on the machine it is meant to be measured on.
-        quiet = until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2, Deadline(90, "a quiet second"),
-                      0.5)
+        quiet = until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2,
+                      Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
         before = _cpu_by_process()
         labels = _run_job(tmp_path, f"quiet{attempt}", UNLOADED_STEPS)
         flag = load.load_flag(labels)
@@ -189,7 +195,7 @@ def test_the_jobs_own_live_children_are_not_other_processes(tmp_path):
     """A workload whose work runs in child processes still alive when the window closes (an MPI
     rank, a server role): getrusage cannot see them, /proc can; a grandchild through a shell too."""
     cpus = os.cpu_count() or 1
-    until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2, Deadline(90, "a quiet second"), 0.5)
+    until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2, Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with harness.workload(Benchmark(suite="t", name="children"), out=tmp_path / "d.json"):
