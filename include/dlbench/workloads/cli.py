@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlbench workload {args.command}: {exc}", file=sys.stderr)
         # The document is written: leave at once, without the interpreter's shutdown. A helper
         # thread may be stuck in a native call (a barrier for a peer that died: shutdown could
-        # hang, harness.abandoned_threads), and a native library's exit-time teardown can abort a
+        # hang, harness.interruptible), and a native library's exit-time teardown can abort a
         # process stopped mid-rendezvous (a PyTorch worker stopped while waiting for its peer at
         # the TCPStore ended with SIGABRT instead of status 1, once, on a loaded machine).
         sys.stdout.flush()

@@ -292,7 +292,6 @@ def deferred_stop() -> Iterator[None]:
 
 
 _T = TypeVar("_T")
-_abandoned: list[threading.Thread] = []
 
 
 def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
@@ -316,12 +315,8 @@ def interruptible(fn: Callable[[], _T], *, poll: float = 0.2) -> _T:
 
     thread = threading.Thread(target=target, name="dlbench-workload", daemon=True)
     thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(poll)
-    except BaseException:
-        _abandoned.append(thread)  # kept referenced: it may still be running
-        raise
+    while thread.is_alive():  # Stopped (SIGTERM) propagates from here; the thread is left running
+        thread.join(poll)
     if errors:
         raise errors[0]
     return values[0]
