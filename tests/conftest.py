@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.quiet import turn
+from tests.streams import LAST, STREAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
@@ -66,10 +67,6 @@ DEVCLOUD_FIXTURES = {"execution": frozenset({"conn", "fleet", "module_fleet", "e
 that uses one is a devcloud test too."""
 
 
-STREAM_CHOICES = ("devcloud", "local", "alone")
-"""What ``--stream`` selects (tests/streams.py runs the first two side by side, then ``alone``)."""
-
-
 def stream_of(item: pytest.Item) -> str:
     """``devcloud``, ``local`` or ``alone``: the one rule that puts each test in exactly one stream.
 
@@ -78,7 +75,7 @@ def stream_of(item: pytest.Item) -> str:
     nodes, hypervisors and Magnum API, so they run in one ordered stream: a test of a devcloud
     tier, one marked ``devcloud``, or one that uses a fixture that deploys devcloud machines."""
     if item.get_closest_marker("alone") is not None:
-        return "alone"
+        return LAST
     rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts
     if rel[0] in DEVCLOUD_TIERS or item.get_closest_marker("devcloud") is not None:
         return "devcloud"
@@ -91,7 +88,7 @@ def stream_of(item: pytest.Item) -> str:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--stream", choices=("all", *STREAM_CHOICES), default="all",
+    parser.addoption("--stream", choices=("all", *STREAMS, LAST), default="all",
                      help="run only this stream's tests (tests/streams.py runs devcloud and local side by side, "
                           "then alone)")
 

@@ -144,6 +144,13 @@ def _busiest(before: dict[tuple[str, str], tuple[float, str]], count: int = 4) -
     return "; ".join(f"{seconds:.2f} CPU-s {command}" for seconds, command in used[:count] if seconds > 0)
 
 
+def _quiet_second() -> bool:
+    """Wait (at most :data:`QUIET_WAIT_S`) for one second below half the threshold, so that a job
+    starts on the machine it is meant to be measured on; whether one came."""
+    return until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2,
+                 Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
+
+
 @contextmanager
 def _burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` busy-loop processes that are not the job's (children of the test), ended after."""
@@ -161,10 +168,7 @@ def _burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_a_job_without_competing_load_is_not_flagged(tmp_path, record_property):
     tries = []
     for attempt in range(TRIES):
-        # Only daemons outside the test run can be busy now: wait for a quiet second (below half
-        # the threshold) so that the job starts on the machine it is meant to be measured on.
-        quiet = until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2,
-                      Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
+        quiet = _quiet_second()  # only daemons outside the test run can be busy now
         before = _cpu_by_process()
         labels = _run_job(tmp_path, f"quiet{attempt}", UNLOADED_STEPS)
         flag = load.load_flag(labels)
@@ -195,7 +199,7 @@ def test_the_jobs_own_live_children_are_not_other_processes(tmp_path):
     """A workload whose work runs in child processes still alive when the window closes (an MPI
     rank, a server role): getrusage cannot see them, /proc can; a grandchild through a shell too."""
     cpus = os.cpu_count() or 1
-    until(lambda: _machine_busy_share() < load.OTHER_CPU_THRESHOLD / 2, Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
+    _quiet_second()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with harness.workload(Benchmark(suite="t", name="children"), out=tmp_path / "d.json"):
