@@ -138,7 +138,13 @@ def allocate(conn: Any, name: str, traits: list[str] | None = None, wait_free: f
 def deploy(conn: Any, node_id: str, config_drive: Any, image_source: str | None = None) -> Any:
     conn.baremetal.update_node(node_id, instance_info={"image_source": image_source or image(), "root_gb": 10})
     conn.baremetal.set_node_provision_state(node_id, "active", config_drive=config_drive)
-    return wait_state(conn, node_id, {"active", "deploy failed"}, timeout=60)
+    node = wait_state(conn, node_id, {"active", "deploy failed"}, timeout=60)
+    if node.provision_state == "deploy failed" and not node.last_error:
+        # Ironic's timeout handler moves the node to ``deploy failed`` first and writes last_error
+        # from a worker a moment later (the product re-reads it too: IronicProvider._late_last_error).
+        node = wait_until(f"last_error of node {node_id}",
+                          lambda: (n := conn.baremetal.get_node(node_id)).last_error and n, 15)
+    return node
 
 
 def key_drive(key: Path, **meta: Any) -> dict[str, Any]:
