@@ -46,6 +46,10 @@ API = f"http://127.0.0.1:{API_PORT}"
 CLOUD = "devcloud"
 NODE_PREFIX = "devcloud-node-"
 RESOURCE_CLASS = "dlbench-bm"
+SECOND_POOL_CLASS = "dlbench-bm-2"
+"""The resource class of the second node pool (``DEVCLOUD_SECOND_POOL`` nodes after the first
+``DEVCLOUD_NODES``): what allocates from one pool never takes a node of the other, so two test
+streams can deploy at the same time without waiting for each other's nodes (docs/testing.md)."""
 BASE_TRAIT = "CUSTOM_DLBENCH_TEST"
 GPU_TRAIT = "CUSTOM_GPU_FAKE"
 MAX_NODES = 50
@@ -331,11 +335,11 @@ def get_node(name: str) -> dict[str, Any] | None:
         raise
 
 
-def create_node(i: int) -> None:
+def create_node(i: int, resource_class: str) -> None:
     """Enroll node i with its port, traits and the test-host address in ``extra``."""
     name = node_name(i)
     node = api("POST", "/v1/nodes", {
-        "name": name, "driver": "fake-hardware", "resource_class": RESOURCE_CLASS,
+        "name": name, "driver": "fake-hardware", "resource_class": resource_class,
         "boot_interface": "fake", "deploy_interface": "fake", "power_interface": "fake",
         "management_interface": "fake", "network_interface": "noop", "inspect_interface": "fake",
         "properties": {"cpus": 2, "memory_mb": 4096, "local_gb": 20, "cpu_arch": "x86_64"},
@@ -365,12 +369,22 @@ def set_states(names: Iterable[str], kind: str, target: str, until: Callable[[di
     wait_for(f"{kind} {target} on {names}", done, timeout=timeout, interval=0.2)
 
 
-def nodes_up(count: int) -> None:
+def pool_of(i: int, count: int) -> str:
+    """Node i's resource class: the first ``count`` nodes are the main pool, the rest the second."""
+    return RESOURCE_CLASS if i <= count else SECOND_POOL_CLASS
+
+
+def nodes_up(count: int, second: int) -> None:
     new = []
-    for i in range(1, count + 1):
-        if get_node(node_name(i)) is None:
-            create_node(i)
+    for i in range(1, count + second + 1):
+        node = get_node(node_name(i))
+        if node is None:
+            create_node(i, pool_of(i, count))
             new.append(node_name(i))
+        elif node["resource_class"] != pool_of(i, count):
+            raise SystemExit(f"devcloud: {node_name(i)} is in resource class {node['resource_class']}, but "
+                             f"DEVCLOUD_NODES={count} puts it in {pool_of(i, count)}: run `make devcloud-down` "
+                             "first to change the pools")
     if not new:
         return
     set_states(new, "provision", "manage", lambda n: n["provision_state"] == "manageable")
@@ -571,19 +585,27 @@ clouds:
 
 # --- commands --------------------------------------------------------------------------------
 
-def node_count() -> int:
-    raw = os.environ.get("DEVCLOUD_NODES", "3")
-    try:
-        count = int(raw)
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_NODES:
-        raise SystemExit(f"devcloud: DEVCLOUD_NODES must be an integer from 1 to {MAX_NODES}, got {raw!r}")
-    return count
+def node_counts() -> tuple[int, int]:
+    """(``DEVCLOUD_NODES``, default 3: the main pool; ``DEVCLOUD_SECOND_POOL``, default 2: the
+    second pool's nodes, numbered after the main pool's)."""
+    counts = []
+    for var, default, low in (("DEVCLOUD_NODES", "3", 1), ("DEVCLOUD_SECOND_POOL", "2", 0)):
+        raw = os.environ.get(var, default)
+        try:
+            counts.append(int(raw))
+        except ValueError:
+            counts.append(-1)
+        if not low <= counts[-1] <= MAX_NODES:
+            raise SystemExit(f"devcloud: {var} must be an integer from {low} to {MAX_NODES}, got {raw!r}")
+    count, second = counts
+    if count + second > MAX_NODES:
+        raise SystemExit(f"devcloud: DEVCLOUD_NODES + DEVCLOUD_SECOND_POOL must be at most {MAX_NODES}, "
+                         f"got {count} + {second}")
+    return count, second
 
 
 def cmd_up(_: argparse.Namespace) -> None:
-    count = node_count()
+    count, second = node_counts()
     if os.geteuid() != 0:
         raise SystemExit("devcloud: needs root (network namespaces, veths, tc)")
     if not (VENV / "bin" / "ironic").exists():
@@ -599,17 +621,18 @@ def cmd_up(_: argparse.Namespace) -> None:
         stop_pid(pid, timeout=5)
     for name in ("keyagent.pid", "keyagent.ready"):
         (RUN / name).unlink(missing_ok=True)
-    for i in range(1, count + 1):
+    for i in range(1, count + second + 1):
         host_up(i)
     forward_up()
     nodeagent_up()
-    nodes_up(count)
+    nodes_up(count, second)
     if not machine.images(STATE)[machine.DEFAULT_IMAGE].exists():
         log(f"warning: no {machine.DEFAULT_IMAGE} image: deployed nodes cannot boot until `make devcloud-images`")
     novacloud.up()
     magnum().up()
     clouds = write_clouds_yaml()
-    log(f"up in {time.monotonic() - started:.1f} s: {count} node(s), API {API}, cloud '{CLOUD}'")
+    log(f"up in {time.monotonic() - started:.1f} s: {count} node(s) in {RESOURCE_CLASS}, {second} in "
+        f"{SECOND_POOL_CLASS}, API {API}, cloud '{CLOUD}'")
     print(f"export OS_CLIENT_CONFIG_FILE={clouds}")
 
 

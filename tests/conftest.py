@@ -8,6 +8,7 @@ so CI can never go green by skipping.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.quiet import turn
-from tests.streams import LAST, STREAMS
+from tests.quiet import IRONIC_ENV, turn
+from tests.streams import LAST, SECOND_POOL, STREAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
@@ -62,21 +63,29 @@ def project_root() -> Path:
 # -- streams (tests/streams.py: `make test` runs them side by side) ---------------------------------
 DEVCLOUD_TIERS = frozenset({"ironic", "nova", "magnum", "kubernetes", "devcloud_infra"})
 """Tiers (tests/<tier>) that are about the devcloud's clouds as a whole."""
+SECOND_POOL_TIERS = frozenset({"kubernetes"})
+"""Devcloud tiers that need only Ironic nodes (and their own control planes): they deploy on the
+devcloud's second node pool, in their own stream (``tests.streams.SECOND_POOL``)."""
 DEVCLOUD_FIXTURES = {"execution": frozenset({"conn", "fleet", "module_fleet", "engine_node"})}
 """Fixtures that deploy devcloud machines, per tier whose conftest defines them: a test elsewhere
 that uses one is a devcloud test too."""
 
 
 def stream_of(item: pytest.Item) -> str:
-    """``devcloud``, ``local`` or ``alone``: the one rule that puts each test in exactly one stream.
+    """``devcloud``, ``local``, ``kubernetes`` or ``alone``: the one rule that puts each test in
+    exactly one stream.
 
     A test marked ``alone`` needs the whole machine (its bound is a share of all the machine's
-    CPU): it runs after the other streams have ended. Devcloud tests share the devcloud's three
-    nodes, hypervisors and Magnum API, so they run in one ordered stream: a test of a devcloud
-    tier, one marked ``devcloud``, or one that uses a fixture that deploys devcloud machines."""
+    CPU): it runs after the other streams have ended. A test of a tier that needs only Ironic
+    nodes (:data:`SECOND_POOL_TIERS`) deploys on the devcloud's second node pool, in its own
+    stream. Other devcloud tests share the devcloud's three nodes, hypervisors and Magnum API, so
+    they run in one ordered stream: a test of a devcloud tier, one marked ``devcloud``, or one
+    that uses a fixture that deploys devcloud machines."""
     if item.get_closest_marker("alone") is not None:
         return LAST
     rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts
+    if rel[0] in SECOND_POOL_TIERS:
+        return SECOND_POOL
     if rel[0] in DEVCLOUD_TIERS or item.get_closest_marker("devcloud") is not None:
         return "devcloud"
     for name, defs in item._fixtureinfo.name2fixturedefs.items():  # noqa: SLF001 (pytest has no public API for it)
@@ -89,8 +98,8 @@ def stream_of(item: pytest.Item) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--stream", choices=("all", *STREAMS, LAST), default="all",
-                     help="run only this stream's tests (tests/streams.py runs devcloud and local side by side, "
-                          "then alone)")
+                     help="run only this stream's tests (tests/streams.py runs devcloud, local and kubernetes "
+                          "side by side, then alone)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,6 +107,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "stream runs a test (tests/quiet.py)")
     config.addinivalue_line("markers", "alone: a bound on a share of the whole machine's CPU; runs after every "
                                        "other stream has ended (tests/streams.py), and quiet")
+    config.addinivalue_line("markers", "ironic_wide: stops or restarts the devcloud's Ironic (every deploy in "
+                                       "flight fails); runs while the second pool's stream runs no test "
+                                       "(tests/quiet.py)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -116,9 +128,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test."""
+    """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test. A test
+    that stops or restarts Ironic (``ironic_wide``) also holds the Ironic lock exclusively, and the
+    second pool's tests hold it shared, so no deploy of theirs is in flight when Ironic goes down."""
     quiet = item.get_closest_marker("quiet") is not None or item.get_closest_marker("alone") is not None
-    with turn(quiet) as waited:
+    ironic_wide = item.get_closest_marker("ironic_wide") is not None
+    # The Ironic lock first: a test waiting for it holds no quiet turn, so a quiet test is not held up.
+    ironic = turn(ironic_wide, IRONIC_ENV) if ironic_wide or stream_of(item) == SECOND_POOL \
+        else contextlib.nullcontext(0.0)
+    with ironic as ironic_waited, turn(quiet) as quiet_waited:
+        waited = ironic_waited + quiet_waited
         if waited > 0.5:  # into the JUnit file: tests/streams.py sums what waiting cost each stream
             item.user_properties.append(("turn_wait_s", f"{waited:.1f}"))
         yield

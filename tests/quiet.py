@@ -9,6 +9,11 @@ gives the quiet test priority: once it waits, the other streams start no new tes
 most for the tests running at that moment, never for a stream that keeps taking turns.
 
 Without ``DLBENCH_TEST_QUIET_LOCK`` (a plain ``pytest`` run, one process) nothing is locked.
+
+The same turn, on another lock, keeps the devcloud's Ironic up for the streams that deploy on it
+at the same time (``DLBENCH_TEST_IRONIC_LOCK``, :data:`IRONIC_ENV`): the tests of the stream on the
+second node pool hold it shared, a test that stops or restarts Ironic (``ironic_wide``: every
+deploy in flight, in any pool, fails on a conductor restart) holds it exclusively.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ENV = "DLBENCH_TEST_QUIET_LOCK"
+IRONIC_ENV = "DLBENCH_TEST_IRONIC_LOCK"
 
 
 def _open(path: Path) -> int:
@@ -28,9 +34,10 @@ def _open(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def turn(quiet: bool) -> Iterator[float]:
-    """Hold this test's turn while the block runs; yields the seconds it waited for it."""
-    lock = os.environ.get(ENV)
+def turn(quiet: bool, env: str = ENV) -> Iterator[float]:
+    """Hold this test's turn while the block runs; yields the seconds it waited for it. ``quiet``:
+    exclusively, before any test that comes after it; else shared. ``env`` names the lock."""
+    lock = os.environ.get(env)
     if not lock:
         yield 0.0
         return

@@ -4,16 +4,23 @@ Why streams: the suite waits on devcloud boots, SSH, Docker and Airflow start-up
 it computes (the host's 2 cores were 46 % idle over the serial run). The devcloud tests share
 three nodes, the Nova hypervisors and the Magnum API, so they stay one ordered stream; every
 other test needs nothing of the devcloud and runs in a second stream beside it, followed by the
-multi-worker cluster tier (its own pytest session: it starts its own Airflow). Which stream a
-test belongs to is decided by ``tests/conftest.py`` (``--stream``), from the test itself, so the
-two streams are a partition of the collected suite: nothing is run twice or left out.
+multi-worker cluster tier (its own pytest session: it starts its own Airflow). The Kubernetes
+tier needs only Ironic nodes and its own control planes: it deploys on the devcloud's second node
+pool (:data:`SECOND_POOL_CLASS`), so it is a third stream, started when the local stream's tests
+end (beside the cluster tier, in the devcloud stream's last tiers: the machine's idle end, not its
+busy start). Which stream a test belongs to is decided by ``tests/conftest.py`` (``--stream``),
+from the test itself, so the streams are a partition of the collected suite: nothing is run twice
+or left out.
 
 Isolation (each stream is its own pytest process): its own Airflow home and metadata DB and
 DLBENCH_HOME (``tests/conftest.py`` makes both per process), its own PostgreSQL server
 (``tests/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
 name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). Tests that check
 a timing bound of the product are marked ``quiet``: they run while no test of another stream
-runs (``DLBENCH_TEST_QUIET_LOCK``, see ``tests/quiet.py``).
+runs (``DLBENCH_TEST_QUIET_LOCK``, see ``tests/quiet.py``). The two streams that deploy devcloud
+nodes use disjoint pools (``DLBENCH_IRONIC_TEST_RESOURCE_CLASS``) and one Ironic: a test that
+stops or restarts it (``ironic_wide``) waits for the Kubernetes stream's running test and holds
+the next ones back (``DLBENCH_TEST_IRONIC_LOCK``).
 
 Output: each stream writes its pytest output to ``<logs>/<stream>.log`` (printed whole at the
 end, stream after stream), results as JUnit XML; the end is one line per tier (tests/<tier>)
@@ -22,7 +29,7 @@ and the whole run's ``N passed, N failed, N skipped`` line. Any failure, error o
 that did not finish makes the exit status 1.
 
 Tests marked ``alone`` (a bound on a share of the whole machine's CPU) run in a last step, once
-both streams have ended (:data:`LAST`).
+every stream has ended (:data:`LAST`).
 
     python -m tests.streams [--cluster] [--logs DIR] [-- PYTEST ARGS...]
 """
@@ -42,10 +49,18 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.quiet import IRONIC_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
-STREAMS = ("devcloud", "local")
+STREAMS = ("devcloud", "local", "kubernetes")
 """The concurrent streams, in the order their logs are printed; ``tests/conftest.py`` owns the
 rule that puts each test in exactly one of them (or in :data:`LAST`)."""
+SECOND_POOL = "kubernetes"
+"""The stream whose tests deploy on the devcloud's second node pool."""
+SECOND_POOL_CLASS = "dlbench-bm-2"
+"""The second pool's Ironic resource class (docs/devcloud.md, the contract)."""
+STARTS_AFTER = {SECOND_POOL: "local"}
+"""A stream that starts when another stream's tests (its first step) have ended."""
 LAST = "alone"
 """The step after every stream has ended: the tests marked ``alone``, whose bound is a share of the
 whole machine's CPU (another stream's test, or its daemons mid-tier, would be that share)."""
@@ -63,7 +78,11 @@ class Step:
     rc: int | None = None
     seconds: float = 0.0
     waited: float = 0.0
-    """Seconds its tests waited for their turn (a quiet test of the other stream, tests/quiet.py)."""
+    """Seconds its tests waited for their turn (a quiet test of another stream, an ``ironic_wide``
+    test: tests/quiet.py)."""
+    after: Step | None = None
+    """The step whose end this one waits for before it starts (:data:`STARTS_AFTER`)."""
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -82,6 +101,8 @@ def _stream_env(stream: str, logs: Path) -> dict[str, str]:
         "DLBENCH_TEST_STREAM": stream,
         "DLBENCH_MACHINE_LOCK": str(lock_dir / f"dlbench-test-{stream}.lock"),
         "DLBENCH_TEST_QUIET_LOCK": str(logs / "quiet.lock"),
+        IRONIC_ENV: str(logs / "ironic.lock"),
+        **({"DLBENCH_IRONIC_TEST_RESOURCE_CLASS": SECOND_POOL_CLASS} if stream == SECOND_POOL else {}),
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -93,10 +114,13 @@ def _stream_step(stream: str, logs: Path, pytest_args: list[str]) -> Step:
 
 
 def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[Step]]:
-    """The concurrent streams' steps (:data:`STREAMS`; the cluster tier after the local stream).
-    :data:`LAST` is not among them: :func:`last` is its step, run once they have all ended."""
+    """The concurrent streams' steps (:data:`STREAMS`; the cluster tier after the local stream;
+    a stream of :data:`STARTS_AFTER` waits for the other's first step). :data:`LAST` is not among
+    them: :func:`last` is its step, run once they have all ended."""
     py = sys.executable
     streams = {stream: [_stream_step(stream, logs, pytest_args)] for stream in STREAMS}
+    for stream, other in STARTS_AFTER.items():
+        streams[stream][0].after = streams[other][0]
     if cluster:
         env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
@@ -121,13 +145,18 @@ def _say(message: str, t0: float) -> None:
 
 def _run_stream(steps: list[Step], t0: float) -> None:
     for step in steps:
+        if step.after is not None:
+            step.after.ended.wait()
         _say(f"{step.name}: started ({step.log})", t0)
         start = time.monotonic()
-        with step.log.open("w") as out:
-            step.rc = subprocess.call(step.argv, cwd=ROOT, env=step.env, stdout=out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL)
-        step.seconds = time.monotonic() - start
-        _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
+        try:
+            with step.log.open("w") as out:
+                step.rc = subprocess.call(step.argv, cwd=ROOT, env=step.env, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL)
+            step.seconds = time.monotonic() - start
+            _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
+        finally:
+            step.ended.set()  # after its line; also on an error: a step waiting for this one must not hang
 
 
 def _last_line(log: Path) -> str:
@@ -183,8 +212,8 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
               f"{t.seconds:7.0f} s  {','.join(sorted(t.streams))}")
     print(f"{'=' * 30} streams (wall time)")
     for stream, stream_steps in streams.items():
-        parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for quiet tests)"
-                          for s in stream_steps)
+        parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for its turn"
+                          f"{f'; started after {s.after.name}' if s.after else ''})" for s in stream_steps)
         print(f"  {stream:<16} {sum(s.seconds for s in stream_steps):7.0f} s  {parts}")
     print(f"  {'whole run':<16} {wall:7.0f} s")
     if missing:

@@ -28,6 +28,7 @@ NODE_IMAGE = ROOT / "build" / "node-image" / "dlbench-node.tar.zst"
 TEST_IMAGE = STATE / "tmp" / "devcloud-test-image.raw"
 ENDPOINT = "http://127.0.0.1:6385"
 RESOURCE_CLASS = "dlbench-bm"
+SECOND_POOL_CLASS = "dlbench-bm-2"
 POLL = 0.2
 
 

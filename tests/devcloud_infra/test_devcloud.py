@@ -16,6 +16,7 @@ import pytest
 from tests.devcloud_infra.conftest import (
     ENDPOINT,
     RESOURCE_CLASS,
+    SECOND_POOL_CLASS,
     STATE,
     allocate,
     api_answers,
@@ -34,12 +35,22 @@ from tests.devcloud_infra.conftest import (
 
 
 def test_nodes_are_enrolled_as_the_contract_says(conn):
+    # A node another test just released is still cleaning (Ironic's automated cleaning): wait for it.
+    wait_until("no node of the main pool cleaning", lambda: not [
+        n for n in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS)
+        if n.provision_state in ("cleaning", "clean wait")], 120)
     nodes = sorted(conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS), key=node_index)
-    for node in nodes:
+    second = sorted(conn.baremetal.nodes(details=True, resource_class=SECOND_POOL_CLASS), key=node_index)
+    # the main pool is nodes 1..N, the second pool (DEVCLOUD_SECOND_POOL, 2 by default) the next ones
+    assert [node_index(n) for n in nodes] == list(range(1, len(nodes) + 1))
+    assert [node_index(n) for n in second] == list(range(len(nodes) + 1, len(nodes) + len(second) + 1))
+    assert len(second) >= 2, "make test's Kubernetes stream deploys two nodes of the second pool"
+    for node in nodes + second:
         i = node_index(node)
         assert node.name == f"devcloud-node-{i}"
         assert (node.driver, node.boot_interface, node.power_interface) == ("fake-hardware", "fake", "fake")
-        if not (node.allocation_id or node.instance_id):  # the devcloud is shared: skip nodes in use
+        # The devcloud is shared (the Kubernetes stream deploys the second pool): skip nodes in use.
+        if node.resource_class == RESOURCE_CLASS and not (node.allocation_id or node.instance_id):
             assert node.deploy_interface == "fake", node.name
             assert node.provision_state == "available" and node.power_state == "power off", node.name
             assert not node.is_maintenance, node.name
@@ -177,6 +188,7 @@ def test_ssh_and_link_knobs_make_the_node_unreachable(conn, keypair):
             devcloud("fault", "ssh-up", str(i))
 
 
+@pytest.mark.ironic_wide  # tests/quiet.py
 def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     # Same DB: the same nodes (their states may move meanwhile: the devcloud is shared).
     before = {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
@@ -195,6 +207,7 @@ def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     assert api_answers()
 
 
+@pytest.mark.ironic_wide  # tests/quiet.py
 def test_api_kill_mid_deploy_leaves_a_failed_deploy_that_undeploys(conn):
     """A crashed Ironic (SIGKILL) cannot resume a deploy: after a restart the node is
     ``deploy failed`` and still releasable, which is what leak handling must cope with."""

@@ -52,7 +52,8 @@ def conn() -> Any:
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS_FILE)
     connection = openstack.connect(cloud=CLOUD)
     nodes = list(connection.baremetal.nodes(resource_class=RESOURCE_CLASS))
-    require(len(nodes) >= 2, f"the devcloud has {len(nodes)} node(s) in {RESOURCE_CLASS}; this tier needs 2")
+    require(len(nodes) >= 2, f"the devcloud has {len(nodes)} node(s) in {RESOURCE_CLASS}; this tier needs 2 "
+                             "(DEVCLOUD_NODES, DEVCLOUD_SECOND_POOL: docs/devcloud.md)")
     return connection
 
 

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.ironic.conftest import assert_no_leaks, fault, node_index, settings
+from tests.ironic.conftest import assert_no_leaks, fault, node_index, own_allocations, settings
+
+pytestmark = pytest.mark.ironic_wide  # slow-clean and its reset restart Ironic (tests/quiet.py)
 
 CLEAN_S = 15
 """The slow-clean knob's seconds per cleaning: far longer than an undeploy's tear-down (~1-4 s)."""
@@ -74,7 +76,7 @@ def test_release_returns_before_cleaning_ends_and_the_node_cleans_to_available(s
     node = conn.baremetal.get_node(instances[0].id)
     assert node.provision_state in ("cleaning", "clean wait"), node.provision_state  # Ironic's now
     assert not node.allocation_id and not [k for k in node.extra or {} if k.startswith("dlbench")]
-    assert not list(conn.baremetal.allocations())
+    assert not own_allocations(conn)
     cleaning_s, seen = _wait_available(conn, {name}, 120)
     print(f"release {release_s:.1f} s, then cleaning {cleaning_s:.1f} s more")
     assert release_s < RELEASE_MAX_S and release_s + cleaning_s > CLEAN_S, (release_s, cleaning_s)

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import quiet, streams
 from tests.conftest import ROOT
 
@@ -25,11 +27,18 @@ def _collected(*args: str) -> set[str]:
 
 def test_the_streams_are_a_partition_of_the_suite():
     everything = _collected()
-    devcloud, local, alone = (_collected(f"--stream={name}") for name in ("devcloud", "local", "alone"))
-    assert devcloud and local and alone and not devcloud & local and not (devcloud | local) & alone
-    together = devcloud | local | alone
+    names = ("devcloud", "local", "kubernetes", "alone")
+    parts = {name: _collected(f"--stream={name}") for name in names}
+    assert all(parts.values()), {name: len(part) for name, part in parts.items()}
+    assert sum(len(part) for part in parts.values()) == len(everything)  # no test in two streams
+    together = set().union(*parts.values())
     assert together == everything, (everything - together, together - everything)
-    assert {streams.LAST, *streams.STREAMS} == {"devcloud", "local", "alone"}
+    assert {streams.LAST, *streams.STREAMS} == set(names)
+    devcloud, local, kubernetes, alone = (parts[name] for name in names)
+    # the Kubernetes tier on the second node pool, whole; the Magnum tier (its clusters are
+    # Ironic nodes of the main pool) stays in the devcloud stream
+    assert kubernetes == {t for t in everything if t.startswith("tests/kubernetes/")}
+    assert {t for t in everything if t.startswith("tests/magnum/")} <= devcloud
     # a test marked alone, beside its module's tests that are not
     flag = "tests/workloads/test_load_flag.py::"
     assert f"{flag}test_a_job_without_competing_load_is_not_flagged" in alone
@@ -43,8 +52,8 @@ def test_the_streams_are_a_partition_of_the_suite():
     assert "tests/suite/test_streams.py::test_the_streams_are_a_partition_of_the_suite" in local
 
 
-def _hold(is_quiet: bool, seconds: float, log: list, name: str) -> None:
-    with quiet.turn(is_quiet):
+def _hold(is_quiet: bool, seconds: float, log: list, name: str, env: str = quiet.ENV) -> None:
+    with quiet.turn(is_quiet, env):
         log.append(("start", name, time.monotonic()))
         time.sleep(seconds)
         log.append(("end", name, time.monotonic()))
@@ -68,13 +77,16 @@ def _held(path: Path) -> bool:
         os.close(fd)
 
 
-def test_a_quiet_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("env", [quiet.ENV, quiet.IRONIC_ENV])
+def test_a_quiet_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, monkeypatch, env):
+    """The quiet turn, and the same turn on the Ironic lock (an ``ironic_wide`` test against the
+    second pool's tests)."""
     lock = tmp_path / "quiet.lock"
-    monkeypatch.setenv(quiet.ENV, str(lock))
+    monkeypatch.setenv(env, str(lock))
     log: list = []
-    first = threading.Thread(target=_hold, args=(False, 1.0, log, "ordinary-1"))
-    waiting_quiet = threading.Thread(target=_hold, args=(True, 0.5, log, "quiet"))
-    later = threading.Thread(target=_hold, args=(False, 0.2, log, "ordinary-2"))
+    first = threading.Thread(target=_hold, args=(False, 1.0, log, "ordinary-1", env))
+    waiting_quiet = threading.Thread(target=_hold, args=(True, 0.5, log, "quiet", env))
+    later = threading.Thread(target=_hold, args=(False, 0.2, log, "ordinary-2", env))
     first.start()
     _until(lambda: log)  # ordinary-1 runs
     waiting_quiet.start()
@@ -85,6 +97,25 @@ def test_a_quiet_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, m
     order = [(what, name) for what, name, _ in sorted(log, key=lambda e: e[2])]
     assert order == [("start", "ordinary-1"), ("end", "ordinary-1"), ("start", "quiet"), ("end", "quiet"),
                      ("start", "ordinary-2"), ("end", "ordinary-2")], order
+
+
+def test_the_ironic_lock_and_the_quiet_lock_are_apart(tmp_path, monkeypatch):
+    """An ``ironic_wide`` test waits for the second pool's running test, not for another stream's
+    ordinary test (which holds only the quiet turn, shared), and the other way round."""
+    monkeypatch.setenv(quiet.ENV, str(tmp_path / "quiet.lock"))
+    monkeypatch.setenv(quiet.IRONIC_ENV, str(tmp_path / "ironic.lock"))
+    for held, wanted in ((quiet.ENV, quiet.IRONIC_ENV), (quiet.IRONIC_ENV, quiet.ENV)):
+        got = threading.Event()
+
+        def exclusive(env: str = wanted, done: threading.Event = got) -> None:
+            with quiet.turn(True, env):
+                done.set()
+
+        with quiet.turn(False, held):  # another stream's test, inside its turn
+            thread = threading.Thread(target=exclusive, daemon=True)  # one lock wrongly shared would hang it
+            thread.start()
+            assert got.wait(10), f"an exclusive turn on {wanted} waited for a shared one on {held}"
+        thread.join(10)
 
 
 def test_ordinary_tests_share_their_turn(tmp_path, monkeypatch):
@@ -149,17 +180,20 @@ def test_a_stream_that_ended_abnormally_fails_the_run_even_with_nothing_failed(t
     assert streams.report({"local": [fine], "devcloud": [empty]}, 1.0, tmp_path) == 0  # nothing selected there
 
 
-def test_the_alone_step_starts_after_both_streams_have_ended(tmp_path):
+def test_the_alone_step_starts_after_every_stream_has_ended(tmp_path):
     """The runner itself, on one small file: the local stream runs its label tests, the devcloud
-    stream selects nothing, and the alone step (its tests deselected by -k) starts only once both
-    have ended; the summary counts all three steps."""
+    and kubernetes streams select nothing, the kubernetes stream starts only once the local
+    stream's tests have ended, and the alone step (its tests deselected by -k) only once every
+    stream has; the summary counts every step."""
     out = subprocess.run([sys.executable, "-m", "tests.streams", "--logs", str(tmp_path), "--",
                           "tests/workloads/test_load_flag.py", "-k", "labels or thresholds or window",
                           "-p", "no:cacheprovider"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False).stdout
     events = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith("[") and ": " in line]
-    ended = [i for i, e in enumerate(events) if e.startswith(("devcloud: ended", "local: ended"))]
+    ended = [i for i, e in enumerate(events) if e.startswith(tuple(f"{s}: ended" for s in streams.STREAMS))]
     started = [i for i, e in enumerate(events) if e.startswith("alone: started")]
-    assert len(ended) == 2 and len(started) == 1 and started[0] > max(ended), events
+    assert len(ended) == 3 and len(started) == 1 and started[0] > max(ended), events
+    local_ended = next(i for i, e in enumerate(events) if e.startswith("local: ended"))
+    assert next(i for i, e in enumerate(events) if e.startswith("kubernetes: started")) > local_ended, events
     assert out.rstrip().splitlines()[-1] == "3 passed, 0 failed, 0 skipped", out[-3000:]
-    assert {p.name for p in tmp_path.glob("*.log")} == {"devcloud.log", "local.log", "alone.log"}
+    assert {p.name for p in tmp_path.glob("*.log")} == {f"{name}.log" for name in (*streams.STREAMS, streams.LAST)}
