@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.quiet import IRONIC_ENV, turn
 from tests.streams import LAST, SECOND_POOL, STREAMS
+from tests.turns import turn
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
@@ -75,13 +75,14 @@ def stream_of(item: pytest.Item) -> str:
     """``devcloud``, ``local``, ``kubernetes`` or ``alone``: the one rule that puts each test in
     exactly one stream.
 
-    A test marked ``alone`` needs the whole machine (its bound is a share of all the machine's
-    CPU): it runs after the other streams have ended. A test of a tier that needs only Ironic
+    A test marked ``alone`` (its bound is a share of all the machine's CPU) or ``quiet`` (a timing
+    bound of the product) runs after the streams have ended, with nothing else running. A test of
+    a tier that needs only Ironic
     nodes (:data:`SECOND_POOL_TIERS`) deploys on the devcloud's second node pool, in its own
     stream. Other devcloud tests share the devcloud's three nodes, hypervisors and Magnum API, so
     they run in one ordered stream: a test of a devcloud tier, one marked ``devcloud``, or one
     that uses a fixture that deploys devcloud machines."""
-    if item.get_closest_marker("alone") is not None:
+    if item.get_closest_marker("alone") is not None or item.get_closest_marker("quiet") is not None:
         return LAST
     rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts
     if rel[0] in SECOND_POOL_TIERS:
@@ -103,13 +104,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "quiet: checks a timing bound of the product; runs while no other "
-                                       "stream runs a test (tests/quiet.py)")
-    config.addinivalue_line("markers", "alone: a bound on a share of the whole machine's CPU; runs after every "
-                                       "other stream has ended (tests/streams.py), and quiet")
+    config.addinivalue_line("markers", "quiet: checks a timing bound of the product; runs in the last step, "
+                                       "after every stream has ended (tests/streams.py)")
+    config.addinivalue_line("markers", "alone: a bound on a share of the whole machine's CPU; runs in the last "
+                                       "step, after every stream has ended (tests/streams.py)")
     config.addinivalue_line("markers", "ironic_wide: stops or restarts the devcloud's Ironic (every deploy in "
                                        "flight fails); runs while the second pool's stream runs no test "
-                                       "(tests/quiet.py)")
+                                       "(tests/turns.py)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -121,23 +122,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (keep if stream_of(item) == stream else other).append(item)
     if other:
         config.hook.pytest_deselected(items=other)
-    # Quiet tests last, in their order: by then the other stream has usually ended, so a quiet
-    # test does not hold its stream up while the other one finishes a long test.
-    items[:] = sorted(keep, key=lambda item: item.get_closest_marker("quiet") is not None)
+    items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Every test takes its turn (tests/quiet.py): shared, or alone for a ``quiet`` test. A test
-    that stops or restarts Ironic (``ironic_wide``) also holds the Ironic lock exclusively, and the
-    second pool's tests hold it shared, so no deploy of theirs is in flight when Ironic goes down."""
-    quiet = item.get_closest_marker("quiet") is not None or item.get_closest_marker("alone") is not None
+    """A test that stops or restarts Ironic (``ironic_wide``) holds its turn on Ironic exclusively,
+    the second pool's tests hold it shared (tests/turns.py): no deploy of theirs is in flight when
+    Ironic goes down. Other tests take no turn."""
     ironic_wide = item.get_closest_marker("ironic_wide") is not None
-    # The Ironic lock first: a test waiting for it holds no quiet turn, so a quiet test is not held up.
-    ironic = turn(ironic_wide, IRONIC_ENV) if ironic_wide or stream_of(item) == SECOND_POOL \
-        else contextlib.nullcontext(0.0)
-    with ironic as ironic_waited, turn(quiet) as quiet_waited:
-        waited = ironic_waited + quiet_waited
+    on_ironic = turn(ironic_wide) if ironic_wide or stream_of(item) == SECOND_POOL else contextlib.nullcontext(0.0)
+    with on_ironic as waited:
         if waited > 0.5:  # into the JUnit file: tests/streams.py sums what waiting cost each stream
             item.user_properties.append(("turn_wait_s", f"{waited:.1f}"))
         yield

@@ -15,12 +15,10 @@ or left out.
 Isolation (each stream is its own pytest process): its own Airflow home and metadata DB and
 DLBENCH_HOME (``tests/conftest.py`` makes both per process), its own PostgreSQL server
 (``tests/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
-name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). Tests that check
-a timing bound of the product are marked ``quiet``: they run while no test of another stream
-runs (``DLBENCH_TEST_QUIET_LOCK``, see ``tests/quiet.py``). The two streams that deploy devcloud
-nodes use disjoint pools (``DLBENCH_IRONIC_TEST_RESOURCE_CLASS``) and one Ironic: a test that
-stops or restarts it (``ironic_wide``) waits for the Kubernetes stream's running test and holds
-the next ones back (``DLBENCH_TEST_IRONIC_LOCK``).
+name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). The two streams
+that deploy devcloud nodes use disjoint pools (``DLBENCH_IRONIC_TEST_RESOURCE_CLASS``) and one
+Ironic: a test that stops or restarts it (``ironic_wide``) waits for the Kubernetes stream's
+running test and holds the next ones back (``DLBENCH_TEST_IRONIC_LOCK``, ``tests/turns.py``).
 
 Output: each stream writes its pytest output to ``<logs>/<stream>.log`` (printed whole at the
 end, stream after stream), results as JUnit XML; the end is one line per tier (tests/<tier>)
@@ -28,8 +26,9 @@ with counts and time, the prerequisites that were missing with the command that 
 and the whole run's ``N passed, N failed, N skipped`` line. Any failure, error or a stream
 that did not finish makes the exit status 1.
 
-Tests marked ``alone`` (a bound on a share of the whole machine's CPU) run in a last step, once
-every stream has ended (:data:`LAST`).
+Tests marked ``alone`` (a bound on a share of the whole machine's CPU) or ``quiet`` (a timing
+bound of the product: a clock within 50 ms, a heartbeat within 0.18 s) run in a last step, once
+every stream has ended (:data:`LAST`), with nothing else running.
 
     python -m tests.streams [--cluster] [--logs DIR] [-- PYTEST ARGS...]
 """
@@ -49,7 +48,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.quiet import IRONIC_ENV
+from tests import turns
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAMS = ("devcloud", "local", "kubernetes")
@@ -63,7 +62,9 @@ STARTS_AFTER = {SECOND_POOL: "local"}
 """A stream that starts when another stream's tests (its first step) have ended."""
 LAST = "alone"
 """The step after every stream has ended: the tests marked ``alone``, whose bound is a share of the
-whole machine's CPU (another stream's test, or its daemons mid-tier, would be that share)."""
+whole machine's CPU (another stream's test, or its daemons mid-tier, would be that share), and
+those marked ``quiet``, whose bound is a timing of the product (run beside a stream, each waited
+for the test another stream was running: 116 s of the local stream's critical path in run R)."""
 
 
 @dataclass
@@ -78,8 +79,7 @@ class Step:
     rc: int | None = None
     seconds: float = 0.0
     waited: float = 0.0
-    """Seconds its tests waited for their turn (a quiet test of another stream, an ``ironic_wide``
-    test: tests/quiet.py)."""
+    """Seconds its tests waited for their turn on Ironic (tests/turns.py)."""
     after: Step | None = None
     """The step whose end this one waits for before it starts (:data:`STARTS_AFTER`)."""
     ended: threading.Event = field(default_factory=threading.Event)
@@ -100,8 +100,7 @@ def _stream_env(stream: str, logs: Path) -> dict[str, str]:
         **os.environ,
         "DLBENCH_TEST_STREAM": stream,
         "DLBENCH_MACHINE_LOCK": str(lock_dir / f"dlbench-test-{stream}.lock"),
-        "DLBENCH_TEST_QUIET_LOCK": str(logs / "quiet.lock"),
-        IRONIC_ENV: str(logs / "ironic.lock"),
+        turns.ENV: str(logs / "ironic.lock"),
         **({"DLBENCH_IRONIC_TEST_RESOURCE_CLASS": SECOND_POOL_CLASS} if stream == SECOND_POOL else {}),
         "PYTHONUNBUFFERED": "1",
     }

@@ -188,7 +188,7 @@ def test_ssh_and_link_knobs_make_the_node_unreachable(conn, keypair):
             devcloud("fault", "ssh-up", str(i))
 
 
-@pytest.mark.ironic_wide  # tests/quiet.py
+@pytest.mark.ironic_wide  # tests/turns.py
 def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     # Same DB: the same nodes (their states may move meanwhile: the devcloud is shared).
     before = {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
@@ -207,7 +207,7 @@ def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     assert api_answers()
 
 
-@pytest.mark.ironic_wide  # tests/quiet.py
+@pytest.mark.ironic_wide  # tests/turns.py
 def test_api_kill_mid_deploy_leaves_a_failed_deploy_that_undeploys(conn):
     """A crashed Ironic (SIGKILL) cannot resume a deploy: after a restart the node is
     ``deploy failed`` and still releasable, which is what leak handling must cope with."""

@@ -204,7 +204,7 @@ def test_provisioning_task_timeout_midway_undoes_its_work(clean_cloud, run_id):
     assert not (paths.runs_dir() / run_id).exists()
 
 
-@pytest.mark.ironic_wide  # slow-deploy and its reset restart Ironic (tests/quiet.py)
+@pytest.mark.ironic_wide  # slow-deploy and its reset restart Ironic (tests/turns.py)
 def test_setup_budget_runs_out_mid_deploy_and_the_rollback_fits_in_it(clean_cloud, run_id):
     """The setup task's execution_timeout is the whole budget: provisioning gets it minus a
     rollback reserve, so when the deploys are too slow for it (a slowed Ironic) the lifecycle

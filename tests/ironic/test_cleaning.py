@@ -16,7 +16,7 @@ import pytest
 
 from tests.ironic.conftest import assert_no_leaks, fault, node_index, own_allocations, settings
 
-pytestmark = pytest.mark.ironic_wide  # slow-clean and its reset restart Ironic (tests/quiet.py)
+pytestmark = pytest.mark.ironic_wide  # slow-clean and its reset restart Ironic (tests/turns.py)
 
 CLEAN_S = 15
 """The slow-clean knob's seconds per cleaning: far longer than an undeploy's tear-down (~1-4 s)."""

@@ -16,7 +16,7 @@ from dlbench.providers.ironic import IronicDriver
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, assert_no_leaks, fault, settings
 from tests.ironic.test_provisioner import Prov
 
-pytestmark = pytest.mark.ironic_wide  # every test stops, freezes or kills Ironic (tests/quiet.py)
+pytestmark = pytest.mark.ironic_wide  # every test stops, freezes or kills Ironic (tests/turns.py)
 
 
 def prov_on(conn: object) -> Prov:

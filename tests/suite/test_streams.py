@@ -1,7 +1,8 @@
-"""The test suite's own machinery (tests/streams.py, tests/quiet.py, the stream rule in
-tests/conftest.py): the streams are a partition of the suite, a quiet test runs alone and goes
-before tests that arrive after it, the summary counts what the JUnit files say and fails on any
-failure or abnormal stream."""
+"""The test suite's own machinery (tests/streams.py, tests/turns.py, the stream rule in
+tests/conftest.py): the streams are a partition of the suite, an exclusive turn on Ironic runs
+alone and goes before turns that arrive after it, the summary counts what the JUnit files say and
+fails on any failure or abnormal stream, the Kubernetes stream starts after the local stream's
+tests and the last step after every stream."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from tests import quiet, streams
+from tests import streams, turns
 from tests.conftest import ROOT
 
 
@@ -39,10 +38,12 @@ def test_the_streams_are_a_partition_of_the_suite():
     # Ironic nodes of the main pool) stays in the devcloud stream
     assert kubernetes == {t for t in everything if t.startswith("tests/kubernetes/")}
     assert {t for t in everything if t.startswith("tests/magnum/")} <= devcloud
-    # a test marked alone, beside its module's tests that are not
+    # a test marked alone, beside its module's tests that are not; quiet tests, of either stream
     flag = "tests/workloads/test_load_flag.py::"
     assert f"{flag}test_a_job_without_competing_load_is_not_flagged" in alone
     assert f"{flag}test_quiet_labels_are_not_flagged_whatever_the_load_average" in local
+    assert "tests/container/test_clocks.py::test_docker_launch_to_end_stops_at_the_exit" in alone
+    assert "tests/execution/test_clocks_ssh.py::test_ssh_process_launch_to_end_stops_at_the_exit" in alone
     # a devcloud tier, a devcloud fixture outside one, and their neighbours that stay local
     ironic = {t for t in everything if t.startswith("tests/ironic/")}
     assert ironic and ironic <= devcloud
@@ -52,8 +53,8 @@ def test_the_streams_are_a_partition_of_the_suite():
     assert "tests/suite/test_streams.py::test_the_streams_are_a_partition_of_the_suite" in local
 
 
-def _hold(is_quiet: bool, seconds: float, log: list, name: str, env: str = quiet.ENV) -> None:
-    with quiet.turn(is_quiet, env):
+def _hold(exclusive: bool, seconds: float, log: list, name: str) -> None:
+    with turns.turn(exclusive):
         log.append(("start", name, time.monotonic()))
         time.sleep(seconds)
         log.append(("end", name, time.monotonic()))
@@ -77,60 +78,40 @@ def _held(path: Path) -> bool:
         os.close(fd)
 
 
-@pytest.mark.parametrize("env", [quiet.ENV, quiet.IRONIC_ENV])
-def test_a_quiet_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, monkeypatch, env):
-    """The quiet turn, and the same turn on the Ironic lock (an ``ironic_wide`` test against the
-    second pool's tests)."""
-    lock = tmp_path / "quiet.lock"
-    monkeypatch.setenv(env, str(lock))
+def test_an_ironic_wide_test_runs_alone_and_before_tests_that_came_after_it(tmp_path, monkeypatch):
+    """An ``ironic_wide`` test (exclusive turn) waits for the second pool's running test, and a
+    test of that stream that arrives meanwhile waits for it (the turnstile)."""
+    lock = tmp_path / "ironic.lock"
+    monkeypatch.setenv(turns.ENV, str(lock))
     log: list = []
-    first = threading.Thread(target=_hold, args=(False, 1.0, log, "ordinary-1", env))
-    waiting_quiet = threading.Thread(target=_hold, args=(True, 0.5, log, "quiet", env))
-    later = threading.Thread(target=_hold, args=(False, 0.2, log, "ordinary-2", env))
+    first = threading.Thread(target=_hold, args=(False, 1.0, log, "shared-1"))
+    waiting = threading.Thread(target=_hold, args=(True, 0.5, log, "exclusive"))
+    later = threading.Thread(target=_hold, args=(False, 0.2, log, "shared-2"))
     first.start()
-    _until(lambda: log)  # ordinary-1 runs
-    waiting_quiet.start()
-    _until(lambda: _held(lock.with_name(lock.name + ".turnstile")))  # the quiet test is in line
-    later.start()  # arrives after the quiet test: must not overtake it
-    for thread in (first, waiting_quiet, later):
+    _until(lambda: log)  # shared-1 runs
+    waiting.start()
+    _until(lambda: _held(lock.with_name(lock.name + ".turnstile")))  # the exclusive test is in line
+    later.start()  # arrives after the exclusive test: must not overtake it
+    for thread in (first, waiting, later):
         thread.join(30)
     order = [(what, name) for what, name, _ in sorted(log, key=lambda e: e[2])]
-    assert order == [("start", "ordinary-1"), ("end", "ordinary-1"), ("start", "quiet"), ("end", "quiet"),
-                     ("start", "ordinary-2"), ("end", "ordinary-2")], order
+    assert order == [("start", "shared-1"), ("end", "shared-1"), ("start", "exclusive"), ("end", "exclusive"),
+                     ("start", "shared-2"), ("end", "shared-2")], order
 
 
-def test_the_ironic_lock_and_the_quiet_lock_are_apart(tmp_path, monkeypatch):
-    """An ``ironic_wide`` test waits for the second pool's running test, not for another stream's
-    ordinary test (which holds only the quiet turn, shared), and the other way round."""
-    monkeypatch.setenv(quiet.ENV, str(tmp_path / "quiet.lock"))
-    monkeypatch.setenv(quiet.IRONIC_ENV, str(tmp_path / "ironic.lock"))
-    for held, wanted in ((quiet.ENV, quiet.IRONIC_ENV), (quiet.IRONIC_ENV, quiet.ENV)):
-        got = threading.Event()
-
-        def exclusive(env: str = wanted, done: threading.Event = got) -> None:
-            with quiet.turn(True, env):
-                done.set()
-
-        with quiet.turn(False, held):  # another stream's test, inside its turn
-            thread = threading.Thread(target=exclusive, daemon=True)  # one lock wrongly shared would hang it
-            thread.start()
-            assert got.wait(10), f"an exclusive turn on {wanted} waited for a shared one on {held}"
-        thread.join(10)
-
-
-def test_ordinary_tests_share_their_turn(tmp_path, monkeypatch):
-    """Two ordinary tests hold their turns at once: the first waits, inside its turn, for the
-    second to be inside its own (an exclusive turn would make this wait time out)."""
-    monkeypatch.setenv(quiet.ENV, str(tmp_path / "quiet.lock"))
+def test_shared_turns_are_held_at_once(tmp_path, monkeypatch):
+    """Two shared turns are held at once: the first waits, inside its turn, for the second to be
+    inside its own (an exclusive turn would make this wait time out)."""
+    monkeypatch.setenv(turns.ENV, str(tmp_path / "ironic.lock"))
     inside = threading.Event()
     met: list[bool] = []
 
     def first() -> None:
-        with quiet.turn(False):
+        with turns.turn(False):
             met.append(inside.wait(20))
 
     def second() -> None:
-        with quiet.turn(False):
+        with turns.turn(False):
             inside.set()
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]

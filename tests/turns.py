@@ -1,0 +1,49 @@
+"""Turns on the devcloud's Ironic, which two test streams use at the same time.
+
+``make test`` runs the suite as concurrent pytest streams (``tests/streams.py``). The devcloud
+stream and the Kubernetes stream deploy nodes of two disjoint pools through one Ironic. A test
+that stops, freezes, kills or restarts it (``@pytest.mark.ironic_wide``) fails every deploy in
+flight, in any pool, so it holds ``DLBENCH_TEST_IRONIC_LOCK`` exclusively while it runs (setup,
+call and teardown) and the Kubernetes stream's tests hold it shared. A turnstile lock in front
+gives the exclusive test priority: once it waits, the Kubernetes stream starts no new test, so it
+waits at most for the test running at that moment, never for a stream that keeps taking turns.
+
+Without ``DLBENCH_TEST_IRONIC_LOCK`` (a plain ``pytest`` run, one process) nothing is locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ENV = "DLBENCH_TEST_IRONIC_LOCK"
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+@contextlib.contextmanager
+def turn(exclusive: bool) -> Iterator[float]:
+    """Hold this test's turn on Ironic while the block runs; yields the seconds it waited for it.
+    ``exclusive``: alone, before any test that comes after it; else shared."""
+    lock = os.environ.get(ENV)
+    if not lock:
+        yield 0.0
+        return
+    path = Path(lock)
+    start = time.monotonic()
+    turnstile, main = _open(path.with_name(path.name + ".turnstile")), _open(path)
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:  # through: an exclusive test that waits behind us goes next
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield time.monotonic() - start
+    finally:
+        os.close(main)  # closing releases the locks
+        os.close(turnstile)
