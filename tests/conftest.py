@@ -77,11 +77,10 @@ def stream_of(item: pytest.Item) -> str:
 
     A test marked ``alone`` (its bound is a share of all the machine's CPU) or ``quiet`` (a timing
     bound of the product) runs after the streams have ended, with nothing else running. A test of
-    a tier that needs only Ironic
-    nodes (:data:`SECOND_POOL_TIERS`) deploys on the devcloud's second node pool, in its own
-    stream. Other devcloud tests share the devcloud's three nodes, hypervisors and Magnum API, so
-    they run in one ordered stream: a test of a devcloud tier, one marked ``devcloud``, or one
-    that uses a fixture that deploys devcloud machines."""
+    a tier that needs only Ironic nodes (:data:`SECOND_POOL_TIERS`) deploys on the devcloud's
+    second node pool, in its own stream. Other devcloud tests share the devcloud's three nodes,
+    hypervisors and Magnum API, so they run in one ordered stream: a test of a devcloud tier, one
+    marked ``devcloud``, or one that uses a fixture that deploys devcloud machines."""
     if item.get_closest_marker("alone") is not None or item.get_closest_marker("quiet") is not None:
         return LAST
     rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts

@@ -51,11 +51,11 @@ from pathlib import Path
 from tests import turns
 
 ROOT = Path(__file__).resolve().parents[1]
-STREAMS = ("devcloud", "local", "kubernetes")
-"""The concurrent streams, in the order their logs are printed; ``tests/conftest.py`` owns the
-rule that puts each test in exactly one of them (or in :data:`LAST`)."""
 SECOND_POOL = "kubernetes"
 """The stream whose tests deploy on the devcloud's second node pool."""
+STREAMS = ("devcloud", "local", SECOND_POOL)
+"""The concurrent streams, in the order their logs are printed; ``tests/conftest.py`` owns the
+rule that puts each test in exactly one of them (or in :data:`LAST`)."""
 SECOND_POOL_CLASS = "dlbench-bm-2"
 """The second pool's Ironic resource class (docs/devcloud.md, the contract)."""
 STARTS_AFTER = {SECOND_POOL: "local"}
