@@ -297,16 +297,27 @@ TRANSIENT_STATES = {"deploying", "deleting", "cleaning", "clean wait", "wait cal
 """States a conductor restart cannot resume: Ironic fails such a node when it starts again."""
 
 
+def transient_nodes() -> list[str]:
+    """``<name> <state>`` of every node (any pool) in a state a conductor restart cannot resume."""
+    nodes = api("GET", "/v1/nodes?fields=name,provision_state")["nodes"]
+    return [f"{n['name']} {n['provision_state']}" for n in nodes if n["provision_state"] in TRANSIENT_STATES]
+
+
 def settle(timeout: float) -> None:
     """Wait until no node is in a transient state (no-op when Ironic does not answer): a stopped
     conductor fails such a node when it starts again (with cleaning on, an undeploy goes on for
     seconds of cleaning after a run's release returned)."""
     try:
-        wait_for("no node deploying or cleaning", lambda: not any(
-            n["provision_state"] in TRANSIENT_STATES for n in api("GET", "/v1/nodes?fields=provision_state")["nodes"]),
-            timeout=timeout, interval=0.5)
+        wait_for("no node deploying or cleaning", lambda: not transient_nodes(), timeout=timeout, interval=0.5)
     except (OSError, ValueError):
         return
+    except SystemExit as exc:
+        raise SystemExit(f"{exc} (still: {', '.join(transient_nodes())})") from None
+
+
+SETTLE_S = 180
+"""How long the ``settle`` knob waits for every node to leave its transient state: a cleaning takes
+2-4 s (``DEVCLOUD_IRONIC_CLEAN_DELAY``) and a deploy a few more, longer on a loaded machine."""
 
 
 def ironic_restart(timeout: float = 180) -> None:
@@ -778,6 +789,10 @@ def fault(args: argparse.Namespace) -> None:
         api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/deploy_interface", "value": "custom-agent"},
                                            {"op": "replace", "path": "/automated_clean", "value": None}])
         api("PATCH", f"/v1/nodes/{name}", [{"op": "replace", "path": "/maintenance", "value": False}])
+    elif knob == "settle":
+        if i is not None and not 1 <= i <= 600:
+            raise SystemExit("devcloud: fault settle takes the seconds it may wait (1..600), or nothing")
+        settle(SETTLE_S if i is None else i)
     elif knob == "reset":
         slow = [f for f in (RUN / "deploy_delay", RUN / "clean_delay") if f.exists()]
         for f in slow:  # back to the normal speed (restarts the API, ~2.5 s)
@@ -805,7 +820,7 @@ def fault(args: argparse.Namespace) -> None:
 
 
 KNOBS = ["api-stop", "api-kill", "api-start", "api-freeze", "api-thaw", "deploy-fail", "deploy-ok",
-         "ssh-down", "ssh-up", "link-down", "link-up", "slow-deploy", "slow-clean", "clean-fail", "reset"]
+         "ssh-down", "ssh-up", "link-down", "link-up", "slow-deploy", "slow-clean", "clean-fail", "settle", "reset"]
 
 
 def main(argv: list[str] | None = None) -> None:

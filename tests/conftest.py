@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.streams import LAST, SECOND_POOL, STREAMS
-from tests.turns import turn
+from tests.turns import settle, turn
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
@@ -135,6 +135,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if waited > 0.5:  # into the JUnit file: tests/streams.py sums what waiting cost each stream
             item.user_properties.append(("turn_wait_s", f"{waited:.1f}"))
         yield
+
+
+@pytest.fixture(autouse=True)
+def _settled_ironic(request: pytest.FixtureRequest) -> None:
+    """An ``ironic_wide`` test starts, in its turn, once no node deploys or cleans (tests/turns.py)."""
+    if request.node.get_closest_marker("ironic_wide") is not None:
+        settle()
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -9,6 +9,10 @@ gives the exclusive test priority: once it waits, the Kubernetes stream starts n
 waits at most for the test running at that moment, never for a stream that keeps taking turns.
 
 Without ``DLBENCH_TEST_IRONIC_LOCK`` (a plain ``pytest`` run, one process) nothing is locked.
+
+Such a test also starts on a settled Ironic (:func:`settle`): no node of any pool still deploying
+or cleaning from an earlier test, which the outage would fail too (stop 36's CI: a node the
+previous test had released was cleaning when ``api-kill`` hit and came back ``clean failed``).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 ENV = "DLBENCH_TEST_IRONIC_LOCK"
+FAULT_SCRIPT = Path(__file__).resolve().parents[1] / "devcloud" / "fault.sh"
 
 
 def _open(path: Path) -> int:
@@ -47,3 +53,11 @@ def turn(exclusive: bool) -> Iterator[float]:
     finally:
         os.close(main)  # closing releases the locks
         os.close(turnstile)
+
+
+def settle() -> None:
+    """Wait (the devcloud's ``settle`` knob, bounded) until no node deploys or cleans; a no-op
+    when no Ironic answers. Raises, naming the nodes, when one stays in flight."""
+    done = subprocess.run([str(FAULT_SCRIPT), "settle"], capture_output=True, text=True, timeout=300)
+    if done.returncode:
+        raise RuntimeError(f"Ironic did not settle before a test that stops it: {done.stderr.strip()}")

@@ -16,6 +16,7 @@ import pytest
 from tests.devcloud_infra.conftest import (
     ENDPOINT,
     RESOURCE_CLASS,
+    SCRIPT,
     SECOND_POOL_CLASS,
     STATE,
     allocate,
@@ -147,6 +148,30 @@ def test_deploy_fail_knob_makes_ironic_fail_the_deploy(conn):
         release(conn, node.id, alloc)
         devcloud("fault", "deploy-ok", i)
     assert conn.baremetal.get_node(node.id).deploy_interface == "fake"
+
+
+def test_settle_knob_waits_for_every_cleaning_and_names_a_node_that_does_not_end(conn):
+    """``settle``: what a test that stops Ironic waits for first (tests/turns.py). With clean-fail
+    the node's cleaning waits in ``clean wait`` for ~10 s: a 1-s settle names it and fails, a
+    plain one returns once the node is out of it (``clean failed``)."""
+    alloc = allocate(conn, "devcloud-infra-settle")
+    node = conn.baremetal.get_node(alloc.node_id)
+    i = str(node_index(node))
+    try:
+        deploy(conn, node.id, {"meta_data": {"public_keys": {"k": "ssh-ed25519 AAAA never"}}})
+        devcloud("fault", "clean-fail", i)
+        conn.baremetal.set_node_provision_state(node.id, "deleted")
+        wait_state(conn, node.id, {"clean wait"}, timeout=30)
+        short = subprocess.run(["python3", str(SCRIPT), "fault", "settle", "1"], capture_output=True, text=True,
+                               timeout=60)
+        assert short.returncode != 0 and f"{node.name} clean wait" in short.stderr, short
+        devcloud("fault", "settle")
+        assert conn.baremetal.get_node(node.id).provision_state == "clean failed"
+    finally:
+        subprocess.run(["python3", str(SCRIPT), "fault", "settle"], capture_output=True, timeout=300)
+        devcloud("fault", "reset")  # manage, fake, provide: cleaned and available
+        release(conn, node.id, alloc)
+    assert conn.baremetal.get_node(node.id).provision_state == "available"
 
 
 def test_ssh_and_link_knobs_make_the_node_unreachable(conn, keypair):
