@@ -20,13 +20,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.knobs import fault
+
 ENV = "DLBENCH_TEST_IRONIC_LOCK"
-FAULT_SCRIPT = Path(__file__).resolve().parents[1] / "devcloud" / "fault.sh"
 
 
 def _open(path: Path) -> int:
@@ -58,6 +58,4 @@ def turn(exclusive: bool) -> Iterator[float]:
 def settle() -> None:
     """Wait (the devcloud's ``settle`` knob, bounded) until no node deploys or cleans; a no-op
     when no Ironic answers. Raises, naming the nodes, when one stays in flight."""
-    done = subprocess.run([str(FAULT_SCRIPT), "settle"], capture_output=True, text=True, timeout=300)
-    if done.returncode:
-        raise RuntimeError(f"Ironic did not settle before a test that stops it: {done.stderr.strip()}")
+    fault("settle", timeout=300)

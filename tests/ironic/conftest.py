@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, require
+from tests.knobs import FAULT_SCRIPT, fault
 
 CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
 CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
@@ -123,19 +124,6 @@ def wait_clean(conn: Any, timeout: float) -> None:
 def assert_no_leaks(conn: Any) -> None:
     left = leaks(conn)
     assert not left, f"leaked: {left}"
-
-
-FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
-
-
-def fault(knob: str, *args: object) -> None:
-    """A devcloud fault knob (docs/devcloud.md): api-stop/api-start, api-freeze/api-thaw,
-    deploy-fail/deploy-ok <i>, ssh-down/ssh-up <i>, link-down/link-up <i>, reset."""
-    import subprocess
-
-    require(FAULT_SCRIPT.exists(), f"devcloud fault knobs missing ({FAULT_SCRIPT}); run `make devcloud-up`")
-    subprocess.run([str(FAULT_SCRIPT), knob, *(str(a) for a in args)], check=True, capture_output=True,
-                   text=True, timeout=120)
 
 
 def node_index(node: Any) -> int:

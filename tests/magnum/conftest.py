@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -19,12 +18,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, require
+from tests.knobs import fault as shared_fault
 
 CLOUD = os.environ.get("DLBENCH_MAGNUM_TEST_CLOUD", "devcloud-nova")
 CLOUDS_FILE = os.environ.get("DLBENCH_MAGNUM_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
 TEMPLATE = "dlbench-test-k8s"
 POLL = 0.3
-FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
 IRONIC = "http://127.0.0.1:6385"
 
 
@@ -104,11 +103,9 @@ def clean_magnum(magnum_conn: Any) -> Any:
 
 
 def fault(knob: str, *args: object) -> None:
-    """A devcloud knob (docs/magnum.md): magnum-api-stop/start, cluster-create-failed [n]/ok, magnum-reset."""
-    require(FAULT_SCRIPT.exists(), f"devcloud fault knobs missing ({FAULT_SCRIPT})")
+    """A devcloud knob (docs/magnum.md): magnum-api-stop/start, cluster-create-failed [n]/ok, magnum-reset
+    (here: the API started again and cluster creation back to normal)."""
     if knob == "magnum-reset":
         knob = "cluster-create-ok"
-        subprocess.run([str(FAULT_SCRIPT), "magnum-api-start"], check=True, capture_output=True, text=True,
-                       timeout=120)
-    subprocess.run([str(FAULT_SCRIPT), knob, *(str(a) for a in args)], check=True, capture_output=True, text=True,
-                   timeout=120)
+        shared_fault("magnum-api-start")
+    shared_fault(knob, *args)

@@ -8,7 +8,6 @@ Neutron with ML2/OVN enforcing security groups), never a fake compute API (docs/
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, require
 from tests.ironic.conftest import clean_cloud, cloud_conn  # noqa: F401 - the four-platform run uses Ironic too
+from tests.knobs import FAULT_SCRIPT, fault
 
 CLOUD = os.environ.get("DLBENCH_NOVA_TEST_CLOUD", "devcloud-nova")
 ADMIN_CLOUD = os.environ.get("DLBENCH_NOVA_TEST_ADMIN_CLOUD", "devcloud-admin")
@@ -25,7 +25,6 @@ CLOUDS_FILE = os.environ.get("DLBENCH_NOVA_TEST_CLOUDS_FILE", str(ROOT / ".devcl
 FLAVOR = os.environ.get("DLBENCH_NOVA_TEST_FLAVOR", "dlbench.small")
 NETWORK = os.environ.get("DLBENCH_NOVA_TEST_NETWORK", "devcloud-net")
 POLL = 0.3
-FAULT_SCRIPT = ROOT / "devcloud" / "fault.sh"
 
 
 def settings(**overrides: Any) -> Any:
@@ -102,9 +101,3 @@ def clean_nova(nova_conn: Any) -> Any:
     assert left == [], f"leaked on the devcloud's Nova: {left}"
 
 
-def fault(knob: str, *args: object) -> None:
-    """A devcloud fault knob (docs/devcloud-nova.md): nova-api-stop/start, server-error/ok,
-    quota-exhausted/ok, server-ssh-down/up, hypervisor-full/ok, reset."""
-    require(FAULT_SCRIPT.exists(), f"devcloud fault knobs missing ({FAULT_SCRIPT}); run `make devcloud-up`")
-    subprocess.run([str(FAULT_SCRIPT), knob, *(str(a) for a in args)], check=True, capture_output=True,
-                   text=True, timeout=120)
