@@ -316,11 +316,12 @@ def settle(timeout: float) -> None:
 
 
 SETTLE_S = 180
-"""How long the ``settle`` knob waits for every node to leave its transient state: a cleaning takes
-2-4 s (``DEVCLOUD_IRONIC_CLEAN_DELAY``) and a deploy a few more, longer on a loaded machine."""
+"""How long the ``settle`` knob and a restart wait for every node to leave its transient state: a
+cleaning takes 2-4 s (``DEVCLOUD_IRONIC_CLEAN_DELAY``) and a deploy a few more, longer on a loaded
+machine."""
 
 
-def ironic_restart(timeout: float = 180) -> None:
+def ironic_restart(timeout: float = SETTLE_S) -> None:
     """Restart Ironic (a new configuration) once no node deploys or cleans (:func:`settle`)."""
     settle(timeout)
     ironic_down()

@@ -16,7 +16,6 @@ import pytest
 from tests.devcloud_infra.conftest import (
     ENDPOINT,
     RESOURCE_CLASS,
-    SCRIPT,
     SECOND_POOL_CLASS,
     STATE,
     allocate,
@@ -162,13 +161,12 @@ def test_settle_knob_waits_for_every_cleaning_and_names_a_node_that_does_not_end
         devcloud("fault", "clean-fail", i)
         conn.baremetal.set_node_provision_state(node.id, "deleted")
         wait_state(conn, node.id, {"clean wait"}, timeout=30)
-        short = subprocess.run(["python3", str(SCRIPT), "fault", "settle", "1"], capture_output=True, text=True,
-                               timeout=60)
+        short = devcloud("fault", "settle", "1", check=False)
         assert short.returncode != 0 and f"{node.name} clean wait" in short.stderr, short
         devcloud("fault", "settle")
         assert conn.baremetal.get_node(node.id).provision_state == "clean failed"
     finally:
-        subprocess.run(["python3", str(SCRIPT), "fault", "settle"], capture_output=True, timeout=300)
+        devcloud("fault", "settle", timeout=300, check=False)
         devcloud("fault", "reset")  # manage, fake, provide: cleaned and available
         release(conn, node.id, alloc)
     assert conn.baremetal.get_node(node.id).provision_state == "available"

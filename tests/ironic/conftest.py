@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, require
-from tests.knobs import FAULT_SCRIPT, fault
+from tests.knobs import fault
 
 CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
 CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
@@ -81,8 +81,7 @@ def clean_cloud(cloud_conn: Any) -> Any:
     """Asserts before and after the test that nothing of ours is left on the devcloud."""
     wait_clean(cloud_conn, timeout=120)
     yield cloud_conn
-    if FAULT_SCRIPT.exists():
-        fault("reset")  # a failed test must not leave a knob turned for the next one
+    fault("reset")  # a failed test must not leave a knob turned for the next one
     wait_clean(cloud_conn, timeout=5)
     assert_no_leaks(cloud_conn)
 

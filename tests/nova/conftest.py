@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, require
 from tests.ironic.conftest import clean_cloud, cloud_conn  # noqa: F401 - the four-platform run uses Ironic too
-from tests.knobs import FAULT_SCRIPT, fault
+from tests.knobs import fault
 
 CLOUD = os.environ.get("DLBENCH_NOVA_TEST_CLOUD", "devcloud-nova")
 ADMIN_CLOUD = os.environ.get("DLBENCH_NOVA_TEST_ADMIN_CLOUD", "devcloud-admin")
@@ -95,8 +95,7 @@ def clean_nova(nova_conn: Any) -> Any:
     """Nothing of ours before the test, and nothing after it (knobs reset even when it failed)."""
     assert wait_clean(nova_conn, 60) == []
     yield nova_conn
-    if FAULT_SCRIPT.exists():
-        fault("reset")
+    fault("reset")
     left = wait_clean(nova_conn, 120)
     assert left == [], f"leaked on the devcloud's Nova: {left}"
 
