@@ -23,6 +23,13 @@ APT_PACKAGES := docker.io postgresql debootstrap openssh-server iproute2
 
 -include mk/*.mk
 
+# CI_TIMES=FILE (set by .ci/run in the environment): every recipe line runs through .ci/timed-shell,
+# which appends its target and times to FILE, so .ci/run prints each prerequisite's time.
+ifdef CI_TIMES
+SHELL := $(ROOT)/.ci/timed-shell
+.SHELLFLAGS = $@ -c
+endif
+
 .PHONY: help venv lint check test run run-prereqs clean prereqs airflow-init airflow-settings airflow-ui report ci-prereqs
 help:
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'

@@ -48,7 +48,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests import turns
+from tests import budgets, turns
 
 ROOT = Path(__file__).resolve().parents[1]
 SECOND_POOL = "kubernetes"
@@ -204,17 +204,29 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
         print(f"\n{'#' * 30} {step.name} stream: {' '.join(step.argv[1:])}\n", flush=True)
         sys.stdout.write(step.log.read_text(errors="replace") if step.log.exists() else "(no output)\n")
     tiers, missing, problems = collect(steps)
-    print(f"\n{'=' * 30} tiers (tests/<tier>: results, summed test time, stream)")
+    limits = budgets.load()
+    over = []
+    print(f"\n{'=' * 30} tiers (tests/<tier>: results, summed test time, stream, budget: docs/testing.md)")
     for name in sorted(tiers, key=lambda n: -tiers[n].seconds):
         t = tiers[name]
+        budget = budgets.Verdict(t.seconds, limits.get(("tier", name)))
+        over += [f"tier {name} {budget}"] if budget.over else []
         print(f"  {name:<16} {t.passed:4d} passed {t.failed:3d} failed {t.skipped:3d} skipped "
-              f"{t.seconds:7.0f} s  {','.join(sorted(t.streams))}")
-    print(f"{'=' * 30} streams (wall time)")
+              f"{t.seconds:7.0f} s  {','.join(sorted(t.streams)):<10} {budget}")
+    print(f"{'=' * 30} streams (wall time, budget)")
     for stream, stream_steps in streams.items():
+        seconds = sum(s.seconds for s in stream_steps)
+        budget = budgets.Verdict(seconds, limits.get(("stream", stream)))
+        over += [f"stream {stream} {budget}"] if budget.over else []
         parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for its turn"
                           f"{f'; started after {s.after.name}' if s.after else ''})" for s in stream_steps)
-        print(f"  {stream:<16} {sum(s.seconds for s in stream_steps):7.0f} s  {parts}")
-    print(f"  {'whole run':<16} {wall:7.0f} s")
+        print(f"  {stream:<16} {seconds:7.0f} s  {budget}: {parts}")
+    test_budget = budgets.Verdict(wall, limits.get(("ci", "tests")))
+    over += [f"tests {test_budget}"] if test_budget.over else []
+    print(f"  {'whole run':<16} {wall:7.0f} s  {test_budget}")
+    budget_line = f"budgets: {'; '.join(over)}" if over else "budgets: every tier and stream within its budget"
+    print(f"{'=' * 30} {budget_line}")
+    (logs / "budget.txt").write_text(budget_line + "\n")
     if missing:
         print(f"{'=' * 30} skipped for a missing prerequisite (install it, then run `make test` again)")
         for reason, count in missing.most_common():
@@ -238,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logs = args.logs or Path(tempfile.mkdtemp(prefix="dlbench-test-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
-    for stale in [*logs.glob("*.xml"), logs / "summary.txt"]:
+    for stale in [*logs.glob("*.xml"), logs / "summary.txt", logs / "budget.txt"]:
         stale.unlink(missing_ok=True)
     streams = plan(logs.resolve(), args.pytest_args, args.cluster)
     alone = last(logs.resolve(), args.pytest_args)
