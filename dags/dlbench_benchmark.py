@@ -26,6 +26,8 @@ from dlbench.workloads.result import Platform
 ROUTING = load_routing()
 """Queues and pools of this deployment (``[dlbench] routing``; docs/scaling.md): read from the
 environment / airflow.cfg at parse time, because a task's queue and pool are fixed then."""
+RETRY_DELAY = settings.retry_delay()
+"""Before a task's retry (``[dlbench] retry_delay_seconds``, 30 s by default; fixed at parse time)."""
 JOB_POOL = "dlbench_benchmark"
 """Jobs of the default route: one slot by default (one job at a time across all runs); more slots
 are safe because a job holds its machines' lock while it measures (docs/scaling.md)."""
@@ -236,7 +238,7 @@ def dlbench_benchmark() -> None:
             # that times out must still have time to release what it made).
             return steps.provision(request, tags, budget_s=timeout.total_seconds() if timeout else None)
 
-    @task(pool=JOB_POOL, retries=1, retry_delay=timedelta(seconds=30), execution_timeout=JOB_TASK_TIMEOUT,
+    @task(pool=JOB_POOL, retries=1, retry_delay=RETRY_DELAY, execution_timeout=JOB_TASK_TIMEOUT,
           map_index_template="{{ job_label }}")
     def run_job(job: dict, targets: list[dict], request: dict, tags: dict) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -256,7 +258,7 @@ def dlbench_benchmark() -> None:
             raise AirflowSkipException(str(exc)) from None
 
     @teardown(on_failure_fail_dagrun=True)  # a failed release may leak machines: fail the run loudly
-    @task(retries=2, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(minutes=45),
+    @task(retries=2, retry_delay=RETRY_DELAY, execution_timeout=timedelta(minutes=45),
           **_queue(ROUTING.setup_queue))
     def release(request: dict | None, tags: dict | None, targets: list[dict] | None) -> None:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -277,7 +279,7 @@ def dlbench_benchmark() -> None:
 
         return jobs_for_task(jobs, request, task_id, parse_routing(routing))
 
-    @task(trigger_rule="all_done", retries=2, retry_delay=timedelta(seconds=30))
+    @task(trigger_rule="all_done", retries=2, retry_delay=RETRY_DELAY)
     def load(request: dict | None) -> dict:
         """Load every archived document of this run (failed and skipped ones too)."""
         from airflow.sdk.exceptions import AirflowSkipException

@@ -178,6 +178,21 @@ ROUTING: Setting[str] = Setting(
         "value fails the DAG's import naming the field (docs/scaling.md).",
 )
 
+RETRY_DELAY_OPTION = ("dlbench", "retry_delay_seconds")
+"""Airflow configuration option (section, key) of :data:`RETRY_DELAY`."""
+DEFAULT_RETRY_DELAY_S = 30
+RETRY_DELAY: Setting[int] = Setting(
+    name="AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS",
+    sources=(_env("AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS", "Airflow's environment form of the option"),
+             Source(Kind.CONFIG, "[dlbench] retry_delay_seconds", "airflow.cfg; only where Airflow is installed")),
+    type="whole number of seconds, 0 to 3600", parse=int, default=DEFAULT_RETRY_DELAY_S, default_doc="30",
+    accessors=("retry_delay()",), read_by="every process that parses the DAGs (scheduler, DAG processor, workers)",
+    doc="How long the benchmark DAG waits before retrying a task that has retries (a job once, the release "
+        "and the load twice): long enough for a cloud API or the warehouse to come back from a blip. Read at "
+        "DAG parse time (a task's retry delay is fixed then); a bad value fails the DAG's import naming the "
+        "option. The test suite sets 1 s: its retries fail for good, and it waits for nothing.",
+)
+
 MAX_MAP_LENGTH: Setting[int] = Setting(
     name="[core] max_map_length", sources=(Source(Kind.CONFIG, "[core] max_map_length"),), type="integer",
     parse=int, default=1024, default_doc="1024 (Airflow's own default)", accessors=("max_map_length()",),
@@ -377,7 +392,8 @@ GATES: Setting[str] = Setting(
 
 SETTINGS: tuple[Setting[Any], ...] = (
     HOME, STORAGE_URL, WAREHOUSE_URL, SECRETS, RUN_SECRET, PROFILES_FILE, PRICES, PRICES_FILE, PROVISION_THREADS,
-    MACHINE_LOCK, TRACE_SYSCALLS, BASE_IMAGE, OFFLINE_BUILD, OS_CLIENT_CONFIG_FILE, ROUTING, MAX_MAP_LENGTH,
+    MACHINE_LOCK, TRACE_SYSCALLS, BASE_IMAGE, OFFLINE_BUILD, OS_CLIENT_CONFIG_FILE, ROUTING, RETRY_DELAY,
+    MAX_MAP_LENGTH,
     DAGS_FOLDER, SCHEDULED_REQUEST, PROFILE, USER_PROFILES, EXPIRY_HOURS, JANITOR_CLOUDS, AIRFLOW_API, ON_REGRESSION,
     REGRESSION_NOTIFIERS, GATES,
 )
@@ -542,6 +558,26 @@ def routing() -> str | None:
         except Exception:  # noqa: BLE001 - outside Airflow (tests, CLI): the environment only
             raw = None
     return raw
+
+
+def retry_delay() -> timedelta:
+    """The DAG tasks' retry delay: ``AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS`` (it wins), else
+    ``[dlbench] retry_delay_seconds`` of airflow.cfg, else 30 s. A value that is not 0-3600 whole
+    seconds raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
+    raw = os.environ.get(RETRY_DELAY.env)
+    if raw is None:
+        try:
+            from airflow.configuration import conf  # why: absent in a process without Airflow (tests, CLI)
+
+            raw = conf.get(*RETRY_DELAY_OPTION, fallback=None)
+        except Exception:  # noqa: BLE001 - outside Airflow (tests, CLI): the environment only
+            raw = None
+    if raw is None or not raw.strip():
+        return timedelta(seconds=DEFAULT_RETRY_DELAY_S)
+    if not raw.strip().isdigit() or int(raw) > 3600:
+        raise ValueError(f"{RETRY_DELAY.env} ([dlbench] retry_delay_seconds) = {raw!r}: must be a whole number "
+                         "of seconds from 0 to 3600")
+    return timedelta(seconds=RETRY_DELAY.parse(raw.strip()))
 
 
 def max_map_length() -> int:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from dlbench import settings
 from tests.conftest import ROOT
 
 HEAVY = ("tensorflow", "pandas", "openstack", "docker", "matplotlib", "paramiko")
@@ -42,6 +43,8 @@ def test_main_dag_shape(dagbag):
     assert tasks["provision"].is_setup and tasks["release"].is_teardown
     assert tasks["run_job"].pool == "dlbench_benchmark"
     assert tasks["run_job"].retries == 1
+    # the retry delay is the setting's (the suite's 1 s: tests/conftest.py)
+    assert tasks["run_job"].retry_delay == tasks["load"].retry_delay == settings.retry_delay()
     assert tasks["validate_request"].retries == 0
     assert {"platforms", "models", "data", "profile", "repetitions", "provider"} <= set(dag.params.keys())
     assert dag.params.get_param("models").schema["items"]["enum"] == ["inception3", "resnet50", "alexnet"]

@@ -323,6 +323,23 @@ def test_provision_threads(monkeypatch, raw, strict, expected):
         assert settings.provision_threads(strict=strict) == expected
 
 
+@pytest.mark.parametrize(("raw", "seconds"), [(None, 30), ("", 30), (" 5 ", 5), ("0", 0), ("3600", 3600),
+                                              ("3601", None), ("-1", None), ("soon", None)])
+def test_retry_delay(monkeypatch, raw, seconds):
+    """The DAG's retry delay: 30 s unless set (the suite sets 1 s in tests/conftest.py); a bad value
+    names the option."""
+    if raw is None:
+        monkeypatch.delenv("AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS", raw)
+    if seconds is None:
+        with pytest.raises(ValueError, match=r"AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS \(\[dlbench\] "
+                                             r"retry_delay_seconds\) = .*whole number of seconds from 0 to 3600"):
+            settings.retry_delay()
+    else:
+        assert settings.retry_delay() == timedelta(seconds=seconds)
+
+
 @pytest.mark.parametrize(("raw", "handed"), [(None, None), ("1", "1"), ("yes", "1"), ("true", "1"), ("0", None),
                                              ("TRUE", None)])
 def test_trace_syscalls_reaches_a_local_workload_only_through_settings(monkeypatch, tmp_path, raw, handed):
