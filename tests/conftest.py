@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.settings import RETRY_DELAY
 from tests.streams import LAST, SECOND_POOL, STREAMS
 from tests.turns import settle, turn
 
@@ -35,7 +36,7 @@ os.environ["DLBENCH_HOME"] = os.environ.get("DLBENCH_TEST_HOME", str(_SESSION_DI
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 # A task's retry waits 1 s, not the product's 30 (docs/settings.md: a blip's allowance): a test's
 # retries are of failures it made on purpose, which no wait cures (stop 37: 120 s of the local stream).
-os.environ.setdefault("AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS", "1")
+os.environ.setdefault(RETRY_DELAY.env, "1")
 # One Fernet key for the session's processes (this one, `airflow db migrate`, the settings loader,
 # dag.test's task runner): without it, whichever imports Airflow first decides the key (the one
 # airflow.cfg gets, or none), and Variables written by one are unreadable ciphertext to another.

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from dlbench.settings import RETRY_DELAY
 from tests.conftest import require
 from tests.pg import pg_bin
 
@@ -105,7 +106,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from tools.cluster import Cluster
 
     with Cluster(tmp_path_factory.mktemp("cluster"), workers=3, concurrency=2, queues=WORKER_QUEUES,
-                 extra_env={**FAST_DETECTION, "AIRFLOW__DLBENCH__ROUTING": json.dumps(ROUTING)}) as c:
+                 extra_env={**FAST_DETECTION, "AIRFLOW__DLBENCH__ROUTING": json.dumps(ROUTING),
+                            # the suite's retry delay (tests/conftest.py): the Cluster passes no AIRFLOW__ of ours
+                            RETRY_DELAY.env: os.environ[RETRY_DELAY.env]}) as c:
         yield c
 
 
