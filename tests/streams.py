@@ -205,25 +205,26 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
         sys.stdout.write(step.log.read_text(errors="replace") if step.log.exists() else "(no output)\n")
     tiers, missing, problems = collect(steps)
     limits = budgets.load()
-    over = []
+    over: list[str] = []
+
+    def judged(kind: str, name: str, seconds: float) -> budgets.Verdict:
+        verdict = budgets.Verdict(seconds, limits.get((kind, name)))
+        if verdict.over:
+            over.append(f"{kind} {name} {verdict}")
+        return verdict
+
     print(f"\n{'=' * 30} tiers (tests/<tier>: results, summed test time, stream, budget: docs/testing.md)")
     for name in sorted(tiers, key=lambda n: -tiers[n].seconds):
         t = tiers[name]
-        budget = budgets.Verdict(t.seconds, limits.get(("tier", name)))
-        over += [f"tier {name} {budget}"] if budget.over else []
         print(f"  {name:<16} {t.passed:4d} passed {t.failed:3d} failed {t.skipped:3d} skipped "
-              f"{t.seconds:7.0f} s  {','.join(sorted(t.streams)):<10} {budget}")
+              f"{t.seconds:7.0f} s  {','.join(sorted(t.streams)):<10} {judged('tier', name, t.seconds)}")
     print(f"{'=' * 30} streams (wall time, budget)")
     for stream, stream_steps in streams.items():
         seconds = sum(s.seconds for s in stream_steps)
-        budget = budgets.Verdict(seconds, limits.get(("stream", stream)))
-        over += [f"stream {stream} {budget}"] if budget.over else []
         parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for its turn"
                           f"{f'; started after {s.after.name}' if s.after else ''})" for s in stream_steps)
-        print(f"  {stream:<16} {seconds:7.0f} s  {budget}: {parts}")
-    test_budget = budgets.Verdict(wall, limits.get(("ci", "tests")))
-    over += [f"tests {test_budget}"] if test_budget.over else []
-    print(f"  {'whole run':<16} {wall:7.0f} s  {test_budget}")
+        print(f"  {stream:<16} {seconds:7.0f} s  {judged('stream', stream, seconds)}: {parts}")
+    print(f"  {'whole run':<16} {wall:7.0f} s  {judged('ci', 'tests', wall)}")
     budget_line = f"budgets: {'; '.join(over)}" if over else "budgets: every tier and stream within its budget"
     print(f"{'=' * 30} {budget_line}")
     (logs / "budget.txt").write_text(budget_line + "\n")
