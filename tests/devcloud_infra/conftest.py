@@ -154,7 +154,14 @@ def key_drive(key: Path, **meta: Any) -> dict[str, Any]:
     return {"meta_data": {"public_keys": {"test": Path(f"{key}.pub").read_text().strip()}, **meta}}
 
 
-def ssh_ok(address: str, key: Path, command: str = "true", timeout: float = 20) -> subprocess.CompletedProcess[str]:
+SSH_READY_S = 60
+"""How long a node may take from ``active`` to letting the key in: its first boot of an image
+extracts it first (the node image: 7.8-9.8 s on an idle machine, over 20 s on CI's loaded one, stop
+37's run W), the same allowance as the product's ``ssh_timeout`` in the Ironic tier."""
+
+
+def ssh_ok(address: str, key: Path, command: str = "true",
+           timeout: float = SSH_READY_S) -> subprocess.CompletedProcess[str]:
     """``command`` over SSH once the node lets the key in (a client retries on a real cloud too)."""
     return wait_until(f"ssh root@{address} {command!r}",
                       lambda: (r := ssh(address, key, command)).returncode == 0 and r, timeout)
