@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.settings import RETRY_DELAY
 from tests.streams import LAST, SECOND_POOL, STREAMS
 from tests.turns import settle, turn
 
@@ -34,9 +33,6 @@ _SESSION_DIR = Path(tempfile.mkdtemp(prefix="dlbench-tests-"))
 os.environ["AIRFLOW_HOME"] = os.environ.get("DLBENCH_TEST_AIRFLOW_HOME", str(_SESSION_DIR / "airflow"))
 os.environ["DLBENCH_HOME"] = os.environ.get("DLBENCH_TEST_HOME", str(_SESSION_DIR / "dlbench"))
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-# A task's retry waits 1 s, not the product's 30 (docs/settings.md: a blip's allowance): a test's
-# retries are of failures it made on purpose, which no wait cures (stop 37: 120 s of the local stream).
-os.environ.setdefault(RETRY_DELAY.env, "1")
 # One Fernet key for the session's processes (this one, `airflow db migrate`, the settings loader,
 # dag.test's task runner): without it, whichever imports Airflow first decides the key (the one
 # airflow.cfg gets, or none), and Variables written by one are unreadable ciphertext to another.
@@ -48,6 +44,12 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 if str(ROOT / "include") not in sys.path:
     sys.path.insert(0, str(ROOT / "include"))
+
+from dlbench.settings import RETRY_DELAY  # noqa: E402 - this checkout's (the path above); imports no Airflow
+
+# A task's retry waits 1 s, not the product's 30 (docs/settings.md: a blip's allowance): a test's
+# retries are of failures it made on purpose, which no wait cures (stop 37: 120 s of the local stream).
+os.environ.setdefault(RETRY_DELAY.env, "1")
 
 
 def require(condition: bool, reason: str) -> None:

@@ -546,32 +546,31 @@ def run_secret(key: str) -> str | None:
         return None
 
 
-def routing() -> str | None:
-    """The routing's JSON text: ``AIRFLOW__DLBENCH__ROUTING`` (set, even empty, it wins), else
-    ``[dlbench] routing`` of airflow.cfg (Airflow's own precedence), else None."""
-    raw = os.environ.get(ROUTING.env)
+def _airflow_option(setting: Setting[Any], option: tuple[str, str]) -> str | None:
+    """An option of ours in Airflow's configuration: its environment variable (set, even empty, it
+    wins), else airflow.cfg (Airflow's own precedence), else None; outside Airflow, the environment only."""
+    raw = os.environ.get(setting.env)
     if raw is None:
         try:
             from airflow.configuration import conf  # why: absent in a process without Airflow (tests, CLI)
 
-            raw = conf.get(*ROUTING_OPTION, fallback=None)
+            raw = conf.get(*option, fallback=None)
         except Exception:  # noqa: BLE001 - outside Airflow (tests, CLI): the environment only
             raw = None
     return raw
+
+
+def routing() -> str | None:
+    """The routing's JSON text: ``AIRFLOW__DLBENCH__ROUTING`` (set, even empty, it wins), else
+    ``[dlbench] routing`` of airflow.cfg (Airflow's own precedence), else None."""
+    return _airflow_option(ROUTING, ROUTING_OPTION)
 
 
 def retry_delay() -> timedelta:
     """The DAG tasks' retry delay: ``AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS`` (it wins), else
     ``[dlbench] retry_delay_seconds`` of airflow.cfg, else 30 s. A value that is not 0-3600 whole
     seconds raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
-    raw = os.environ.get(RETRY_DELAY.env)
-    if raw is None:
-        try:
-            from airflow.configuration import conf  # why: absent in a process without Airflow (tests, CLI)
-
-            raw = conf.get(*RETRY_DELAY_OPTION, fallback=None)
-        except Exception:  # noqa: BLE001 - outside Airflow (tests, CLI): the environment only
-            raw = None
+    raw = _airflow_option(RETRY_DELAY, RETRY_DELAY_OPTION)
     if raw is None or not raw.strip():
         return timedelta(seconds=DEFAULT_RETRY_DELAY_S)
     if not raw.strip().isdigit() or int(raw) > 3600:
