@@ -56,8 +56,8 @@ ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, Pos
 
 # What the tests need from their first minute; .ci/run builds the rest (CI_BACKGROUND) beside them.
 # The node image first: its chain (venv -> wheelhouse -> root filesystem -> image) is the longest,
-# and make -j hands free slots to the goals in the order they are listed (stop 37's CI times: its
-# root filesystem waited 35 s for a slot behind the devcloud's venvs).
+# and make -j hands a free slot to the goals in the order they are listed (stop 37's run W: its root
+# filesystem waited 35 s for a slot behind the devcloud's venvs; more slots, -j6, slowed every build).
 CI_BACKGROUND := vm-image
 .PHONY: ci-prereqs-first
 ci-prereqs-first: node-image $(filter-out node-image $(CI_BACKGROUND),$(CI_PREREQS))
