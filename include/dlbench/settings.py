@@ -573,10 +573,12 @@ def retry_delay() -> timedelta:
     raw = _airflow_option(RETRY_DELAY, RETRY_DELAY_OPTION)
     if raw is None or not raw.strip():
         return timedelta(seconds=DEFAULT_RETRY_DELAY_S)
-    if not raw.strip().isdigit() or int(raw) > 3600:
-        raise ValueError(f"{RETRY_DELAY.env} ([dlbench] retry_delay_seconds) = {raw!r}: must be a whole number "
-                         "of seconds from 0 to 3600")
-    return timedelta(seconds=RETRY_DELAY.parse(raw.strip()))
+    seconds = RETRY_DELAY.parse(raw) if raw.strip().isdigit() else -1
+    if not 0 <= seconds <= 3600:
+        section, key = RETRY_DELAY_OPTION
+        raise ValueError(f"{RETRY_DELAY.env} ([{section}] {key}) = {raw!r}: must be a whole number of seconds "
+                         "from 0 to 3600")
+    return timedelta(seconds=seconds)
 
 
 def max_map_length() -> int:
