@@ -191,24 +191,25 @@ def _load_html(engine: Engine, run_id: str) -> str:
     for platform, group in table.groupby("platform", sort=False):
         before = [float(v) for v in group["host_load1_before"].dropna()]
         steal = [float(v) for v in group["host_steal_share"].dropna()]
-        other = [float(v) for v in group["host_other_cpu_share"].dropna()]
+        other = [float(v) for v in group["other_cores"].dropna()]
         rows.append((platform_index(str(platform)), f"<tr><td>{html.escape(str(platform))}</td><td>{len(group)}</td>"
                      f"<td>{fmt(max(before) if before else None, 3)}</td>"
                      f"<td>{fmt(max(steal) * 100 if steal else None, 2)}</td>"
-                     f"<td>{fmt(max(other) * 100 if other else None, 3)}</td>"
+                     f"<td>{fmt(max(other) if other else None, 3)}</td>"
                      f"<td>{int(group['loaded'].notna().sum())}</td></tr>"))
     flagged = table[table["loaded"].notna()]
     items = "".join(f"<li>{html.escape(r.platform)} {html.escape(r.suite)}/{html.escape(r.name)} repetition "
                     f"{r.repetition}: {html.escape(r.loaded)}</li>" for r in flagged.itertuples())
     return ("<p class='note'>Read before and after every job by the workload harness (/proc/loadavg, /proc/stat). "
             "A job ran on a <b>loaded machine</b> when, while it ran, processes outside its own process tree used "
-            f"more than {load.OTHER_CPU_THRESHOLD * 100:.0f}% of the machine's CPU (the run's own controller was "
-            f"measured at {load.CONTROLLER_OTHER_SHARE * 100:.1f}%) or the hypervisor stole more than "
+            f"more than {load.OTHER_CORES_FLOOR:.2f} cores and more than {load.OTHER_SHARE_OF_JOB * 100:.0f}% of "
+            "the cores the job used (the run's own controller was measured at "
+            f"{load.CONTROLLER_OTHER_CORES:.2f} cores) or the hypervisor stole more than "
             f"{load.STEAL_THRESHOLD * 100:.0f}% of the CPU time (docs/statistics.md); the load average before a job "
             "is context only: jobs run back to back, so it mostly holds the previous job. In the "
             "shared scenario and for distributed roles on one host the other processes are the experiment.</p>"
             + scroll("<table><tr><th>platform</th><th>jobs</th><th>max load before</th><th>max steal %</th>"
-                     "<th>max other CPU %</th><th>loaded jobs</th></tr>"
+                     "<th>max other cores</th><th>loaded jobs</th></tr>"
                      + "".join(r for _, r in sorted(rows, key=lambda item: item[0])) + "</table>")
             + (f"<ul class='note bad'>{items}</ul>" if items else ""))
 

@@ -56,7 +56,8 @@ def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
 
 def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
     """One row per execution of the run with the machine-load labels its harness recorded, and
-    why it counts as run on a loaded machine (:func:`dlbench.reports.load.load_flag`)."""
+    the cores other processes used meanwhile (``other_cores``) and why it counts as run on a
+    loaded machine (:func:`dlbench.reports.load.load_flag`)."""
     query = (select(Execution.job_id, Execution.platform, Execution.repetition, Execution.labels,
                     BenchmarkRow.suite, BenchmarkRow.name)
              .join(Run, Execution.run_pk == Run.id).join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
@@ -67,8 +68,10 @@ def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
             labels = r.labels or {}
             if not any(key in labels for key in load.LOAD_LABELS):
                 continue
+            use = load.cpu_use(labels)
             found.append({"job_id": r.job_id, "platform": r.platform, "suite": r.suite, "name": r.name,
                           "repetition": r.repetition, **{k: labels.get(k) for k in load.LOAD_LABELS},
+                          "other_cores": None if use is None else use.other_cores,
                           "loaded": load.load_flag(labels)})
     return pd.DataFrame(found)
 
