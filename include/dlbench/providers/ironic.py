@@ -176,8 +176,18 @@ def capacity_text(nodes: list[Any], traits: list[str] | tuple[str, ...] = ()) ->
         if use is not NodeUse.FREE:
             others.append(describe_node(node, why))
     return usable, free, "; ".join(others)
-NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "filtered out during reservation")
-"""Ironic's words for "no free node right now" (the last: concurrent allocations raced for the same nodes)."""
+NO_CAPACITY = ("no available nodes", "no nodes", "not found any", "no suitable nodes",
+               "none of the requested nodes are available", "could not reserve any of",
+               "filtered out during reservation")
+"""Ironic's words (ironic/conductor/allocations.py) for "no free node right now", each leading to
+the wait for capacity: none `available` in the resource class (the first three), none of those
+with the traits (``no suitable nodes have the requested traits``), none of the candidates; and
+the two ways an allocation loses a race with another one: ``could not reserve any of N suitable
+nodes`` (every candidate was locked by a concurrent allocation through Ironic's retries: two
+runs started together, issue 38) and ``all nodes were filtered out during reservation`` (another
+allocation took them first). A node that can never serve the run (maintenance, wrong class) is
+refused before provisioning by the capacity check, so waiting here is only ever for nodes that
+can come free."""
 ALLOCATE_BACKOFF_CAP_S = 10.0
 """Longest pause (before jitter) between two tries of a run's whole set of allocations."""
 LATE_LAST_ERROR_S = 3.0
@@ -303,12 +313,28 @@ class IronicDriver(OpenStackDriver):
 
     # -- create / wait -------------------------------------------------------------------------
     def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
-        """Allocate ``demand.count`` nodes and start their deployment with a config drive carrying
-        ``boot``. Releases its partial work on error.
+        """Allocate ``demand.count`` nodes (:meth:`allocate`: all or nothing, waiting for capacity)
+        and start their deployment with a config drive carrying ``boot``. Releases its partial
+        work on error."""
+        instances = self.allocate(demand, tags, deadline)
+        try:
+            with ThreadPoolExecutor(max_workers=parallelism(len(instances)),
+                                    thread_name_prefix="ironic-deploy") as pool:
+                list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
+        except BaseException as exc:
+            log.error("provisioning failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
+            self._release_quietly(instances)
+            raise
+        return instances
 
-        All or nothing: when the resource class runs out of free nodes half-way, the allocations
-        made so far are given back and the whole set is retried (jittered backoff) until
-        ``allocate_timeout``, so two runs that each hold half of what they need cannot deadlock."""
+    def allocate(self, demand: Demand, tags: Tags, deadline: Deadline) -> list[Instance]:
+        """Reserve ``demand.count`` nodes (Ironic allocations, nothing deployed yet).
+
+        All or nothing: when the resource class runs out of free nodes half-way, or an allocation
+        loses a race with another run's (:data:`NO_CAPACITY`), the allocations made so far are
+        given back and the whole set is retried (jittered backoff) until ``allocate_timeout``, so
+        two runs that each hold half of what they need cannot deadlock, and two runs started at
+        the same moment wait for each other instead of failing. Releases its partial work on error."""
         allocate = Deadline(min(self.spec.allocate_timeout, max(deadline.remaining(), 0.1)),
                             f"allocating {demand.count} node(s) for run {tags.run_id}")
         instances: list[Instance] = []
@@ -334,22 +360,19 @@ class IronicDriver(OpenStackDriver):
                                     f"{self.capacity_now()}")
 
         try:
-            instances = retry_while(
+            return retry_while(
                 allocate_all, lambda exc: isinstance(exc, NoCapacity), allocate,
                 pause=lambda attempt: backoff(attempt, self.spec.poll_interval, ALLOCATE_BACKOFF_CAP_S),
                 give_up=out_of_time,
                 # Why it waits, node by node (e.g. "provision state cleaning (on its way...)": the
-                # previous run's nodes still cleaning; Ironic allocates only `available` nodes).
+                # previous run's nodes still cleaning, or "allocated to run ...": a run started
+                # beside this one; Ironic allocates only `available` nodes).
                 on_retry=lambda exc, pause: log.info("not enough free nodes (%s): %s; retrying the whole set in "
                                                      "%.1f s", exc, self.capacity_now(), pause))
-            with ThreadPoolExecutor(max_workers=parallelism(len(instances)),
-                                    thread_name_prefix="ironic-deploy") as pool:
-                list(pool.map(lambda inst: self._deploy(inst, tags, boot), instances))
         except BaseException as exc:
-            log.error("provisioning failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
+            log.error("allocation failed (%s); releasing %d allocation(s) made so far", exc, len(instances))
             self._release_quietly(instances)
             raise
-        return instances
 
     def _allocate_all(self, demand: Demand, tags: Tags, deadline: Deadline) -> list[Instance]:
         """Every allocation of the demand at once (each its own request and poll, in parallel, so
