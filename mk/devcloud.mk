@@ -52,7 +52,7 @@ devcloud-install: $(DEVCLOUD_INSTALLED) ## install the devcloud (Ironic venv .de
 devcloud-images: ## the devcloud's stock node image .devcloud/images/stock.tar (debootstrap; rebuilt only when its inputs change)
 	@docker/build-node-image.sh --variant stock --out $(DEVCLOUD_STATE)/images/stock.tar
 
-devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385 (cleaning knobs DEVCLOUD_IRONIC_CLEAN, DEVCLOUD_IRONIC_CLEAN_DELAY), DEVCLOUD_NODES (3) nodes in dlbench-bm + DEVCLOUD_SECOND_POOL (2) in dlbench-bm-2, node agent; Keystone, Nova, Glance... (DEVCLOUD_NOVA=0: not)
+devcloud-up: devcloud-install ## start the devcloud: PostgreSQL, Ironic on :6385 (cleaning knobs DEVCLOUD_IRONIC_CLEAN, DEVCLOUD_IRONIC_CLEAN_DELAY), DEVCLOUD_NODES (3) nodes in dlbench-bm + DEVCLOUD_SECOND_POOL (2) in dlbench-bm-2, node agent; Keystone, Nova, Glance... (DEVCLOUD_NOVA=0: not), Magnum, installing it first (DEVCLOUD_MAGNUM=0: not)
 	@$(DEVCLOUD) up
 
 devcloud-down: ## stop the devcloud and remove its namespaces (DEVCLOUD_PURGE=1 also deletes its PostgreSQL data)

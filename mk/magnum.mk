@@ -2,10 +2,15 @@
 # own venv (.devcloud/magnum-venv: Magnum's pins need not agree with Nova's), our cluster driver
 # devcloud/magnum_driver installed there editable (entry point magnum.drivers: devcloud; a change is
 # live at the next conductor start). Needs the Nova part (Keystone, RabbitMQ, Glance, Nova).
-# `make devcloud-up` starts it when installed, so CI starts the devcloud only once it is installed
-# (ci-devcloud-up: the order holds under make -j too).
+# `make devcloud-up` installs it first (as devcloud-install does the Nova part), so a newcomer's
+# bring-up has Magnum without knowing this target (issue 38: it was left out unless
+# `make magnum-install` ran first); DEVCLOUD_MAGNUM=0 leaves it out. CI starts the devcloud only
+# once it is installed (ci-devcloud-up: the order holds under make -j too).
 DEVCLOUD_MAGNUM_VENV := $(DEVCLOUD_STATE)/magnum-venv
 CI_PREREQS := $(filter-out devcloud-up,$(CI_PREREQS)) magnum-install ci-devcloud-up
+ifneq ($(DEVCLOUD_MAGNUM),0)
+devcloud-up: magnum-install
+endif
 
 .PHONY: ci-devcloud-up
 ci-devcloud-up: devcloud-install magnum-install

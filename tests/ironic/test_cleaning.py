@@ -154,8 +154,15 @@ def test_a_clean_failed_node_is_named_to_the_operator_and_never_allocated(clean_
             _deploy(driver, f"{run_id}b", total)
         assert f"{node.name}: provision state clean failed" in str(refused.value), refused.value
         assert "operator" in str(refused.value)
+        # Ironic clears a failed cleaning's last_error a while later (22 s in issue 38): what it
+        # said is still named, from the node's history.
+        deadline = time.monotonic() + 60
+        while conn.baremetal.get_node(node.id).last_error:
+            assert time.monotonic() < deadline, "Ironic kept last_error"
+            time.sleep(1.0)
         report = sweep([settings()], lambda tags: True, docker=False, local_vms=False)
-        assert [item for item in report["operator"] if node.name in item and "clean failed" in item], report
+        (item,) = [item for item in report["operator"] if node.name in item and "clean failed" in item]
+        assert "no last_error" not in item and "node history" in item, item
         assert conn.baremetal.get_node(node.id).provision_state == "clean failed"  # never silently reused
     finally:
         fault("reset")  # manage -> fake deploy interface -> provide: cleaned and available again

@@ -105,6 +105,31 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _embedded(conf: dict) -> subprocess.Popen:
+    """A run driven as ``make run`` drives it (dag.test() in this process's image), output dropped."""
+    return subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's process and its children (no except, no finally, no teardown)."""
+    for pid in [*_children(proc.pid), proc.pid]:
+        try:
+            os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+def _run_conf(lease_s: float, **more: object) -> dict:
+    from tests.ironic.conftest import node_image
+
+    ironic = settings(nodes={"bare_metal": 1}, image_source=node_image(), lease_minutes=lease_s / 60)
+    return {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "data": ["synthetic"],
+            "profile": "smoke", "ironic": ironic.model_dump(exclude={"name"}), **more}
+
+
 def secret_variables(run_id: str) -> list[str]:
     """The run's secret Variables left in the Airflow metadata DB (the janitor DAG deletes a killed
     run's key: its task has the Airflow secrets backend)."""
@@ -139,16 +164,9 @@ def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, air
     from airflow.utils.session import create_session
 
     from dlbench import paths
-    from tests.ironic.conftest import node_image
 
     lease_s = 20
-    ironic = settings(nodes={"bare_metal": 1}, image_source=node_image(), lease_minutes=lease_s / 60)
-    conf = {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "models": ["inception3"],
-            "data": ["synthetic"], "profile": "smoke", "repetitions": 5,
-            "ironic": ironic.model_dump(exclude={"name"})}
-    proc = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
+    proc = _embedded(_run_conf(lease_s, models=["inception3"], repetitions=5))
     conn = clean_cloud
     try:
         deadline = time.monotonic() + 300
@@ -158,12 +176,7 @@ def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, air
             time.sleep(0.5)
         time.sleep(8)  # into the jobs: the setup task is over, a job task holds the lease
     finally:
-        for pid in [*_children(proc.pid), proc.pid]:
-            try:
-                os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        proc.wait()
+        _kill_tree(proc)
     killed = [n for n in conn.baremetal.nodes(details=True) if (n.extra or {}).get("dlbench_run_id")]
     assert len(killed) == 1 and killed[0].provision_state == "active"
     run_id = killed[0].extra["dlbench_run_id"]
@@ -193,4 +206,83 @@ def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, air
     (dag_run,) = [d for d in second["dag_runs"] if d["run_id"] == run_id]
     assert dag_run["outcome"] == "not marked" and "no Airflow connection dlbench_airflow_api" in dag_run["detail"], \
         dag_run
+    assert_no_leaks(conn)
+
+
+def _node_of_run(conn, proc: subprocess.Popen, seen: dict[str, str], until, what: str, exclude: str = "") -> str:
+    """Poll the nodes (every 0.3 s, at most 10 minutes) until ``until(node, seen)`` holds for one;
+    ``seen`` collects node id -> run id of every tagged node of a run other than ``exclude``."""
+    deadline = time.monotonic() + 600
+    while True:
+        assert proc.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"the run never reached {what}"
+        for node in conn.baremetal.nodes(details=True):
+            run = (node.extra or {}).get("dlbench_run_id")
+            if run and run != exclude:
+                seen[node.id] = run
+            if until(node, seen):
+                return node.id
+        time.sleep(0.3)
+
+
+def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_one_lease(clean_cloud, airflow_db):
+    """Issue 38, item 2: a run SIGKILLed while its node deploys, another while it releases (its node
+    already untagged: nothing of it left for the janitor to find in the cloud). Both leave their
+    key (an Airflow Variable) and their run directory; after one lease the janitor removes both
+    from the runs' records alone, says what became of their DAG runs, and nothing is left in the
+    cloud. (A run killed in its jobs: test_a_sigkilled_make_run_is_released_once_its_lease_lapses.)"""
+    from dlbench import paths
+    from dlbench.providers import run_secrets
+
+    lease_s = 20
+    conn = clean_cloud
+    seen: dict[str, str] = {}
+    provisioning = _embedded(_run_conf(lease_s, models=["alexnet"], repetitions=1))
+    try:
+        _node_of_run(conn, provisioning, seen, lambda n, _: bool((n.extra or {}).get("dlbench_run_id")) and
+                     n.provision_state in ("deploying", "wait call-back"), "a deploying node")
+    finally:
+        _kill_tree(provisioning)
+    (first,) = set(seen.values())
+
+    releasing = _embedded(_run_conf(lease_s, models=["alexnet"], repetitions=1))
+    later: dict[str, str] = {}
+    try:  # the release untags a node first: a node of the run seen tagged, now without its tags
+        node_id = _node_of_run(conn, releasing, later, lambda n, s: n.id in s and
+                               not (n.extra or {}).get("dlbench_run_id"), "its release", exclude=first)
+        # Frozen there (SIGSTOP: no step of the release goes on), then killed once Ironic's
+        # tear-down took the node (its allocation with it): then nothing of the run is left in the
+        # cloud. Had the release not asked for the undeploy yet, its allocation (tagged) is left.
+        releasing.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 60
+        while conn.baremetal.get_node(node_id).provision_state in ("active", "deleting") and \
+                time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        _kill_tree(releasing)
+    (second,) = set(later.values())
+
+    for run in (first, second):  # neither process could remove its key or its state
+        assert secret_variables(run) and (paths.runs_dir() / run).exists(), run
+    assert not any((n.extra or {}).get("dlbench_run_id") == second for n in conn.baremetal.nodes(details=True))
+    leases = [run_secrets.run_record(run).lease_until for run in (first, second)]
+    assert all(leases), leases
+    wait = (max(leases) - datetime.now(UTC)).total_seconds() + 1
+    assert wait <= lease_s + 1, leases
+    time.sleep(max(0.0, wait))  # not a poll: the leases lapse at a known moment
+
+    report = _sweep_report(janitor_dag(), {"clouds": [{"name": "ironic", "cloud": CLOUD, "clouds_file": CLOUDS_FILE,
+                                                       "poll_interval": 0.2}], "docker": False})
+    keys = {k["run_id"]: k["reason"] for k in report["keys"]}
+    assert "released in this sweep" in keys.get(first, ""), report  # its deploying node: tagged, released
+    if any(r["run_id"] == second for r in report["released"]):  # killed before its undeploy was asked for
+        assert "released in this sweep" in keys.get(second, ""), report
+    else:  # nothing of it in the cloud: found from its record alone (before issue 38: kept until expiry)
+        assert keys.get(second, "").startswith("lease lapsed"), report
+    print("killed in release:", keys.get(second))
+    for run in (first, second):
+        assert secret_variables(run) == [] and not (paths.runs_dir() / run).exists(), run
+    dag_runs = {d["run_id"]: d for d in report["dag_runs"]}
+    assert {first, second} <= set(dag_runs), report["dag_runs"]  # each killed run's DAG run is named
+    assert all(dag_runs[r]["outcome"] == "not marked" for r in (first, second)), dag_runs
     assert_no_leaks(conn)

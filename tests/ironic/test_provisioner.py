@@ -316,33 +316,39 @@ def test_bad_input_fails_before_anything_is_provisioned(clean_cloud, run_id, mon
     assert_no_leaks(conn)
 
 
-def test_deploy_failed_on_one_node_of_two_surfaces_last_error_and_releases_both(clean_cloud, run_id):
-    """Ironic itself fails one deployment (``deploy failed``, knob deploy-fail): wait_ready()
-    raises with Ironic's last_error, and release by tag frees both nodes. The other nodes are parked in maintenance
-    so the allocation must take the failing one."""
+def test_deploy_failed_on_two_nodes_of_three_names_both_and_releases_all(clean_cloud, run_id):
+    """Ironic itself fails two deployments (``deploy failed``, knob deploy-fail) beside a healthy
+    one: wait_ready() raises naming both failed nodes with Ironic's last_error (issue 38: only the
+    first was named), and release by tag frees all three. Other nodes are parked in maintenance
+    so the allocation must take the failing ones."""
     from tests.ironic.conftest import fault, node_index
 
     conn = clean_cloud
     nodes = sorted(provisioner(conn).matching_nodes(), key=node_index)
-    failing, healthy, parked = nodes[0], nodes[1], nodes[2:]
-    fault("deploy-fail", node_index(failing))
+    failing, healthy, parked = nodes[:2], nodes[2], nodes[3:]
+    for node in failing:
+        fault("deploy-fail", node_index(node))
     for node in parked:
         conn.baremetal.set_node_maintenance(node.id, reason="test: keep out of the allocation")
     try:
         prov = provisioner(conn)
-        instances = prov.create(2, tags_for(run_id))
-        assert {i.id for i in instances} == {failing.id, healthy.id}
-        with pytest.raises(ProvisioningError, match=r"deploy failed: .*(callback|Timeout)"):
+        instances = prov.create(3, tags_for(run_id))
+        assert {i.id for i in instances} == {failing[0].id, failing[1].id, healthy.id}
+        with pytest.raises(ProvisioningError, match=r"deploy failed: .*(callback|Timeout)") as raised:
             prov.wait(instances, timeout=120)
+        message = str(raised.value)
+        assert "2 of 3 nodes failed to deploy" in message, message
+        assert all(node.name in message for node in failing) and healthy.name not in message, message
         prov.delete(prov.owned(run_id)[run_id])  # what the lifecycle does on any failure: release by tag
-        for node_id in (failing.id, healthy.id):
+        for node_id in (*(n.id for n in failing), healthy.id):
             node = conn.baremetal.get_node(node_id)
             assert node.provision_state in RELEASED and not node.allocation_id, node.provision_state
     finally:
         for node in parked:
             conn.baremetal.unset_node_maintenance(node.id)
-        wait_available(conn, failing.id)
-        fault("deploy-ok", node_index(failing))
+        for node in failing:
+            wait_available(conn, node.id)
+            fault("deploy-ok", node_index(node))
     assert_no_leaks(conn)
 
 

@@ -97,14 +97,21 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
     from datetime import UTC, datetime, timedelta
 
     from dlbench import paths
+    from dlbench.providers import run_secrets
     from dlbench.providers.base import Tags
     from dlbench.providers.machines import RUN_STATE_TAGS, generate_keypair, key_dir
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     soon = datetime.now(UTC) + timedelta(hours=1)
+    past = datetime.now(UTC) - timedelta(minutes=1)
     runs = {"live": Tags("live", "d", "r-live", soon), "ended": Tags("ended", "d", "r-ended", soon),
-            "old": Tags("old", "d", "r-old", datetime.now(UTC) - timedelta(minutes=1)),
-            "lapsed": Tags("lapsed", "d", "r-lapsed", soon)}
+            "old": Tags("old", "d", "r-old", past),
+            "lapsed": Tags("lapsed", "d", "r-lapsed", soon),
+            # Killed during its release (its machines untagged: nothing left in the cloud), its DAG
+            # run still `running` in Airflow: the record's lapsed lease decides (issue 38, item 2).
+            "killed-in-release": Tags("killed-in-release", "d", "r-killed", soon, lease_until=past),
+            # A long run past its expiry whose live task renews the lease: kept.
+            "long": Tags("long", "d", "r-long", past, lease_until=soon)}
     for run_id, tags in runs.items():
         generate_keypair(key_dir(run_id))
         (key_dir(run_id).parent / RUN_STATE_TAGS).write_text(json.dumps(tags.as_dict()))
@@ -114,12 +121,18 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
         return tags.dag_run_id != "r-ended"
 
     dry = janitor.sweep_run_state(active, dry_run=True, released_runs={"lapsed"})
-    assert {a["run_id"] for a in dry} == {"ended", "old", "lapsed"}
+    assert {a["run_id"] for a in dry} == {"ended", "old", "lapsed", "killed-in-release"}
     assert all((paths.runs_dir() / r).exists() for r in runs)
     done = {a["run_id"]: a["reason"] for a in janitor.sweep_run_state(active, released_runs={"lapsed"})}
     assert "no longer running" in done["ended"] and done["old"].startswith("expired")
     assert "released in this sweep" in done["lapsed"]
-    assert sorted(p.name for p in paths.runs_dir().iterdir()) == ["fresh-untagged", "live"]
+    assert done["killed-in-release"].startswith(f"lease lapsed at {past.isoformat()}")
+    assert sorted(p.name for p in paths.runs_dir().iterdir()) == ["fresh-untagged", "live", "long"]
+    # A live task's renewal moves the record's lease (LeaseKeeper.renew_once, the Kubernetes renewal).
+    later = soon + timedelta(hours=1)
+    assert run_secrets.renew_record("long", later) and run_secrets.run_record("long").lease_until == later
+    assert not run_secrets.renew_record("ended", later)  # removed: nothing to renew, nothing written
+    assert not (paths.runs_dir() / "ended").exists()
 
 
 def test_several_providers_in_one_run_split_the_platforms():

@@ -65,6 +65,7 @@ class ProvisionState(StrEnum):
     ENROLL = "enroll"
     MANAGEABLE = "manageable"
     AVAILABLE = "available"
+    DEPLOYING = "deploying"
     WAIT_CALL_BACK = "wait call-back"
     ACTIVE = "active"
     DEPLOY_FAILED = "deploy failed"
@@ -103,6 +104,8 @@ STABLE_STATES = frozenset({ProvisionState.ACTIVE, ProvisionState.AVAILABLE, Prov
                            ProvisionState.CLEAN_FAILED, ProvisionState.INSPECT_FAILED, ProvisionState.RESCUE,
                            ProvisionState.RESCUE_FAILED, ProvisionState.ADOPT_FAILED})
 """States a node stays in until asked otherwise (anything else is on its way: let it settle)."""
+DEPLOYING_STATES = frozenset({ProvisionState.DEPLOYING, ProvisionState.WAIT_CALL_BACK})
+"""On the way from a deploy request to ``active`` or a failure."""
 UNDEPLOYABLE = frozenset({ProvisionState.ACTIVE, ProvisionState.DEPLOY_FAILED, ProvisionState.ERROR,
                           ProvisionState.WAIT_CALL_BACK, ProvisionState.RESCUE, ProvisionState.RESCUE_FAILED})
 RELEASED_STATES = frozenset({ProvisionState.AVAILABLE, ProvisionState.MANAGEABLE})
@@ -190,6 +193,11 @@ refused before provisioning by the capacity check, so waiting here is only ever 
 can come free."""
 ALLOCATE_BACKOFF_CAP_S = 10.0
 """Longest pause (before jitter) between two tries of a run's whole set of allocations."""
+NODE_HISTORY_MICROVERSION = "1.78"
+"""The Bare Metal API version that serves a node's history (Ironic 2023.1 and later)."""
+DEPLOY_FAILURE_SETTLE_S = 10.0
+"""After one node of a set failed to deploy, how long the others may take to fail too (or finish)
+before the failure is reported, so that it names every failed node (they fail seconds apart)."""
 LATE_LAST_ERROR_S = 3.0
 LATE_LAST_ERROR_INTERVAL_S = 0.3
 """How long and how often a failed node's ``last_error`` is re-read when Ironic has not written it yet."""
@@ -307,9 +315,28 @@ class IronicDriver(OpenStackDriver):
         """The resource class's nodes that failed and that no allocation will ever take again
         (``clean failed`` after a run's release, ``error``...), each named with Ironic's
         ``last_error``: a release returns before cleaning ends, so the janitor reports these."""
-        return [describe_node(n, f"provision state {n.provision_state}: {n.last_error or 'no last_error'}")
+        return [describe_node(n, f"provision state {n.provision_state}: {self.recorded_error(n) or 'no last_error'}")
                 for n in sorted(self.class_nodes(), key=lambda n: str(n.name or n.id))
                 if n.provision_state in FAILED_STATES and not n.allocation_id]
+
+    def recorded_error(self, node: Any) -> str:
+        """What Ironic said when the node failed: its ``last_error``, or, once Ironic cleared that
+        (a failed cleaning's is gone about 20 s later, before any sweep reads it), the latest
+        error event of the node's history (API 1.78: Ironic keeps every error there)."""
+        if node.last_error:
+            return str(node.last_error)
+        try:
+            response = self.bm.get(f"/nodes/{node.id}/history", microversion=NODE_HISTORY_MICROVERSION)
+            response.raise_for_status()
+            events = response.json().get("history") or []
+        except Exception as exc:  # noqa: BLE001 - an older Ironic or a policy without history: say so, go on
+            log.info("history of node %s not readable: %s", node.name or node.id, exc)
+            return ""
+        errors = [e for e in events if str(e.get("severity", "")).upper() == "ERROR" and e.get("event")]
+        if not errors:
+            return ""
+        latest = max(errors, key=lambda e: str(e.get("created_at") or ""))
+        return f"{latest['event']} (node history, {latest.get('created_at') or 'undated'})"
 
     # -- create / wait -------------------------------------------------------------------------
     def create(self, demand: Demand, tags: Tags, boot: BootConfig, deadline: Deadline) -> list[Instance]:
@@ -458,15 +485,45 @@ class IronicDriver(OpenStackDriver):
                 inst.address = self.address_of(node)
                 return True
             if node.provision_state in FAILED_STATES:
-                error = node.last_error or self._late_last_error(inst.id)
-                raise IronicError(f"node {node.name or inst.id} ({inst.name}): "
-                                  f"{node.provision_state}: {error or 'no last_error'}")
+                raise IronicError(self._deploy_failures(instances, inst, node))
             return False
 
         poll_each(instances, lambda inst: self.bm.get_node(inst.id), deployed, deadline, self.spec.poll_interval,
                   what="deploy wait", timeout=lambda pending: f"deploy not active within {deadline.seconds:.0f} s: "
                   + ", ".join(i.name for i in pending))
         return instances
+
+    def _deploy_failures(self, instances: list[Instance], first: Instance, node: Any) -> str:
+        """Every failed node of the set, each with Ironic's ``last_error``: the first one found
+        (``node``), then the others, each given :data:`DEPLOY_FAILURE_SETTLE_S` to leave its
+        deploy states (nodes deployed together often fail together, seconds apart; naming only the
+        first sent the operator to one node of several). Nodes still deploying are named as such."""
+        failed = [(first, node, node.last_error or self._late_last_error(first.id))]
+        others = [inst for inst in instances if inst is not first]
+        last: dict[str, Any] = {}
+
+        def settled(inst: Instance, now: Any) -> bool:
+            last[inst.id] = now
+            return now.provision_state not in DEPLOYING_STATES
+
+        try:
+            poll_each(others, lambda inst: self.bm.get_node(inst.id), settled,
+                      Deadline(DEPLOY_FAILURE_SETTLE_S, "the other nodes after a failed deploy"),
+                      self.spec.poll_interval, timeout=lambda pending: ", ".join(i.name for i in pending))
+        except Exception as exc:  # noqa: BLE001 - the first failure is reported whatever this says
+            log.info("after a failed deploy: %s", exc)
+        deploying = []
+        for inst in others:
+            now = last.get(inst.id)
+            if now is not None and now.provision_state in FAILED_STATES:
+                failed.append((inst, now, now.last_error or self._late_last_error(inst.id)))
+            elif now is not None and now.provision_state in DEPLOYING_STATES:
+                deploying.append(f"{now.name or inst.id} ({inst.name})")
+        named = "; ".join(f"node {n.name or i.id} ({i.name}): {n.provision_state}: {error or 'no last_error'}"
+                          for i, n, error in failed)
+        if len(failed) > 1:
+            named = f"{len(failed)} of {len(instances)} nodes failed to deploy: {named}"
+        return named + (f"; still deploying: {', '.join(deploying)}" if deploying else "")
 
     def _late_last_error(self, node_id: str) -> str:
         """Ironic may show ``deploy failed`` a moment before it writes ``last_error``: re-read."""

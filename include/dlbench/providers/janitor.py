@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 from dlbench import storage
 from dlbench.execution.engine import sweep_containers, sweep_networks
 from dlbench.execution.image import docker_available
+from dlbench.providers import run_secrets
 from dlbench.providers.base import RunIsActive, SweepAction, Tags
-from dlbench.providers.machines import RUN_STATE_TAGS, remove_run_state
+from dlbench.providers.machines import remove_run_state
 from dlbench.providers.qemu import sweep_local_vms
 from dlbench.providers.registry import PROVIDERS, parse_settings
 from dlbench.providers.settings import MachineSettings, ProviderSettings
+from dlbench.providers.sweep import decide_tags
 from dlbench.settings import AIRFLOW_API, JANITOR_CLOUDS
 
 if TYPE_CHECKING:
@@ -130,8 +132,9 @@ def close_run(dag_id: str, dag_run_id: str, run_id: str, reason: str, state_of: 
 
 
 def close_runs(released: list[dict[str, Any]], state_of: DagRunState, api: AirflowApi | None) -> list[dict[str, str]]:
-    """:func:`close_run` once per DAG run whose resources were released (not in a dry run, not
-    when the release failed: then the resources are still there and the next sweep retries)."""
+    """:func:`close_run` once per DAG run whose resources were released or whose run state was
+    removed as over (not in a dry run, not when a release failed: then the resources are still
+    there and the next sweep retries)."""
     done: dict[tuple[str, str], dict[str, str]] = {}
     for action in released:
         key = (str(action.get("dag_id") or ""), str(action.get("dag_run_id") or ""))
@@ -149,35 +152,34 @@ STATE_WITHOUT_TAGS_MAX_AGE_S = 24 * 3600
 
 def sweep_run_state(is_active: RunIsActive, *, now: datetime | None = None, dry_run: bool = False,
                     released_runs: set[str] | None = None) -> list[dict[str, str]]:
-    """Remove the private state of runs that are over: their secrets (the SSH key: an Airflow
-    Variable, :mod:`dlbench.providers.run_secrets`) and their state in the shared store
-    (``runs/<run>``: tags, known_hosts), when expired, DAG run no longer running, or released in
-    this sweep. A setup that failed removes its own; this catches a process that was killed before
-    it could (its tags are written before its key, so a killed setup's key is always found)."""
+    """Remove the private state of runs that are over: their secrets (the SSH key, a kubeconfig: Airflow
+    Variables, :mod:`dlbench.providers.run_secrets`) and their state in the shared store
+    (``runs/<run>``: record, known_hosts). Judged by the run's record alone, with the rule the
+    resources go by (:func:`dlbench.providers.sweep.decide_tags`: a lapsed lease, else the expiry
+    and the DAG run's state), or released in this sweep: a run killed during its own release
+    (machines untagged, nothing left to find in the cloud) loses its key within one lease. A
+    setup that failed removes its own; the record is written before the key, so a killed setup's
+    key is always found."""
     now = now or datetime.now(UTC)
     store = storage.store()
     actions = []
     for run_id in store.children("runs"):
-        try:
-            tags = Tags.from_dict(json.loads(store.read_text(storage.run_state_key(run_id, RUN_STATE_TAGS))))
-        except (OSError, ValueError):
-            tags = None
+        tags = run_secrets.run_record(run_id)
         if tags is None:
             modified = store.modified(storage.run_state_key(run_id))
             if modified is not None and time.time() - modified < STATE_WITHOUT_TAGS_MAX_AGE_S:
                 continue
-            reason = "no readable tags and older than a day"
+            reason = "no readable record and older than a day"
         elif run_id in (released_runs or set()):
             reason = "its resources were released in this sweep"
-        elif tags.expired(now):
-            reason = f"expired at {tags.expires_at.isoformat()}"
-        elif not is_active(tags):
-            reason = f"DAG run {tags.dag_id}/{tags.dag_run_id} is no longer running"
         else:
-            continue
+            reason, keep = decide_tags([tags], is_active, now)
+            if keep:
+                continue
         if not dry_run:
             remove_run_state(run_id)
-        actions.append({"run_id": run_id, "reason": reason})
+        dag_run = {"dag_id": tags.dag_id, "dag_run_id": tags.dag_run_id} if tags is not None else {}
+        actions.append({"run_id": run_id, "reason": reason, **dag_run})
     return actions
 
 
@@ -233,7 +235,10 @@ def sweep(clouds: list[ProviderSettings], is_active: RunIsActive, *, dry_run: bo
     except Exception as exc:  # noqa: BLE001
         report["errors"].append(f"run state: {type(exc).__name__}: {exc}")
     if dag_run_state is not None and not dry_run:
-        report["dag_runs"] = close_runs(report["released"], dag_run_state, api)
+        # The DAG runs of released resources, and of runs whose state went by their record alone (a
+        # run killed during its release: nothing of it was left in the cloud to release).
+        over = report["released"] + [{**k, "released": True} for k in report["keys"] if k.get("dag_run_id")]
+        report["dag_runs"] = close_runs(over, dag_run_state, api)
         report["errors"] += [f"DAG run {d['dag_id']}/{d['dag_run_id']}: {d['detail']}"
                              for d in report["dag_runs"] if d.get("error")]
     verb = "would release" if dry_run else "released"

@@ -40,6 +40,7 @@ from dlbench.execution.kubernetes.namespaces import await_namespace
 from dlbench.execution.targets import KubernetesAccess, Target
 from dlbench.grammar import AbsolutePath, ImageReference, Name
 from dlbench.polling import Deadline, poll
+from dlbench.providers import run_secrets
 from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
@@ -212,6 +213,7 @@ class KubernetesBackend(ProviderBackend):
         for ns in _listed(core.list_namespace(label_selector=run_selector(tags.run_id))):
             core.patch_namespace(ns.metadata.name, {"metadata": {"annotations": {
                 ANNOTATION_PREFIX + LEASE_KEY: lease.isoformat()}}})
+        run_secrets.renew_record(tags.run_id, lease)  # a Magnum run's kubeconfig goes by the same lease
 
     def release(self, request: RunRequest, tags: Tags, targets: list[Target]) -> None:
         delete_run(self.api, tags.run_id)

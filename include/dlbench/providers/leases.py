@@ -19,6 +19,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
+from dlbench.providers import run_secrets
 from dlbench.providers.base import Driver
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,13 @@ class LeaseKeeper:
         self._thread = threading.Thread(target=self._loop, name=f"lease-{run_id}", daemon=True)
 
     def renew_once(self) -> int:
-        """Renew now; the number of resources renewed."""
+        """Renew now (the resources and the run's record); the number of resources renewed."""
+        until = datetime.now(UTC) + self.ttl
         instances = self.driver.find(self.run_id).get(self.run_id, [])
         if instances:
-            self.driver.renew(instances, datetime.now(UTC) + self.ttl)
+            self.driver.renew(instances, until)
             self.renewals += 1
+        run_secrets.renew_record(self.run_id, until)
         return len(instances)
 
     def _loop(self) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -71,8 +70,9 @@ ROLES = {Platform.BARE_METAL: "bm", Platform.CONTAINER_ON_BARE_METAL: "cbm", Pla
 
 # --- the run's SSH key -------------------------------------------------------------------------
 
-RUN_STATE_TAGS = "tags.json"
-"""Beside the run's key: its tags, read by the janitor (:func:`dlbench.providers.janitor.sweep_run_state`)."""
+RUN_STATE_TAGS = run_secrets.RUN_RECORD
+"""Beside the run's key: its record (tags with the lease), read by the janitor
+(:func:`dlbench.providers.janitor.sweep_run_state`)."""
 
 
 def key_dir(run_id: str) -> Path:
@@ -296,9 +296,9 @@ class MachineBackend(ProvisioningBackend):
                  generated: bool) -> list[Target]:
         s = self.settings
         store = storage.store()
-        # The run's tags first (no secret), so the janitor can tell when the run's state is over even
-        # if this process is killed right after making the key.
-        store.write_text(storage.run_state_key(tags.run_id, RUN_STATE_TAGS), json.dumps(tags.as_dict()))
+        # The run's record first (tags and lease, no secret), so the janitor can tell when the run's
+        # state is over even if this process is killed right after making the key.
+        run_secrets.record_run(tags)
         if generated:
             _, public = run_key(tags.run_id)
             key_ref = run_secrets.ref(tags.run_id, run_secrets.SSH_KEY)

@@ -527,7 +527,8 @@ class MagnumBackend(ProvisioningBackend):
             with run_secrets.private_dir(tags.run_id) as directory:
                 path = directory / "kubeconfig"
                 self.driver.write_kubeconfig(cluster, path)
-                secret = run_secrets.put_secret(tags.run_id, kubeconfig_secret(cluster.id), path.read_text())
+                secret = run_secrets.put_secret(tags.run_id, kubeconfig_secret(cluster.id), path.read_text(),
+                                                tags=tags)
                 self.driver.wait_api(cluster, path, Deadline(max(min(s.api_timeout, deadline.remaining()), 1.0),
                                                              "Kubernetes API"))
                 targets = [t.model_copy(update={"access": t.access.model_copy(update={"kubeconfig": secret})})

@@ -15,7 +15,12 @@ Where a secret lives depends on where the code runs (:func:`backend`):
 0700 directory (``/dev/shm`` when there is one: memory, not disk) for the ``with`` block only.
 
 The *names* of a run's secrets (not their values) are listed in the store at
-``runs/<run_id>/secrets.json`` so :func:`delete_secrets` finds them on any worker.
+``runs/<run_id>/secrets.json`` so :func:`delete_secrets` finds them on any worker. Beside them is
+the run's record, ``runs/<run_id>/tags.json`` (:func:`record_run`: its DAG run, expiry and lease,
+written before its first secret), whose lease every live task of the run renews with its
+resources' (:class:`~dlbench.providers.leases.LeaseKeeper`): the janitor judges a run's secrets by
+that record alone, so a run killed at any moment (provisioning, jobs, or its release, after its
+machines were untagged) leaves no key past one lease (issue 38).
 
 Targets refer to the run's key by :func:`ref` (``dlbench-secret:<run_id>/<name>``) instead of a
 path; :func:`materialized` turns such references into the temporary files for one task.
@@ -33,10 +38,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dlbench import settings, storage
 from dlbench.execution.targets import secret_field_of
+from dlbench.providers.base import LEASE_KEY, Tags
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,8 @@ REF = "dlbench-secret:"
 STORE_REF = "dlbench-store:"
 """Prefix of a target's ``known_hosts`` that names a key in the shared store (not a local path)."""
 INDEX = "secrets.json"
+RUN_RECORD = "tags.json"
+"""The run's record beside its secrets: its tags with the lease (:func:`record_run`)."""
 SSH_KEY = "ssh_key"
 """The name of the run's generated SSH private key (OpenSSH PEM)."""
 KNOWN_HOSTS = "known_hosts"
@@ -109,20 +118,52 @@ def _write_index(run_id: str, names: list[str]) -> None:
     storage.store().write_text(storage.run_state_key(run_id, INDEX), json.dumps(sorted(set(names))))
 
 
+def record_run(tags: Tags) -> None:
+    """Write the run's record (its tags: DAG run, expiry, lease), before any secret of the run
+    exists, so the janitor can always tell when a secret's run is over (no secret, only tags)."""
+    storage.store().write_text(storage.run_state_key(tags.run_id, RUN_RECORD), json.dumps(tags.as_dict()))
+
+
+def run_record(run_id: str) -> Tags | None:
+    """The run's record (:func:`record_run`), or None where there is none or it is unreadable."""
+    try:
+        return Tags.from_dict(json.loads(storage.store().read_text(storage.run_state_key(run_id, RUN_RECORD))))
+    except (OSError, ValueError):
+        return None
+
+
+def renew_record(run_id: str, until: datetime) -> bool:
+    """Move the lease of the run's record to ``until`` (a live task's renewal); False where the run
+    has no record (nothing of it to keep: the janitor or its release removed it)."""
+    key = storage.run_state_key(run_id, RUN_RECORD)
+    store = storage.store()
+    try:
+        data = json.loads(store.read_text(key))
+    except (OSError, ValueError):
+        return False
+    data[LEASE_KEY] = until.astimezone(UTC).isoformat()
+    store.write_text(key, json.dumps(data))
+    return True
+
+
 def secret_names(run_id: str) -> list[str]:
     """The names of the run's secrets (the index in the store: names only, never values)."""
     return sorted(set(_index(run_id)))
 
 
-def put_secret(run_id: str, name: str, data: str) -> str:
-    """Keep ``data`` as the run's secret ``name``; returns its reference (:func:`ref`)."""
+def put_secret(run_id: str, name: str, data: str, tags: Tags | None = None) -> str:
+    """Keep ``data`` as the run's secret ``name``; returns its reference (:func:`ref`). With
+    ``tags``, the run's record is written first where it has none (:func:`record_run`)."""
     key = variable_key(run_id, name)
+    if tags is not None and run_record(run_id) is None:
+        record_run(tags)
     _write_index(run_id, [*_index(run_id), name])  # the name first: a killed task leaves it findable
     _mask(data)
     if backend() == "airflow":
         from airflow.sdk import Variable  # optional: absent in the CLI (secrets live in memory there)
 
-        Variable.set(key, data, description=f"dlbench: secret {name} of run {run_id}; deleted at release")
+        Variable.set(key, data, description=f"dlbench: secret {name} of run {run_id}; deleted at release, or by "
+                                            "the janitor once the run's lease lapsed (runs/<run>/tags.json)")
     else:
         with _lock:
             _memory[key] = data

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from dlbench.polling import Deadline
-from dlbench.providers.base import Driver, Instance, RunIsActive, SweepAction
+from dlbench.providers.base import Driver, Instance, RunIsActive, SweepAction, Tags
 
 RELEASED_ELSEWHERE = "released_elsewhere"
 """``Instance.details`` key a driver's delete sets on a resource another caller (a concurrent sweep,
@@ -27,8 +27,14 @@ def decide(instances: list[Instance], is_active: RunIsActive, now: datetime) -> 
     (released, whatever Airflow's metadata says: a killed ``dag.test()`` is never marked failed by
     a scheduler, so the janitor marks it, :func:`dlbench.providers.janitor.close_runs`). Resources
     without a lease fall back to the expiry and the DAG run's state."""
-    tags = min((i.tags for i in instances), key=lambda t: t.expires_at)
-    leases = [i.tags.lease_until for i in instances if i.tags.lease_until is not None]
+    return decide_tags([i.tags for i in instances], is_active, now)
+
+
+def decide_tags(found: list[Tags], is_active: RunIsActive, now: datetime) -> tuple[str, bool]:
+    """:func:`decide` on the tags of a run's resources, or of its record beside its secrets
+    (:func:`dlbench.providers.run_secrets.run_record`): one rule for both."""
+    tags = min(found, key=lambda t: t.expires_at)
+    leases = [t.lease_until for t in found if t.lease_until is not None]
     if leases:
         lease = max(leases)
         if lease > now:
