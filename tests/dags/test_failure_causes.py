@@ -31,10 +31,23 @@ def run(dag, conf: dict) -> tuple[object, dict[str, str], dict[str, object]]:
     return result, states, failures
 
 
-def test_validation_failure_is_the_cause_every_later_task_names(dag):
+def test_validation_failure_is_the_cause_every_later_task_names(dag, capfd):
+    """A refused request (issue 38, item 3): every task after it handles that outcome. Those that
+    need its output never start (upstream failed); those that run whatever happened before them
+    skip saying the validation failed and why, and the final task fails repeating it."""
     result, states, failures = run(dag, {"provider": "ironic", "ironic": {"cloud": "no-such-cloud"},
                                          "platforms": ["bare_metal"], "suites": ["cpu"]})
+    out = capfd.readouterr()
+    log = out.out + out.err
     assert not str(result.state).endswith("success")
+    for task in ("plan", "run_tags", "provision", "release"):
+        assert states[task].endswith(("upstream_failed", "skipped")), (task, states)
+    for task in ("load", "report", "regressions", "gates"):
+        assert states[task].endswith("skipped"), (task, states)
+        said = f"{task} not run because validate_request failed:"
+        message = next((line for line in log.splitlines() if said in line), None)
+        assert message is not None and "unknown cloud 'no-such-cloud'" in message, (task, log[-3000:])
+    assert "tuple.index" not in log  # no crash beside the cause (the gates task's, before issue 38)
     assert states["validate_request"].endswith("failed"), states
     assert states["load"].endswith("skipped") and states["report"].endswith("skipped"), states
     assert states["gates"].endswith("skipped"), states  # not a crash beside the cause (issue 38)

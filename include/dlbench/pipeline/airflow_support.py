@@ -31,7 +31,8 @@ def is_scheduled(dag_run: Any) -> bool:
 
 FAILURE_KEY = "dlbench_failure"
 """XCom key under which a failing step records what went wrong, for the tasks after it."""
-STEP_ORDER = ("validate_request", "plan", "run_tags", "provision", "release", "load", "report", "gates")
+STEP_ORDER = ("validate_request", "plan", "run_tags", "provision", "release", "load", "report", "regressions",
+              "gates")
 """Steps in the order they run: the first recorded failure is the cause the run reports. Every step
 that asks for the failures before it (``first_failure(ti, upto=<step>)``) is in it: a refused
 request made the gates task crash on ``tuple.index`` beside the real cause (issue 38)."""

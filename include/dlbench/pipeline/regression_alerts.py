@@ -29,7 +29,7 @@ from airflow.sdk import BaseNotifier
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from dlbench.pipeline import steps
-from dlbench.pipeline.airflow_support import is_scheduled
+from dlbench.pipeline.airflow_support import first_failure, is_scheduled, not_run_because
 from dlbench.settings import ON_REGRESSION, REGRESSION_NOTIFIERS
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,9 @@ def run(context: dict[str, Any], report_result: dict | None, *, variable: Callab
     warehouse. Raises AirflowSkipException without a report, AirflowFailException on a regression
     in ``fail`` mode."""
     if not report_result:
-        raise AirflowSkipException("no report: nothing to compare (see the report task)")
+        failure = first_failure(context["ti"], "regressions") if context.get("ti") is not None else None
+        raise AirflowSkipException(not_run_because(failure, "regressions") if failure else
+                                   "no report: nothing to compare (see the report task)")
     params = context.get("params") or {}
     chosen = mode(params.get("on_regression"), variable(ON_REGRESSION_VARIABLE),
                   scheduled=is_scheduled(context.get("dag_run")))
