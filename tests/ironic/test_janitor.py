@@ -206,6 +206,17 @@ def test_a_sigkilled_make_run_is_released_once_its_lease_lapses(clean_cloud, air
     (dag_run,) = [d for d in second["dag_runs"] if d["run_id"] == run_id]
     assert dag_run["outcome"] == "not marked" and "no Airflow connection dlbench_airflow_api" in dag_run["detail"], \
         dag_run
+    # The next make run ends it in Airflow before its own (issue 38, item 4): no live make run drives it.
+    from dlbench.pipeline.embedded import close_orphaned_runs
+
+    marked = close_orphaned_runs("dlbench_benchmark")
+    with create_session() as session:
+        runs = [r for r in session.query(DagRun).filter(DagRun.dag_id == "dlbench_benchmark").all()
+                if r.run_id.replace(":", "-").replace("+", "-") == run_id]
+        assert runs and {r.run_id for r in runs} <= set(marked), marked
+        assert all(str(r.state).endswith("failed") for r in runs), marked
+        assert all("Marked failed by make run" in (r.note or "") for r in runs)
+    assert close_orphaned_runs("dlbench_benchmark") == []  # once
     assert_no_leaks(conn)
 
 
@@ -285,4 +296,8 @@ def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_o
     dag_runs = {d["run_id"]: d for d in report["dag_runs"]}
     assert {first, second} <= set(dag_runs), report["dag_runs"]  # each killed run's DAG run is named
     assert all(dag_runs[r]["outcome"] == "not marked" for r in (first, second)), dag_runs
+    from dlbench.pipeline.embedded import close_orphaned_runs  # what the next make run does first
+
+    marked = {m.replace(":", "-").replace("+", "-") for m in close_orphaned_runs("dlbench_benchmark")}
+    assert {first, second} <= marked, marked
     assert_no_leaks(conn)

@@ -10,6 +10,7 @@ listens), so a rule that lets traffic through to a closed port still counts as o
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 import time
@@ -169,3 +170,12 @@ def test_the_groups_description_fits_neutrons_255_characters():
     assert (back.run_id, back.expires_at, back.lease_until) == (tags.run_id, tags.expires_at, tags.lease_until)
     short = Tags(run_id="r1", dag_id="d", dag_run_id="r1", expires_at=now)
     assert Tags.from_dict(_tags_of(type("Group", (), {"description": _description(short)})())) == short
+    # An ordinary DAG run id fits whole, so the janitor names the DAG run of a run whose security
+    # group alone was left (issue 38: the long keys left 289 characters, the DAG run id was dropped).
+    for ordinary in ("manual__2026-11-28T04:11:50.123456+00:00", "scheduled__2026-11-28T00:00:00+00:00"):
+        tags = Tags(run_id=safe_run_id(ordinary), dag_id="dlbench_benchmark", dag_run_id=ordinary,
+                    expires_at=now + timedelta(hours=6), lease_until=now + timedelta(minutes=15))
+        assert Tags.from_dict(_tags_of(type("Group", (), {"description": _description(tags)})())) == tags
+    # A group made before the compact form (the tags' own keys) still reads.
+    old = json.dumps(short.as_dict())
+    assert Tags.from_dict(_tags_of(type("Group", (), {"description": old})())) == short

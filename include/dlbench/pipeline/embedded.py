@@ -62,12 +62,86 @@ def main(argv: list[str] | None = None) -> int:
     return supervise(args, argv if argv is not None else sys.argv[1:])
 
 
+SUPERVISORS = "embedded-runs"
+"""Under ``$DLBENCH_HOME``: one ``<pid>.json`` per ``make run`` supervisor (its pid and start),
+so a later one can tell DAG runs no live supervisor drives (:func:`close_orphaned_runs`)."""
+
+
+def _live_supervisors(me: int) -> list[float]:
+    """Start times of the other ``make run`` supervisors alive now (their files; a dead one's is removed)."""
+    found = []
+    for entry in (paths.home() / SUPERVISORS).glob("*.json"):
+        try:
+            data = json.loads(entry.read_text())
+            pid, started = int(data["pid"]), float(data["started_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            entry.unlink(missing_ok=True)
+            continue
+        if pid == me:
+            continue
+        try:
+            alive = b"dlbench.pipeline.embedded" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            alive = False
+        if alive:
+            found.append(started)
+        else:
+            entry.unlink(missing_ok=True)
+    return found
+
+
+def close_orphaned_runs(dag_id: str, me: int | None = None) -> list[str]:
+    """Mark failed, with a note, the DAG runs of ``dag_id`` that the local metadata still shows
+    queued or running although no live ``make run`` drives them: a SIGKILLed ``make run`` (no
+    scheduler ever marks a ``dag.test()`` run). A run started before every live supervisor began
+    cannot be any of theirs. Called by each ``make run`` before its own run (issue 38, item 4:
+    killed runs end in Airflow; the janitor has released their resources by lease meanwhile).
+    Returns the DAG run ids marked."""
+    from airflow.models.dagrun import DagRun  # heavy: Airflow's models and ORM, only here
+    from airflow.utils.session import create_session  # heavy (as above)
+    from airflow.utils.state import DagRunState  # heavy (as above)
+
+    live = _live_supervisors(os.getpid() if me is None else me)
+    oldest = datetime.fromtimestamp(min(live), UTC) if live else None
+    marked = []
+    with create_session() as session:
+        for run in session.query(DagRun).filter(DagRun.dag_id == dag_id,
+                                                DagRun.state.in_([DagRunState.QUEUED, DagRunState.RUNNING])):
+            if oldest is not None and (run.start_date is None or run.start_date >= oldest):
+                continue  # may be a live make run's
+            run.set_state(DagRunState.FAILED)
+            run.note = ("Marked failed by make run: no live make run drove this DAG run (its process was killed); "
+                        "the janitor releases what it held once its lease lapses.")
+            session.merge(run)
+            marked.append(str(run.run_id))
+    return marked
+
+
+def _register(started_at: float) -> Path:
+    directory = paths.home() / SUPERVISORS
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{os.getpid()}.json"
+    path.write_text(json.dumps({"pid": os.getpid(), "started_at": started_at}))
+    return path
+
+
 def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     """Run the DAG in a child process (its own process group) and stay responsive to Ctrl-C:
     on SIGINT/SIGTERM the child is stopped, everything the run holds is released by tag (from
     the run's request and tags in Airflow's metadata), the DAG run is marked failed, exit 130.
-    Inside ``dag.test()`` an interrupt would only fail the current task and the run would go on."""
+    Inside ``dag.test()`` an interrupt would only fail the current task and the run would go on.
+    First, DAG runs left running by a killed ``make run`` are marked failed (:func:`close_orphaned_runs`)."""
     started_at = time.time()
+    registered = _register(started_at)
+    try:
+        for orphan in close_orphaned_runs(args.dag_id):
+            print(f"dlbench: DAG run {orphan} of a killed make run marked failed", flush=True)
+        return _supervise(args, argv, started_at)
+    finally:
+        registered.unlink(missing_ok=True)
+
+
+def _supervise(args: argparse.Namespace, argv: list[str], started_at: float) -> int:
     child = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--child", *argv],
                              start_new_session=True)
     interrupted: list[int] = []

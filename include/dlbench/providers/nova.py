@@ -581,13 +581,20 @@ DESCRIPTION_MAX = 255
 """Neutron's limit on a resource's description (neutron-lib's DESCRIPTION_FIELD_SIZE)."""
 
 
+DESCRIPTION_KEYS: dict[str, str] = {"dlbench_run_id": "r", "dlbench_dag_id": "d", "dlbench_dag_run_id": "dr",
+                    "dlbench_expires_at": "e", LEASE_KEY: "l"}
+"""The tags' keys as a security group's description writes them: the long keys took 90 of
+Neutron's 255 characters, so an ordinary Airflow DAG run id (``manual__<timestamp>``) did not fit
+and a run whose security group alone was left could not be named to its DAG run (issue 38)."""
+
+
 def _description(tags: Tags) -> str:
-    """The run's tags as compact JSON within :data:`DESCRIPTION_MAX` (a real Neutron refuses a
-    longer description with 400). Airflow's DAG run ids are long: when everything does not fit,
-    the DAG run id and then the DAG id are left out (the run id, expiry and lease, all the janitor
-    needs, always stay; the servers' metadata keeps every tag)."""
-    data = tags.as_dict()
-    for dropped in ((), ("dlbench_dag_run_id",), ("dlbench_dag_run_id", "dlbench_dag_id")):
+    """The run's tags as compact JSON (:data:`DESCRIPTION_KEYS`) within :data:`DESCRIPTION_MAX`
+    (a real Neutron refuses a longer description with 400). When a very long DAG run id does not
+    fit, it and then the DAG id are left out (the run id, expiry and lease, all the janitor needs
+    to release, always stay; the servers' metadata keeps every tag)."""
+    data = {DESCRIPTION_KEYS.get(k, k): v for k, v in tags.as_dict().items()}
+    for dropped in ((), ("dr",), ("dr", "d")):
         text = json.dumps({k: v for k, v in data.items() if k not in dropped}, separators=(",", ":"))
         if len(text) <= DESCRIPTION_MAX:
             return text
@@ -596,12 +603,16 @@ def _description(tags: Tags) -> str:
 
 
 def _tags_of(group: Any) -> dict[str, Any] | None:
-    """Our tags from a security group's description (JSON), or None."""
+    """Our tags from a security group's description (JSON, compact or with the tags' own keys as
+    groups made before the compact form have it), or None."""
     try:
         data = json.loads(group.description or "")
     except ValueError:
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    long_keys = {short: key for key, short in DESCRIPTION_KEYS.items()}
+    return {long_keys.get(str(k), str(k)): v for k, v in data.items()}
 
 
 def _names(items: list[Any], limit: int = 20) -> str:
