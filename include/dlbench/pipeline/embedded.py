@@ -134,8 +134,11 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     started_at = time.time()
     registered = _register(started_at)
     try:
-        for orphan in close_orphaned_runs(args.dag_id):
-            print(f"dlbench: DAG run {orphan} of a killed make run marked failed", flush=True)
+        try:
+            for orphan in close_orphaned_runs(args.dag_id):
+                print(f"dlbench: DAG run {orphan} of a killed make run marked failed", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the run itself matters more; say why nothing was marked
+            print(f"dlbench: DAG runs of killed make runs not checked ({type(exc).__name__}: {exc})", flush=True)
         return _supervise(args, argv, started_at)
     finally:
         registered.unlink(missing_ok=True)
