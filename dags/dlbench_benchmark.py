@@ -39,8 +39,8 @@ JOB_STOP_GRACE = timedelta(minutes=10)
 """Left to the executor after a job's timeout: stop the workload, archive its failed document."""
 
 
-REGRESSION_PARAMS = ("on_regression", "regression_baseline")
-"""Params of the regressions task, not of the benchmark request."""
+REGRESSION_PARAMS = ("on_regression", "regression_baseline", "on_inconclusive_gate")
+"""Params of the regressions and gates tasks, not of the benchmark request."""
 
 
 def _queue(queue: str | None) -> dict[str, str]:
@@ -146,6 +146,12 @@ PARAMS = {
         description="fail: the regressions task fails (the run is failed) and the notifiers of the Variable "
         "dlbench_regression_notifiers are called. warn: notifiers only. Scheduled runs: the Variable "
         "dlbench_on_regression when set.",
+    ),
+    "on_inconclusive_gate": Param(
+        "fail", enum=["fail", "warn"], title="On an inconclusive gate",
+        description="A gate is inconclusive when an interval straddles its threshold or there is none (too few "
+        "repetitions, no bare-metal result): fail: the gates task fails the run (an SLA needs evidence); warn: it "
+        "says so and passes. A gate shown beyond its threshold always fails (docs/gates.md).",
     ),
     "regression_baseline": Param(
         None, type=["null", "string"], title="Regression baseline run",
@@ -357,7 +363,8 @@ def dlbench_benchmark() -> None:
         if not request.get("gates"):
             raise AirflowSkipException("no gates declared (request field gates, else the Airflow Variable "
                                        "dlbench_gates; docs/gates.md)")
-        outcome = gate_step.evaluate_run(ctx["run_id"], request, airflow_support.warehouse_url())
+        outcome = gate_step.evaluate_run(ctx["run_id"], request, airflow_support.warehouse_url(),
+                                         policy=str(ctx["params"].get("on_inconclusive_gate") or "fail"))
         print("\n".join(outcome.lines))
         print(f"gates: {outcome.url}")
         if outcome.failure:

@@ -270,7 +270,7 @@ class BenchmarkRequest(BaseModel):
 
     @model_validator(mode="after")
     def _gates_can_be_shown(self) -> BenchmarkRequest:
-        """A gate on what this run does not measure could only fail as "not shown" after the whole
+        """A gate on what this run does not measure could only end "inconclusive" after the whole
         run: refuse it now, naming the gate's field."""
         asked: dict[str, tuple[str, list[StrEnum]]] = {
             "platform": ("platforms", list(self.platforms)), "suite": ("suites", list(self.suites)),

@@ -108,14 +108,14 @@ def test_the_gates_step_writes_gates_json_beside_the_report(warehouse):
     assert "containers near bare metal" not in outcome.failure
     written = json.loads(storage.store().read_text(f"reports/{RUN}/gates.json"))
     assert outcome.url == storage.store().url_of(f"reports/{RUN}/gates.json")
-    assert written["passed"] is False and written["summary"] == "gates: 1 of 2 passed (1 failed, 0 not shown)"
+    assert written["passed"] is False and written["summary"] == "gates: 1 of 2 passed (1 failed, 0 inconclusive)"
     assert [len(g["rows"]) for g in written["gates"]] == [2, 2]
     assert outcome.as_xcom()["passed"] is False and outcome.lines[0] == written["summary"]
 
 
-def test_a_run_missing_from_the_warehouse_leaves_every_gate_not_shown(warehouse):
+def test_a_run_missing_from_the_warehouse_leaves_every_gate_inconclusive(warehouse):
     request = parse_request({"gates": [OK]}).model_dump(mode="json")
     outcome = gates.evaluate_run("never-loaded", request, warehouse)
     [result] = outcome.results
-    assert result.state.value == "not_shown" and "'never-loaded' is not in the warehouse" in result.reason
-    assert "NOT SHOWN" in outcome.failure
+    assert result.state.value == "inconclusive" and "'never-loaded' is not in the warehouse" in result.reason
+    assert "INCONCLUSIVE" in outcome.failure

@@ -70,10 +70,11 @@ class GatesOutcome:
                 "gates": [r.as_dict() for r in self.results], "json": self.url}
 
 
-def evaluate_run(run_id: str, request: dict[str, Any], url: str | None) -> GatesOutcome:
+def evaluate_run(run_id: str, request: dict[str, Any], url: str | None, policy: str = "fail") -> GatesOutcome:
     """Evaluate the validated request's gates on the run's results in the warehouse and write
     ``reports/<run>/gates.json`` to the shared store (beside report.html). A run whose results
-    never reached the warehouse leaves every gate not shown, saying why."""
+    never reached the warehouse leaves every gate inconclusive, saying why. ``policy``: what an
+    inconclusive gate does (:data:`dlbench.reports.gates.POLICY_FAIL`, the default, or ``warn``)."""
     from dlbench.reports import compare, run_data  # heavy: pandas and SQLAlchemy, only for the gates task
     from dlbench.reports import gates as report_gates  # heavy: as above
     from dlbench.warehouse import db  # heavy: SQLAlchemy, as above
@@ -84,7 +85,7 @@ def evaluate_run(run_id: str, request: dict[str, Any], url: str | None) -> Gates
     try:
         run_data.resolve_run(engine, safe)
     except LookupError as exc:
-        results = report_gates.not_shown(gates, f"no results to judge: {exc}")
+        results = report_gates.inconclusive(gates, f"no results to judge: {exc}")
     else:
         results = report_gates.evaluate(gates, compare.samples_frame(engine, safe),
                                         compare.step_outliers(engine, safe))
@@ -94,5 +95,5 @@ def evaluate_run(run_id: str, request: dict[str, Any], url: str | None) -> Gates
     store.write_text(key, json.dumps(report_gates.as_json(safe, results), indent=2))
     lines = report_gates.text_lines(results)
     log.info("gates of run %s:\n%s", safe, "\n".join(lines))
-    return GatesOutcome(results=results, lines=lines, failure=report_gates.failure_message(results),
+    return GatesOutcome(results=results, lines=lines, failure=report_gates.failure_message(results, policy),
                         url=store.url_of(key))

@@ -17,8 +17,13 @@ The rules, and why:
 - A gate matches rows by platform and metric (and, when given, suite, benchmark, scenario and data)
   and passes only if EVERY matching row passes; each row is named in the result. A gate that holds
   "on average over the models" would let one model miss the SLA silently.
-- No interval (too few repetitions, no bare-metal result) or no matching row: the gate is **not
-  shown**, and that fails it. An SLA needs evidence; absence of evidence is not a pass.
+- Three outcomes per row and gate (issue 39): **passed** (the interval's end clears the threshold),
+  **failed** (shown beyond it: the WHOLE interval is on the wrong side), **inconclusive** (the
+  interval straddles the threshold, or there is none: too few repetitions, no bare-metal result,
+  or no matching row). An inconclusive gate is not a pass, but neither is it evidence that the
+  platform misses the SLA (the first rule called an interval of [0.259, 2.14] against 0.75
+  "failed"); the DAG fails on it by default (Param ``on_inconclusive_gate``, :data:`POLICY_FAIL`).
+- A row flagged as noisy, with outliers or on a loaded machine says so in its gate's reason.
 """
 
 from __future__ import annotations
@@ -99,12 +104,15 @@ FILTERS = ("suite", "benchmark", "scenario", "data")
 class GateState(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
-    """Shown: at least one matching row's interval end is on the wrong side of the threshold."""
-    NOT_SHOWN = "not_shown"
-    """No evidence either way: no matching row, or a row without an interval. Fails the gate."""
+    """Shown beyond the threshold: a matching row's whole interval is on the wrong side of it."""
+    INCONCLUSIVE = "inconclusive"
+    """Neither: a row's interval straddles the threshold or there is none, or no row matches."""
 
 
-STATE_TEXT = {GateState.PASSED: "PASSED", GateState.FAILED: "FAILED", GateState.NOT_SHOWN: "NOT SHOWN"}
+STATE_TEXT = {GateState.PASSED: "PASSED", GateState.FAILED: "FAILED", GateState.INCONCLUSIVE: "INCONCLUSIVE"}
+POLICY_FAIL, POLICY_WARN = "fail", "warn"
+"""What an inconclusive gate does to the run (the DAG's Param ``on_inconclusive_gate``): fail it
+(the default: an SLA needs evidence) or only warn."""
 
 
 @dataclass(frozen=True)
@@ -216,27 +224,37 @@ def _number(value: Any) -> float | None:
 
 
 def judge_row(gate: GateSpec, row: Any) -> RowResult:
-    """One row against the gate: passed/failed on the interval's end, not shown without one."""
+    """One row against the gate: passed on the interval's near end, failed on its far end,
+    inconclusive across the threshold or without an interval."""
     op = _value(gate, "op") or (AT_LEAST if bool(row.higher_is_better) else AT_MOST)
     low, high = _number(row.normalized_ci_low), _number(row.normalized_ci_high)
     verdict = str(row.verdict)
     n, base_n = int(row.n), int(row.baseline_n)
     if verdict == st.Verdict.TOO_FEW_REPETITIONS:
-        state, reason = GateState.NOT_SHOWN, (f"too few repetitions for an interval (n={n}, bare metal n={base_n}): "
-                                              "run more repetitions")
+        state, reason = GateState.INCONCLUSIVE, (f"too few repetitions for an interval (n={n}, bare metal "
+                                                 f"n={base_n}): run more repetitions")
     elif verdict == st.Verdict.NOT_COMPARED:
-        state, reason = GateState.NOT_SHOWN, ("no bare-metal result for this case" if not base_n else
-                                              "not compared with bare metal (a metric relative to its own baseline)")
+        state, reason = GateState.INCONCLUSIVE, ("no bare-metal result for this case" if not base_n else
+                                                 "not compared with bare metal (a metric relative to its own "
+                                                 "baseline)")
     elif low is None or high is None:
-        state, reason = GateState.NOT_SHOWN, "no interval for this comparison"
+        state, reason = GateState.INCONCLUSIVE, "no interval for this comparison"
     elif op == AT_LEAST:
-        ok = low >= gate.ratio
-        state = GateState.PASSED if ok else GateState.FAILED
-        reason = f"lower end {fmt(low)} {'>=' if ok else '<'} {gate.ratio:g}"
+        if low >= gate.ratio:
+            state, reason = GateState.PASSED, f"lower end {fmt(low)} >= {gate.ratio:g}"
+        elif high < gate.ratio:
+            state, reason = GateState.FAILED, f"whole interval below {gate.ratio:g} (upper end {fmt(high)})"
+        else:
+            state, reason = GateState.INCONCLUSIVE, (f"interval {ci_text(low, high)} straddles {gate.ratio:g}: "
+                                                     "more repetitions would narrow it")
     else:
-        ok = high <= gate.ratio
-        state = GateState.PASSED if ok else GateState.FAILED
-        reason = f"upper end {fmt(high)} {'<=' if ok else '>'} {gate.ratio:g}"
+        if high <= gate.ratio:
+            state, reason = GateState.PASSED, f"upper end {fmt(high)} <= {gate.ratio:g}"
+        elif low > gate.ratio:
+            state, reason = GateState.FAILED, f"whole interval above {gate.ratio:g} (lower end {fmt(low)})"
+        else:
+            state, reason = GateState.INCONCLUSIVE, (f"interval {ci_text(low, high)} straddles {gate.ratio:g}: "
+                                                     "more repetitions would narrow it")
     return RowResult(case=str(row.case), suite=str(row.suite), benchmark=str(row.name), scenario=str(row.scenario),
                      metric=str(row.metric), unit=str(row.unit), platform=str(row.platform), op=op, n=n,
                      baseline_n=base_n, normalized=_number(row.normalized), ci_low=low, ci_high=high,
@@ -245,7 +263,7 @@ def judge_row(gate: GateSpec, row: Any) -> RowResult:
 
 def evaluate_gate(gate: GateSpec, stats: pd.DataFrame) -> GateResult:
     """One gate on a comparison computed at its confidence (:func:`statistics_at`): every matching
-    row must pass; one failed row fails it; otherwise one row without evidence leaves it not shown."""
+    row must pass; one failed row fails it; otherwise one inconclusive row leaves it inconclusive."""
     label, spec = gate_label(gate), spec_dict(gate)
     if not stats.empty and "confidence" in stats and not math.isclose(float(stats["confidence"].iloc[0]),
                                                                       gate.confidence):
@@ -257,18 +275,23 @@ def evaluate_gate(gate: GateSpec, stats: pd.DataFrame) -> GateResult:
         hint = (f"; metrics of {spec['platform']} in this run: {', '.join(measured[:12])}"
                 f"{' ...' if len(measured) > 12 else ''}" if measured else
                 f"; this run has no result of {spec['platform']}")
-        return GateResult(label, spec, GateState.NOT_SHOWN, "no row of the comparison matches the gate" + hint)
+        return GateResult(label, spec, GateState.INCONCLUSIVE, "no row of the comparison matches the gate" + hint)
     rows = tuple(judge_row(gate, row) for row in matched.itertuples(index=False))
     failed = [r for r in rows if r.state is GateState.FAILED]
-    unshown = [r for r in rows if r.state is GateState.NOT_SHOWN]
+    unsure = [r for r in rows if r.state is GateState.INCONCLUSIVE]
     if failed:
         state = GateState.FAILED
         reason = f"{len(failed)} of {len(rows)} matching rows miss the threshold"
-        reason += f"; {len(unshown)} more have no interval" if unshown else ""
-    elif unshown:
-        state, reason = GateState.NOT_SHOWN, f"{len(unshown)} of {len(rows)} matching rows have no interval"
+        reason += f"; {len(unsure)} more inconclusive" if unsure else ""
+    elif unsure:
+        state, reason = GateState.INCONCLUSIVE, (f"{len(unsure)} of {len(rows)} matching rows inconclusive (an "
+                                                 "interval across the threshold, or none)")
     else:
         state, reason = GateState.PASSED, f"all {len(rows)} matching rows clear the threshold"
+    flagged = [r for r in rows if r.flags]
+    if flagged:
+        reason += (f"; {len(flagged)} of {len(rows)} rows flagged ({'; '.join(sorted({r.flags for r in flagged}))}): "
+                   "read their intervals with care")
     ops = {r.op for r in rows}
     return GateResult(gate_label(gate, ops.pop() if len(ops) == 1 else None), spec, state, reason, rows)
 
@@ -286,20 +309,23 @@ def evaluate(gates: Sequence[GateSpec], frame: pd.DataFrame, outliers: Mapping[s
     return results
 
 
-def not_shown(gates: Iterable[GateSpec], why: str) -> list[GateResult]:
-    """Every gate not shown for one reason (the run never reached the warehouse, say)."""
-    return [GateResult(gate_label(g), spec_dict(g), GateState.NOT_SHOWN, why) for g in gates]
+def inconclusive(gates: Iterable[GateSpec], why: str) -> list[GateResult]:
+    """Every gate inconclusive for one reason (the run never reached the warehouse, say)."""
+    return [GateResult(gate_label(g), spec_dict(g), GateState.INCONCLUSIVE, why) for g in gates]
 
 
-def failed(results: Iterable[GateResult]) -> list[GateResult]:
-    return [r for r in results if not r.passed]
+def failed(results: Iterable[GateResult], policy: str = POLICY_FAIL) -> list[GateResult]:
+    """The gates that fail the run: every failed one, and the inconclusive ones unless ``policy``
+    is :data:`POLICY_WARN`."""
+    return [r for r in results if r.state is GateState.FAILED
+            or (r.state is GateState.INCONCLUSIVE and policy != POLICY_WARN)]
 
 
 def summary(results: Sequence[GateResult]) -> str:
-    """``gates: 1 of 2 passed (1 failed, 0 not shown)``."""
+    """``gates: 1 of 2 passed (1 failed, 0 inconclusive)``."""
     count = {s: sum(1 for r in results if r.state is s) for s in GateState}
     return (f"gates: {count[GateState.PASSED]} of {len(results)} passed ({count[GateState.FAILED]} failed, "
-            f"{count[GateState.NOT_SHOWN]} not shown)")
+            f"{count[GateState.INCONCLUSIVE]} inconclusive)")
 
 
 def _row_line(row: RowResult, confidence: float) -> str:
@@ -320,10 +346,11 @@ def text_lines(results: Sequence[GateResult]) -> list[str]:
     return lines
 
 
-def failure_message(results: Sequence[GateResult]) -> str | None:
-    """Why the gates task fails: each gate that did not pass, with the rows that failed it or
-    left it not shown (passing rows left out); None when every gate passed."""
-    bad = failed(results)
+def failure_message(results: Sequence[GateResult], policy: str = POLICY_FAIL) -> str | None:
+    """Why the gates task fails: each gate that failed (and, unless ``policy`` is
+    :data:`POLICY_WARN`, each inconclusive one), with the rows that failed it or left it
+    inconclusive (passing rows left out); None when nothing fails the run."""
+    bad = failed(results, policy)
     if not bad:
         return None
     lines = [f"{len(bad)} of {len(results)} gate(s) did not pass:"]
@@ -337,7 +364,7 @@ def failure_message(results: Sequence[GateResult]) -> str | None:
 
 STYLE = """.gate{padding:0 .35em;border-radius:3px;white-space:nowrap;font-weight:bold}
 .gate.passed{background:#d9f2d9;color:#155d15}.gate.failed{background:#f8d7d7;color:#8a1111}
-.gate.not_shown{background:#fff1cc;color:#7a5a00}table.gates td{vertical-align:top}
+.gate.inconclusive{background:#fff1cc;color:#7a5a00}table.gates td{vertical-align:top}
 """
 """The gates section's classes, for the report's stylesheet (as :data:`dlbench.reports.scenarios.STYLE`)."""
 
@@ -347,7 +374,7 @@ def _badge(state: GateState) -> str:
 
 
 def html_section(results: Sequence[GateResult]) -> str:
-    """The report's gates section: each gate passed, failed or not shown, with every row it was
+    """The report's gates section: each gate passed, failed or inconclusive, with every row it was
     judged on (×BM, its interval at the gate's confidence, n, why). Empty without gates."""
     if not results:
         return ""
@@ -366,7 +393,8 @@ def html_section(results: Sequence[GateResult]) -> str:
                      f"<td>{row.n}/{row.baseline_n}</td><td>{_badge(row.state)} {esc(row.reason)}</td></tr>")
             body.append((head if i == 0 else "<tr>") + cells)
     return (f"<h2 id='gates'>Gates</h2><p class='note'>{esc(summary(results))}. A gate passes when the interval's "
-            "end clears its threshold on every matching row; no interval is no evidence (docs/gates.md).</p>"
+            "end clears its threshold on every matching row, fails when a whole interval is beyond it, and is "
+            "inconclusive otherwise (an interval across the threshold, or none: no evidence; docs/gates.md).</p>"
             "<div class='scroll'><table class='gates'><tr><th>gate</th><th>case</th><th>×BM</th><th>interval</th>"
             "<th>n / bare metal n</th><th>result</th></tr>" + "".join(body) + "</table></div>")
 

@@ -41,7 +41,7 @@ def run_gates(engine: Engine, run_id: str, frame: pd.DataFrame, requested: dict[
               ) -> list[gates.GateResult]:
     """The gates the run's archived request declared, judged on its samples (the same judgement
     as the DAG's gates task, :mod:`dlbench.pipeline.gates`), so the report and ``dlbench report``
-    show each gate passed, failed or not shown; none for a run without gates."""
+    show each gate passed, failed or inconclusive; none for a run without gates."""
     declared = gates.archived(requested)
     if not declared:
         return []
