@@ -7,6 +7,7 @@ import json
 import math
 import random
 import statistics
+from datetime import UTC, datetime
 
 import pytest
 
@@ -189,7 +190,9 @@ def test_the_dag_has_a_regressions_task_after_the_report(airflow_db):
     # The regression Params are not part of the benchmark request (it forbids unknown fields).
     from dlbench.request import parse_request
 
-    form = {k: v for k, v in dag.params.dump().items() if k not in ("on_regression", "regression_baseline")}
+    assert dag.params["on_inconclusive_gate"] == "fail"  # the gates task's, likewise not the request's
+    form = {k: v for k, v in dag.params.dump().items()
+            if k not in ("on_regression", "regression_baseline", "on_inconclusive_gate")}
     parse_request({**form, "profile": "smoke"})
 
 
@@ -246,3 +249,64 @@ def test_the_regressions_task_fails_or_warns_and_calls_the_notifiers(tmp_path, m
     scheduled = {**context, "params": {"on_regression": "fail"},
                  "dag_run": type("DagRun", (), {"run_type": "scheduled"})()}
     assert task(scheduled, {"html": "report.html"})["mode"] == "warn"
+
+
+def _make_run_documents(run: str, index: int, rng: random.Random, factor: float,
+                        tensorflow: str = "2.17.1") -> list:
+    """One ``make run``-like run's documents as the executors write them: bare metal on one host,
+    a container per job (its hostname the container's id), a VM named for the run, a container in
+    that VM; 3 repetitions each of one tf_cnn case."""
+    from dlbench.workloads.result import Benchmark, ContainerInfo, Environment, Platform, ResultDocument
+
+    hosts = {"bare_metal": lambda rep: "gpu-node-7",
+             "container_on_bare_metal": lambda rep: f"{rng.getrandbits(48):012x}",
+             "virtual_machine": lambda rep: f"dlbench-{run}-vm-0",
+             "container_on_vm": lambda rep: f"{rng.getrandbits(48):012x}"}
+    speed = {"bare_metal": 1.0, "container_on_bare_metal": 0.98, "virtual_machine": 0.9, "container_on_vm": 0.88}
+    docs = []
+    for platform, host in hosts.items():
+        inside = platform.startswith("container")
+        vm = "virtual_machine" in platform or platform == "container_on_vm"
+        for rep in range(3):
+            env = Environment(hostname=host(rep), platform=Platform(platform), cpu_model="Xeon Gold 6230",
+                              cpu_count=8 if vm else 16, memory_bytes=(32 if vm else 64) * 2**30 + rng.randrange(2**24),
+                              kernel="6.1.0-28-amd64", versions={"tensorflow": tensorflow},
+                              container=ContainerInfo(inside=inside, runtime="docker" if inside else None))
+            doc = ResultDocument(job_id=f"{run}-{platform}-{rep}", run_id=run, repetition=rep,
+                                 started_at=datetime(2026, 11, 1 + index, 3, tzinfo=UTC),
+                                 labels={"flavor": "m1.large", "image": "dlbench-node"} if vm else {},
+                                 benchmark=Benchmark(suite="tf_cnn", name="resnet50", parameters={
+                                     "profile": "smoke", "data": "synthetic", "batch_size_per_device": 4,
+                                     "image_size": 32}), environment=env)
+            doc.add("throughput", 100 * speed[platform] * factor * rng.gauss(1, 0.01), "images/s")
+            docs.append(doc)
+    return docs
+
+
+def test_a_drop_in_the_last_of_six_runs_is_flagged_on_every_platform_containers_included(engine):
+    """Issue 39: histories keyed by machine class, not the environment fingerprint (a container's
+    hostname is its id, a VM's is named per run: every container job had its own history, and
+    only bare metal was ever tested). Six runs loaded through the product's own path, a 15 % drop
+    in the last with a new TensorFlow: flagged on all four platforms, naming what changed."""
+    from sqlalchemy import func, select
+
+    from dlbench.warehouse.load import RunInfo, load_documents
+    from dlbench.warehouse.models import Environment as EnvironmentRow
+
+    rng = random.Random(11)
+    runs = [f"mr{i}" for i in range(6)]
+    for i, run in enumerate(runs):
+        last = i == len(runs) - 1
+        docs = _make_run_documents(run, i, rng, 0.85 if last else 1.0, "2.18.0" if last else "2.17.1")
+        load_documents(engine, docs, run=RunInfo(run_id=run, dag_id="dlbench_benchmark", profile="smoke",
+                                                 provider="local", started_at=datetime(2026, 11, 1 + i, 3, tzinfo=UTC)))
+    with engine.connect() as conn:  # what the fingerprint made of it: one environment per container job
+        environments = conn.scalar(select(func.count()).select_from(EnvironmentRow))
+    assert environments > 6 * 3 * 2, environments
+    assert all(regression.detect(engine, run) == [] for run in runs[3:5])  # stationary until the drop
+    found = regression.detect(engine, runs[-1])
+    assert {r.platform for r in found} == {"bare_metal", "container_on_bare_metal", "virtual_machine",
+                                           "container_on_vm"}, found
+    assert all(-20 < r.change_pct < -10 and r.baseline_runs == tuple(runs[:5]) for r in found), found
+    assert all("tensorflow 2.17.1 -> 2.18.0" in r.software_changes for r in found), found
+    assert "since the baseline: tensorflow 2.17.1 -> 2.18.0" in str(found[0])

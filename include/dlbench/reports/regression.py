@@ -1,8 +1,12 @@
 """Regression detection: this run's cases against the history of the same cases.
 
 A *case* here is a report case (suite, benchmark, requested parameters, scenario, sample labels,
-metric) on one platform **and one environment fingerprint** (the same machine facts: hardware,
-driver, TensorFlow...), so a new GPU driver starts a new history instead of raising an alarm.
+metric) on one platform **and one machine class** (:mod:`dlbench.reports.machine_class`: the
+hardware and placement facts, never a hostname, a container id or a run-named VM), so containers
+and per-run VMs keep one history across runs (keyed by the environment fingerprint, every
+container job started its own: issue 39). Software (kernel, driver, framework versions) is not
+part of the key: a regression names what changed since the last baseline run
+(``Regression.software_changes``), the most common cause of one.
 Only headline metrics are tested (:func:`dlbench.reports.metrics.is_headline`): one test per
 case and headline metric, not hundreds of diagnostic counters.
 
@@ -50,9 +54,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from dlbench.reports import compare, metrics
+from dlbench.reports import compare, machine_class, metrics
 from dlbench.reports.stats import t_cdf
-from dlbench.warehouse.models import BaselinePin, Benchmark, Execution, Run, Sample
+from dlbench.warehouse.models import BaselinePin, Benchmark, Environment, Execution, Run, Sample
 
 ALPHA = 0.01
 MIN_CHANGE_PCT = 2.0
@@ -76,14 +80,18 @@ class Regression:
     p_value: float | None
     method: str
     baseline_runs: tuple[str, ...]
+    software_changes: tuple[str, ...] = ()
+    """What changed in the machine's software since the last baseline run (``tensorflow 2.15.0 -> 2.16.1``)."""
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "baseline_runs": list(self.baseline_runs)}
+        return {**asdict(self), "baseline_runs": list(self.baseline_runs),
+                "software_changes": list(self.software_changes)}
 
     def __str__(self) -> str:
         p = "" if self.p_value is None else f", p={self.p_value:.2g}"
+        changed = f"; since the baseline: {', '.join(self.software_changes)}" if self.software_changes else ""
         return (f"{self.case} [{self.platform}] {self.metric}: {self.baseline:.4g} -> {self.current:.4g} {self.unit} "
-                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s))")
+                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s){changed})")
 
 
 # --- the test on one case ----------------------------------------------------------------------
@@ -182,34 +190,40 @@ def benjamini_hochberg(pvalues: Sequence[float | None]) -> list[float | None]:
 # --- from the warehouse ------------------------------------------------------------------------
 
 def _history(engine: sqlalchemy.Engine, run_id: str) -> list[dict]:
-    """Headline case samples of the run's (benchmark, environment) pairs, over every run."""
+    """Headline case samples of the run's (benchmark, machine class) pairs, over every run; each
+    row carries its ``machine`` (:func:`dlbench.reports.machine_class.class_key`) and ``software``."""
     with engine.connect() as conn:
         current = conn.execute(select(Run.id, Run.started_at).where(Run.run_id == run_id)).first()
         if current is None:
             raise LookupError(f"run {run_id!r} is not in the warehouse")
-        pairs = set(conn.execute(
-            select(Execution.benchmark_id, Execution.environment_id)
-            .where(Execution.run_pk == current.id, Execution.status == "ok")).all())
-        if not pairs:
+        benchmarks = set(conn.scalars(select(Execution.benchmark_id)
+                                      .where(Execution.run_pk == current.id, Execution.status == "ok")))
+        if not benchmarks:
             return []
         query = (
             select(Run.run_id, Run.id.label("run_pk"), Run.started_at, Execution.platform, Execution.benchmark_id,
-                   Execution.environment_id, Execution.labels.label("execution_labels"), Benchmark.suite,
-                   Benchmark.name, Benchmark.parameters, Sample.metric, Sample.value, Sample.unit, Sample.labels)
+                   Execution.labels.label("execution_labels"), Benchmark.suite, Benchmark.name, Benchmark.parameters,
+                   Sample.metric, Sample.value, Sample.unit, Sample.labels, Environment.cpu_model,
+                   Environment.cpu_count, Environment.memory_bytes, Environment.gpu_model, Environment.gpu_count,
+                   Environment.cpu_limit_cores, Environment.memory_limit_bytes, Environment.gpu_driver,
+                   Environment.details.label("environment_details"))
             .join(Execution, Execution.run_pk == Run.id)
             .join(Benchmark, Benchmark.id == Execution.benchmark_id)
+            .join(Environment, Environment.id == Execution.environment_id)
             .join(Sample, Sample.execution_id == Execution.id)
-            .where(Execution.status == "ok",
-                   Execution.benchmark_id.in_(sorted({b for b, _ in pairs})),
-                   Execution.environment_id.in_(sorted({e for _, e in pairs})))
+            .where(Execution.status == "ok", Execution.benchmark_id.in_(sorted(benchmarks)))
         )
-        suites = set(conn.scalars(select(Benchmark.suite).where(Benchmark.id.in_(sorted({b for b, _ in pairs})))))
+        suites = set(conn.scalars(select(Benchmark.suite).where(Benchmark.id.in_(sorted(benchmarks)))))
         if suites <= set(metrics.HEADLINE):  # only the headline metrics: served by samples(metric, execution_id)
             query = query.where(Sample.metric.in_(sorted({m for s in suites for m in metrics.HEADLINE[s]})))
         else:
             query = query.where(Sample.metric.not_in(compare.PER_STEP))
         rows = [dict(r) for r in conn.execute(query).mappings()]
-    return [r for r in rows if (r["benchmark_id"], r["environment_id"]) in pairs
+    for r in rows:
+        r["machine"] = machine_class.class_key(r["platform"], r, r["execution_labels"])
+        r["software"] = machine_class.software(r["environment_details"], r["gpu_driver"])
+    pairs = {(r["benchmark_id"], r["machine"]) for r in rows if r["run_pk"] == current.id}
+    return [r for r in rows if (r["benchmark_id"], r["machine"]) in pairs
             and metrics.is_headline(r["suite"], r["metric"]) and metrics.is_tabled(r["metric"], r["labels"])
             and compare.is_case_document(r["execution_labels"])]
 
@@ -239,6 +253,7 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
     names: dict[int, str] = {}
     cases: dict[tuple, dict[int, list[float]]] = {}
     meta: dict[tuple, tuple[str, str, str, str, str]] = {}
+    software: dict[tuple, dict[int, dict[str, str]]] = {}
     current_pk = None
     for r in rows:
         order[r["run_pk"]] = _order_key(r["started_at"], r["run_pk"])
@@ -246,8 +261,9 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         if r["run_id"] == run_id:
             current_pk = r["run_pk"]
         key = (r["suite"], r["name"], compare.case_key(r["parameters"]), r["metric"], r["unit"],
-               json.dumps(r["labels"] or {}, sort_keys=True), r["platform"], r["environment_id"])
+               json.dumps(r["labels"] or {}, sort_keys=True), r["platform"], r["machine"])
         cases.setdefault(key, {}).setdefault(r["run_pk"], []).append(float(r["value"]))
+        software.setdefault(key, {}).setdefault(r["run_pk"], r["software"])
         meta[key] = (r["suite"], r["name"], compare.case_name(r["suite"], r["name"], r["parameters"], r["labels"],
                                                               r["execution_labels"]), r["platform"], r["metric"])
     if current_pk is None:
@@ -287,9 +303,12 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         if not outcome.regressed or (q is not None and q >= alpha):
             continue
         _, name, case, platform, metric = meta[key]
+        last = max(base_pks, key=order.__getitem__)
+        changed = machine_class.software_changes(software[key].get(last, {}), software[key].get(current_pk, {}))
         found.append(Regression(benchmark=name, case=case, platform=platform, metric=metric, unit=key[4],
                                 baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
-                                p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks)))
+                                p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks),
+                                software_changes=tuple(changed)))
     return sorted(found, key=lambda r: (-abs(r.change_pct), r.case, r.platform, r.metric))
 
 
