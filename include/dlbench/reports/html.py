@@ -419,15 +419,17 @@ def _regressions_html(engine: Engine, run_id: str) -> str:
         return head + f"<p class='bad'>Regression detection failed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
     if not found:
         return head + ("<p class='note'>No case got significantly worse than its baseline (docs/regressions.md: "
-                       "the pinned run, else the previous runs holding the same case on the same environment).</p>")
+                       "the pinned run, else the previous runs holding the same case on the same kind of machine).</p>")
     rows = "".join(
         f"<tr><td>{html.escape(r.platform)}</td><td>{html.escape(r.case)}</td><td>{html.escape(r.metric)}</td>"
         f"<td>{fmt(r.baseline)} {html.escape(r.unit)}</td><td>{fmt(r.current)} {html.escape(r.unit)}</td>"
         f"<td>{r.change_pct:+.1f}</td><td>{fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}</td>"
-        f"<td>{html.escape(', '.join(r.baseline_runs[-3:]))}{' …' if len(r.baseline_runs) > 3 else ''}</td></tr>"
+        f"<td>{html.escape(', '.join(r.baseline_runs[-3:]))}{' …' if len(r.baseline_runs) > 3 else ''}</td>"
+        f"<td>{html.escape('; '.join(r.software_changes)) or '-'}</td></tr>"
         for r in found)
     return head + scroll("<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th><th>this run</th>"
-                         f"<th>change %</th><th>p</th><th>test</th><th>baseline runs</th></tr>{rows}</table>")
+                         "<th>change %</th><th>p</th><th>test</th><th>baseline runs</th>"
+                         f"<th>software changed since the baseline</th></tr>{rows}</table>")
 
 
 def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, head: pd.DataFrame,
