@@ -209,12 +209,12 @@ COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
            "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
 """The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
-row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: Welch t on the log of
-mean / bare metal's mean): ``normalized_ci_*`` is the interval of the ratio itself (always
-positive), ``diff_pct_ci_*`` = (1 - that interval) x 100, ``ci_low``/``ci_high`` = bare metal's
-mean x (that interval - 1), the difference of the means in the metric's unit; ``df`` is its
-Welch-Satterthwaite degrees of freedom. All are empty (NaN) for bare metal, rows not compared and
-rows with too few repetitions: ``verdict`` says which."""
+row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: a delta-method interval
+on the log of mean / bare metal's mean, df by Welch-Satterthwaite): ``normalized_ci_*`` is the
+interval of the ratio itself (always positive), ``diff_pct_ci_*`` = (1 - that interval) x 100,
+``ci_low``/``ci_high`` = bare metal's mean x (that interval - 1), the difference of the means in
+the metric's unit; ``df`` is its Welch-Satterthwaite degrees of freedom. All are empty (NaN) for
+bare metal, rows not compared and rows with too few repetitions: ``verdict`` says which."""
 
 
 def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, int]:

@@ -5,9 +5,10 @@ so bare metal's PyTorch cell is PyTorch's baseline). This section answers the ot
 planner asks: on this platform, what does the framework itself cost? Each row puts one
 framework's values of a cell (model, data, sizes, scenario: every parameter but the framework)
 against TensorFlow's on the same platform in the same run, with the same statistics as the
-platform comparison (:func:`dlbench.reports.stats.compare`: the Welch interval of the ratio of
-the means, n >= 3 per side for a verdict). TensorFlow is the baseline because it is the study's;
-a run without TensorFlow compares against the first framework it ran, in :data:`ORDER`.
+platform comparison (:func:`dlbench.reports.stats.compare`: the delta-method interval of the
+ratio of the means on the log scale, df by Welch-Satterthwaite, n >= 3 per side for a verdict).
+TensorFlow is the baseline because it is the study's; a run without TensorFlow compares against
+the first framework it ran, in :data:`ORDER`.
 """
 
 from __future__ import annotations

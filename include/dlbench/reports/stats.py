@@ -5,7 +5,8 @@ Per case and platform, over the repetitions (one value per execution):
 - ``mean``, sample ``std`` (n - 1), ``cv = std / mean``; with n >= :data:`ROBUST_MIN_N` also the
   MLPerf-style ``robust_mean``: the mean after dropping the minimum and the maximum.
 - Against bare metal (H = bare metal's values, D = the platform's): the **ratio of the means**
-  ``D̄/H̄`` (×BM, "normalized") with a **Welch t interval on the log ratio** (delta method):
+  ``D̄/H̄`` (×BM, "normalized": a ratio of arithmetic means) with a **delta-method interval on the
+  log scale**, its degrees of freedom by Welch-Satterthwaite:
   ``se² = s_D²/(n_D D̄²) + s_H²/(n_H H̄²)`` (the variances of log D̄ and log H̄), degrees of freedom
   by Welch-Satterthwaite ``df = se⁴ / ((s_D²/(n_D D̄²))²/(n_D-1) + (s_H²/(n_H H̄²))²/(n_H-1))``,
   interval ``exp(log(D̄/H̄) ± t(1 - α/2, df) × se)``. That one interval is stated on every scale:
@@ -138,9 +139,10 @@ def t_cdf(t: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A platform's values D against bare metal's H: the ratio of the means D̄/H̄, its Welch t
-    interval on the log scale, and the verdict. The interval is NaN where it is not stated: fewer
-    than :data:`MIN_REPETITIONS` repetitions on a side, or a mean that is not positive."""
+    """A platform's values D against bare metal's H: the ratio of the means D̄/H̄, its delta-method
+    interval on the log scale (df by Welch-Satterthwaite), and the verdict. The interval is NaN
+    where it is not stated: fewer than :data:`MIN_REPETITIONS` repetitions on a side, or a mean
+    that is not positive."""
 
     n: int
     baseline_n: int
@@ -167,9 +169,9 @@ class Comparison:
 def ratio_interval(values: Sequence[float], baseline: Sequence[float], confidence: float = DEFAULT_CONFIDENCE
                    ) -> tuple[float, float, float, float]:
     """(D̄/H̄, interval low, interval high, Welch-Satterthwaite df) for the platform's ``values``
-    (D) over bare metal's ``baseline`` (H): a Welch t interval on log(D̄/H̄) by the delta method,
-    exponentiated. The interval is NaN below two values on a side (no spread) and when a mean is
-    not positive (no logarithm)."""
+    (D) over bare metal's ``baseline`` (H): a delta-method interval on log(D̄/H̄) with Student's t at
+    the Welch-Satterthwaite df, exponentiated. The interval is NaN below two values on a side (no
+    spread) and when a mean is not positive (no logarithm)."""
     n_d, n_h = len(values), len(baseline)
     m_d, m_h = mean(values), mean(baseline)
     ratio = normalized(m_d, m_h)
