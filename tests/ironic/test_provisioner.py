@@ -196,7 +196,7 @@ def test_runs_started_together_wait_for_each_other_never_fail(clean_cloud, caplo
     total = len([n for n in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS)
                  if not n.is_maintenance])
     want = total // 2 + 1  # two runs never fit together: one of them waits in every start
-    waits = races = 0
+    races = 0
     caplog.set_level("INFO", logger="dlbench.providers.ironic")
     for start in range(CONTENDED_STARTS):
         caplog.clear()
@@ -206,13 +206,33 @@ def test_runs_started_together_wait_for_each_other_never_fail(clean_cloud, caplo
         assert set(held) == set(names) and all(len(nodes) == want for nodes, _, _ in held.values()), held
         (first, a_from, a_until), (second, b_from, b_until) = held.values()
         assert not (first & second) or a_until <= b_from or b_until <= a_from, held  # never the same node at once
+        # want x 2 > nodes: the runs shared a node, so one of them held it only after the other's
+        # release: it waited (inside Ironic, whose allocation stays `allocating` through its own
+        # lock retries, or in the driver's all-or-nothing retry after a lost race), never failed.
+        assert first & second, held
         retries = [r.getMessage() for r in caplog.records if "not enough free nodes" in r.getMessage()]
-        waits += bool(retries)
         races += any(word in message for message in retries for word in RACE_WORDS)
-    print(f"{CONTENDED_STARTS} contended starts: a run waited in {waits}, lost a race inside Ironic in {races}")
-    record_property("contention", f"{CONTENDED_STARTS} starts, waited {waits}, lost races {races}")
-    assert waits == CONTENDED_STARTS  # want x 2 > nodes: every start made one run wait, and none failed
+    # CI of this stop, 8 starts: 2 lost a race inside Ironic ("all nodes were filtered out during
+    # reservation") and waited in the driver; the other 6 waited inside Ironic; none failed.
+    print(f"{CONTENDED_STARTS} contended starts, none failed; a run lost a race inside Ironic in {races}")
+    record_property("contention", f"{CONTENDED_STARTS} starts, none failed, lost races {races}")
     assert_no_leaks(conn)
+
+
+@pytest.mark.parametrize("said", [
+    "could not reserve any of 2 suitable nodes",  # every candidate locked by a concurrent allocation (issue 38)
+    "all nodes were filtered out during reservation",  # another allocation took them first
+    "no available nodes match the resource class dlbench-bm",
+    "no suitable nodes have the requested traits CUSTOM_GPU",
+    "none of the requested nodes are available and match the resource class dlbench-bm",
+])
+def test_every_way_ironic_says_no_free_node_is_capacity(said):
+    """Ironic's own words (ironic/conductor/allocations.py), as an allocation's last_error carries
+    them, lead to the wait for capacity; anything else stays an error."""
+    from dlbench.providers.ironic import is_no_capacity
+
+    assert is_no_capacity(f"Failed to process allocation 6c863bf2: {said}.")
+    assert not is_no_capacity("Unexpected exception during allocation: database is locked")
 
 
 def test_too_few_nodes_fails_cleanly_after_allocate_timeout(clean_cloud, run_id):

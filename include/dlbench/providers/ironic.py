@@ -191,6 +191,13 @@ runs started together, issue 38) and ``all nodes were filtered out during reserv
 allocation took them first). A node that can never serve the run (maintenance, wrong class) is
 refused before provisioning by the capacity check, so waiting here is only ever for nodes that
 can come free."""
+
+
+def is_no_capacity(error: str) -> bool:
+    """Whether an allocation's ``last_error`` is one of Ironic's :data:`NO_CAPACITY` answers."""
+    return any(word in error.lower() for word in NO_CAPACITY)
+
+
 ALLOCATE_BACKOFF_CAP_S = 10.0
 """Longest pause (before jitter) between two tries of a run's whole set of allocations."""
 NODE_HISTORY_MICROVERSION = "1.78"
@@ -451,7 +458,7 @@ class IronicDriver(OpenStackDriver):
                             timings={"allocate": time.monotonic() - started})
         error = alloc.last_error or f"allocation ended in state {alloc.state}"
         self._call("delete allocation", self.bm.delete_allocation, alloc.id, ignore_missing=True)
-        if any(word in error.lower() for word in NO_CAPACITY):
+        if is_no_capacity(error):
             raise NoCapacity(error)
         raise IronicError(f"allocation {name} failed: {error}")
 
