@@ -295,9 +295,12 @@ def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_o
         assert secret_variables(run) == [] and not (paths.runs_dir() / run).exists(), run
     dag_runs = {d["run_id"]: d for d in report["dag_runs"]}
     assert {first, second} <= set(dag_runs), report["dag_runs"]  # each killed run's DAG run is named
-    assert all(dag_runs[r]["outcome"] == "not marked" for r in (first, second)), dag_runs
+    # The second make run ended the first's DAG run before its own (no live make run drove it):
+    # the janitor finds it failed already; the second's is still running, with no API to mark it.
+    assert dag_runs[first]["outcome"] == "already finished", dag_runs
+    assert dag_runs[second]["outcome"] == "not marked", dag_runs
     from dlbench.pipeline.embedded import close_orphaned_runs  # what the next make run does first
 
     marked = {m.replace(":", "-").replace("+", "-") for m in close_orphaned_runs("dlbench_benchmark")}
-    assert {first, second} <= marked, marked
+    assert second in marked and first not in marked, marked
     assert_no_leaks(conn)
