@@ -273,8 +273,11 @@ def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_o
         _kill_tree(releasing)
     (second,) = set(later.values())
 
-    for run in (first, second):  # neither process could remove its key or its state
-        assert secret_variables(run) and (paths.runs_dir() / run).exists(), run
+    # Neither process could remove its state. The second's key (an Airflow Variable) is there; the
+    # first's may not be: killed inside its setup task before dag.test() committed the Variable's
+    # write (seen in CI of stop 44 under load), which leaves nothing to leak.
+    assert all((paths.runs_dir() / run).exists() for run in (first, second)), (first, second)
+    assert secret_variables(second), second
     assert not any((n.extra or {}).get("dlbench_run_id") == second for n in conn.baremetal.nodes(details=True))
     leases = [run_secrets.run_record(run).lease_until for run in (first, second)]
     assert all(leases), leases
