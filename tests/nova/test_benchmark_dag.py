@@ -8,11 +8,6 @@ keypair, security group and server groups are swept by the janitor once its leas
 from __future__ import annotations
 
 import csv
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -86,16 +81,14 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
     and security group once it lapsed."""
     from dlbench.providers.base import LEASE_KEY
     from dlbench.providers.nova import NovaDriver, support_name
-    from tests.ironic.test_janitor import _children, _sweep_report, janitor_dag, secret_variables
+    from tests.ironic.test_janitor import _embedded, _kill_tree, _sweep_report, janitor_dag, secret_variables
 
     lease_s = 15
     nova = settings(image="dlbench-node", lease_minutes=lease_s / 60, nodes={"virtual_machine": 3})
     conf = {"provider": "nova", "platforms": ["virtual_machine"], "suites": ["tf_cnn"], "models": ["inception3"],
             "data": ["synthetic"], "scenarios": ["single", "distributed"], "profile": "smoke", "repetitions": 5,
             "nova": nova.model_dump(exclude={"name"}, mode="json")}
-    proc = subprocess.Popen([sys.executable, "-m", "dlbench.pipeline.embedded", "--conf", json.dumps(conf)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
+    proc = _embedded(conf)
     driver = NovaDriver(settings())
     try:
         deadline = time.monotonic() + 300
@@ -104,12 +97,7 @@ def test_a_killed_runs_vms_are_swept_by_the_janitor(clean_nova, airflow_db):
             time.sleep(0.5)
         time.sleep(8)
     finally:
-        for pid in [*_children(proc.pid), proc.pid]:
-            try:
-                os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        proc.wait()
+        _kill_tree(proc)
     (run_id,) = driver.find()
     groups = [g.name for g in clean_nova.compute.server_groups() if (g.name or "").startswith(support_name(run_id))]
     assert groups, "the distributed scenario's server group"

@@ -93,13 +93,12 @@ def test_numeric_fields_are_bounded_and_the_matrix_fits_airflow_mapping():
 
 
 def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tmp_path):
-    import json
     from datetime import UTC, datetime, timedelta
 
     from dlbench import paths
     from dlbench.providers import run_secrets
     from dlbench.providers.base import Tags
-    from dlbench.providers.machines import RUN_STATE_TAGS, generate_keypair, key_dir
+    from dlbench.providers.machines import generate_keypair, key_dir
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     soon = datetime.now(UTC) + timedelta(hours=1)
@@ -114,7 +113,7 @@ def test_janitor_removes_the_private_state_of_runs_that_are_over(monkeypatch, tm
             "long": Tags("long", "d", "r-long", past, lease_until=soon)}
     for run_id, tags in runs.items():
         generate_keypair(key_dir(run_id))
-        (key_dir(run_id).parent / RUN_STATE_TAGS).write_text(json.dumps(tags.as_dict()))
+        run_secrets.record_run(tags)
     (paths.runs_dir() / "fresh-untagged").mkdir()  # a setup killed a moment ago, before writing tags
 
     def active(tags: Tags) -> bool:

@@ -70,11 +70,6 @@ ROLES = {Platform.BARE_METAL: "bm", Platform.CONTAINER_ON_BARE_METAL: "cbm", Pla
 
 # --- the run's SSH key -------------------------------------------------------------------------
 
-RUN_STATE_TAGS = run_secrets.RUN_RECORD
-"""Beside the run's key: its record (tags with the lease), read by the janitor
-(:func:`dlbench.providers.janitor.sweep_run_state`)."""
-
-
 def key_dir(run_id: str) -> Path:
     """Legacy per-worker place of a run's key (before the key became a run secret); only removed."""
     return paths.runs_dir() / run_id / "ssh"
