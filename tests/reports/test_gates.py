@@ -73,7 +73,7 @@ def test_a_whole_interval_beyond_the_threshold_fails_and_the_docs_example_is_inc
 
     def row(normalized: float, low: float, high: float) -> SimpleNamespace:
         return SimpleNamespace(higher_is_better=True, normalized_ci_low=low, normalized_ci_high=high,
-                               verdict="no_significant_difference", n=3, baseline_n=3, case="c", suite="s",
+                               verdict="inconclusive", n=3, baseline_n=3, case="c", suite="s",
                                name="b", scenario="single", metric="throughput", unit="img/s",
                                platform="container_on_vm", normalized=normalized, flags="")
 

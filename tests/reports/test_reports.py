@@ -340,8 +340,8 @@ def test_a_run_that_answers_is_decision_grade(engine, tmp_path):
     lines = table.splitlines()
     assert lines[0] == f"Run {DECISION_RUN}: profile paper (batch 32-512, images 224-299 px, 100 measured steps)."
     assert [line for line in lines if "DECISION-GRADE" in line] == [
-        "DECISION-GRADE: real-sized profile, every training comparison has a verdict (n >= 3 on both sides), no "
-        "flags on training cells."]
+        "DECISION-GRADE: real-sized profile, every training comparison decides (better, worse or the same within "
+        "±3%, n >= 3 on both sides), no flags on training cells."]
     rows = [line for line in lines if line.startswith("    virtual_machine ")]
     assert len(rows) == 6  # 3 models x 2 data kinds
     for row in rows:  # 10 % slower, 0.2 % noise: worse, with an interval below 1 and n on both sides
@@ -351,6 +351,31 @@ def test_a_run_that_answers_is_decision_grade(engine, tmp_path):
     assert "  cpu       virtual_machine" in table
     page = build_report(engine, DECISION_RUN, tmp_path / "r").read_text()
     assert "<p class='grade yes' id='grade'>DECISION-GRADE: " in page
+
+
+def test_a_real_sized_run_too_noisy_to_decide_says_so_and_how_many_repetitions_would(engine, tmp_path):
+    """Issue 39, item 1: "decision-grade" looks at the intervals' width. The paper's sizes, n = 3,
+    4 % noise (under the 5 % flag: nothing flagged): a container at 0.98x bare metal cannot be told
+    from it nor shown the same within 3 %, so the run is not decision-grade, says how many of its
+    comparisons are inconclusive, and its command asks for the repetitions that would decide."""
+    from tests.reports.demo_run import DECISION_RUN, run_info, training_run
+
+    docs = training_run(DECISION_RUN, "paper", {"bare_metal": 1.0, "container_on_bare_metal": 0.98}, 3, noise=0.04)
+    load_documents(engine, docs, run=run_info(DECISION_RUN, "paper", repetitions=3,
+                                              platforms=["bare_metal", "container_on_bare_metal"]))
+    rows = statistics(samples_frame(engine, DECISION_RUN))
+    training = rows[(rows["suite"] == "tf_cnn") & (rows["platform"] == "container_on_bare_metal")]
+    assert set(training["verdict"]) == {"inconclusive"} and (training["repetitions_to_decide"] > 3).all()
+    family = len(rows[rows["p_difference"].notna()])  # Holm's family: every compared row of the run
+    assert (training["flags"] == "").all() and (training["comparisons"] == family).all()
+    line = next(li for li in text_table(engine, DECISION_RUN, tmp_path).splitlines() if "DECISION-GRADE" in li)
+    found = re.search(r"NOT DECISION-GRADE: (\d+) of (\d+) training comparisons are inconclusive at ±3% "
+                      r"\(about (\d+) repetitions per side would decide\)\. For a decision run: make run "
+                      r"RUN_CONF='\{\"profile\": \"paper\", \"repetitions\": (\d+)\}'", line)
+    assert found, line
+    inconclusive, compared, needed, asked = (int(v) for v in found.groups())
+    assert inconclusive == compared == len(training) and needed == training["repetitions_to_decide"].max()
+    assert asked == min(max(needed, 5), 20)
 
 
 def test_the_heading_promises_a_cost_only_when_prices_are_set(engine, tmp_path, monkeypatch):

@@ -62,13 +62,22 @@ MIN_MEASURED_STEPS = 20
 throughput over a handful of steps is dominated by start-up effects (the paper measures 100)."""
 
 DECISION_PROFILE = "paper"
+MAX_SUGGESTED_REPETITIONS = 20
+"""The most repetitions the decision command asks for: a comparison that needs more sits on the
+margin's end, where more runs of the same kind will not decide it."""
 DECISION_REPETITIONS = 5
 """What a decision run uses when this one was toy-sized or short of repetitions: the studies'
 sizes and enough repetitions that one bad repetition still leaves :data:`~dlbench.reports.stats.MIN_REPETITIONS`."""
 
 VERDICT_SHORT = {st.Verdict.BETTER: "better", st.Verdict.WORSE: "worse",
-                 st.Verdict.NO_SIGNIFICANT_DIFFERENCE: "not-sig", st.Verdict.TOO_FEW_REPETITIONS: "too-few",
+                 st.Verdict.EQUIVALENT: f"same±{st.EQUIVALENCE_MARGIN * 100:g}%",
+                 st.Verdict.INCONCLUSIVE: "inconclusive",
+                 st.Verdict.TOO_FEW_REPETITIONS: "too-few",
                  st.Verdict.BASELINE: "baseline", st.Verdict.NOT_COMPARED: "-"}
+
+VERDICT_ORDER = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.EQUIVALENT, st.Verdict.INCONCLUSIVE,
+                 st.Verdict.TOO_FEW_REPETITIONS]
+"""The verdicts a comparison can have, in the order summaries count them."""
 
 
 # -- the run's profile and sizes -------------------------------------------------------------------
@@ -315,19 +324,20 @@ class Grade:
     def line(self) -> str:
         """The one sentence the console and the page both print."""
         if self.decision_grade:
-            return ("DECISION-GRADE: real-sized profile, every training comparison has a verdict "
-                    f"(n >= {st.MIN_REPETITIONS} on both sides), no flags on training cells.")
+            return ("DECISION-GRADE: real-sized profile, every training comparison decides (better, worse or "
+                    f"the same within ±{st.EQUIVALENCE_MARGIN * 100:g}%, n >= {st.MIN_REPETITIONS} on both sides), "
+                    "no flags on training cells.")
         return f"NOT DECISION-GRADE: {'; '.join(self.reasons)}. {self.instead}"
 
 
 def decision_command(profile: str | None, toy: bool, frameworks: list[str] | None = None,
-                     suites: list[str] | None = None) -> str:
+                     suites: list[str] | None = None, repetitions: int = DECISION_REPETITIONS) -> str:
     """The run to do instead: the request keys of :class:`dlbench.request.BenchmarkRequest`; the
     run's frameworks when it named others than TensorFlow, its suites when it ran a workload suite
     (:data:`WORKLOAD_SUITES`, opt-in: the default suites would not repeat them): the question was
     about them."""
     name = DECISION_PROFILE if toy or not profile else profile
-    keys = f"\"profile\": \"{name}\", \"repetitions\": {DECISION_REPETITIONS}"
+    keys = f"\"profile\": \"{name}\", \"repetitions\": {max(repetitions, DECISION_REPETITIONS)}"
     if frameworks and frameworks != ["tensorflow"]:
         keys += ", \"frameworks\": [" + ", ".join(f"\"{f}\"" for f in frameworks) + "]"
     if suites and set(suites) & set(WORKLOAD_SUITES):
@@ -342,14 +352,18 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
        :data:`MIN_MEASURED_STEPS` measured steps): toy shapes measure start-up and Python
        overheads, not the platform;
     2. every training comparison (throughput and elapsed time of each cell, each platform
-       against bare metal) has a verdict: at least :data:`~dlbench.reports.stats.MIN_REPETITIONS`
-       repetitions on both sides and a bare-metal result to compare with;
+       against bare metal) decides: at least :data:`~dlbench.reports.stats.MIN_REPETITIONS`
+       repetitions on both sides, a bare-metal result to compare with, and an interval narrow
+       enough for better, worse or equivalent (an inconclusive one, n = 3 at CV 5 % is about
+       ±12 %, answers nothing: the command asks for the repetitions that would decide, up to
+       :data:`MAX_SUGGESTED_REPETITIONS`);
     3. no training cell carries a noise flag (CV, step-time outliers, a loaded machine): a
        flagged measurement's verdict may be the noise's.
 
     Why one function: the console line and the HTML report state the same judgement, and a
     reader who acts on "decision-grade" must get the same answer from both."""
     reasons = []
+    repetitions = DECISION_REPETITIONS
     rows = answer_rows(stats)
     what = "training" if rows.empty or set(rows["suite"]) <= {TRAINING_SUITE} else "training and workload"
     if profile.toy:
@@ -369,6 +383,14 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
         alone = compared[compared["verdict"] == st.Verdict.NOT_COMPARED.value]
         if not alone.empty:
             reasons.append(f"{len(alone)} {what} comparisons have no bare-metal result")
+        open_ = compared[compared["verdict"] == st.Verdict.INCONCLUSIVE.value]
+        if not open_.empty:
+            needed = int(open_["repetitions_to_decide"].max())
+            how_many = f"about {needed}" if needed < st.REPETITIONS_CAP else "more than any run gives"
+            reasons.append(f"{len(open_)} of {len(compared)} {what} comparisons are inconclusive at "
+                           f"±{st.EQUIVALENCE_MARGIN * 100:g}% ({how_many} repetitions per side would decide)")
+            if not profile.toy:  # a toy run's spread is start-up noise: its needs say nothing of a real run's
+                repetitions = min(needed, MAX_SUGGESTED_REPETITIONS)
     flagged = rows[rows["flags"] != ""] if not rows.empty else rows
     if not flagged.empty:
         cell = ["suite", "scenario", "cell"]  # a cell's name is unique within its suite and scenario
@@ -380,7 +402,7 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
     if not reasons:
         return Grade(True, (), None)
     command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"),
-                               profile.requested_list("suites"))
+                               profile.requested_list("suites"), repetitions)
     return Grade(False, tuple(reasons), f"For a decision run: {command} on a "
                                         "quiet machine (or trigger dlbench_benchmark with that conf).")
 
@@ -398,7 +420,7 @@ def _badness(row: Any) -> float:
 
 def micro_summary(stats: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(suite, platform, summary) per micro-benchmark suite and platform: how many headline
-    metrics were better / worse / not significantly different / too few repetitions than bare
+    metrics were better / worse / equivalent (within the margin) / inconclusive / too few repetitions than bare
     metal, and the most unfavourable one named."""
     head = compare.headline(stats)
     if head.empty:
@@ -406,7 +428,7 @@ def micro_summary(stats: pd.DataFrame) -> list[tuple[str, str, str]]:
     rows = head[~head["suite"].isin([TRAINING_SUITE, *WORKLOAD_SUITES]) & (head["platform"] != compare.BASELINE)
                 & ~head["metric"].isin(metrics.RELATIVE)]
     out = []
-    order = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.NO_SIGNIFICANT_DIFFERENCE, st.Verdict.TOO_FEW_REPETITIONS]
+    order = VERDICT_ORDER
     for suite in dict.fromkeys(rows["suite"]):
         mine = rows[rows["suite"] == suite]
         for platform in _platform_order(mine["platform"]):

@@ -4,7 +4,7 @@ For every case (suite, benchmark, scenario, requested parameters, metric, labels
 n, mean, std and coefficient of variation over repetitions; then, against bare metal,
 ``diff_pct = (H - D) / H * 100`` (study 001's Diff%, H = bare metal, D = the other platform)
 and ``normalized = D / H`` (the core study's figures: bare metal = 1.0), each with its confidence
-interval and a verdict (better / worse / no significant difference / too few repetitions), and the
+interval and a verdict (better / worse / equivalent / inconclusive / too few repetitions), and the
 noise flags: every statistic is computed by :mod:`dlbench.reports.stats` (docs/statistics.md).
 
 Scenarios (the core study's section 3.3): a distributed or shared-resource cell writes one
@@ -207,6 +207,7 @@ def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, label
 COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv", "robust_mean",
            "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
+           "margin", "p_difference", "p_equivalence", "comparisons", "repetitions_to_decide",
            "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
 """The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
 row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: a delta-method interval
@@ -214,7 +215,11 @@ on the log of mean / bare metal's mean, df by Welch-Satterthwaite): ``normalized
 interval of the ratio itself (always positive), ``diff_pct_ci_*`` = (1 - that interval) x 100,
 ``ci_low``/``ci_high`` = bare metal's mean x (that interval - 1), the difference of the means in
 the metric's unit; ``df`` is its Welch-Satterthwaite degrees of freedom. All are empty (NaN) for
-bare metal, rows not compared and rows with too few repetitions: ``verdict`` says which."""
+bare metal, rows not compared and rows with too few repetitions: ``verdict`` says which.
+``verdict`` is better / worse / equivalent (within ``margin``, ±3 %) / inconclusive, from
+``p_difference`` and ``p_equivalence`` Holm-adjusted over the comparison's ``comparisons`` rows
+(docs/statistics.md); an inconclusive row says about how many repetitions per side would decide
+it (``repetitions_to_decide``)."""
 
 
 def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, int]:
@@ -301,22 +306,42 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
 
 
 def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float) -> None:
-    """Robust mean, the ratio interval against bare metal on every scale, and the verdict."""
+    """Robust mean, the ratio interval against bare metal on every scale, and the verdict: each
+    row's two p-values (difference, equivalence within the margin) Holm-adjusted over every
+    compared row of this comparison (the report's family: about 90 verdicts per run), then read
+    by :func:`dlbench.reports.stats.decide`. The interval stays each row's own."""
     stats["robust_mean"] = [st.robust_mean(v) for v in stats["_values"]]
     rows: list[dict[str, Any]] = []
+    results: list[st.Comparison | None] = []
+    nan = float("nan")
     for values, base, platform, ok, higher in zip(stats["_values"], stats["_base_values"], stats["platform"],
                                                   comparable, stats["higher_is_better"], strict=True):
-        row: dict[str, Any] = {"baseline_n": len(base) if isinstance(base, list) else 0, "confidence": confidence}
+        row: dict[str, Any] = {"baseline_n": len(base) if isinstance(base, list) else 0, "confidence": confidence,
+                               "margin": st.EQUIVALENCE_MARGIN, "p_difference": nan, "p_equivalence": nan,
+                               "repetitions_to_decide": 0}
+        result = None
         if platform == BASELINE or not isinstance(base, list) or not ok:
             is_base = platform == BASELINE and isinstance(base, list)
             verdict = st.Verdict.BASELINE if is_base else st.Verdict.NOT_COMPARED
-            row.update(ci_low=float("nan"), ci_high=float("nan"), df=float("nan"), verdict=verdict.value,
-                       normalized_ci_low=float("nan"), normalized_ci_high=float("nan"),
-                       diff_pct_ci_low=float("nan"), diff_pct_ci_high=float("nan"))
+            row.update(ci_low=nan, ci_high=nan, df=nan, verdict=verdict.value,
+                       normalized_ci_low=nan, normalized_ci_high=nan, diff_pct_ci_low=nan, diff_pct_ci_high=nan)
         else:
             result = st.compare(values, base, bool(higher), confidence)
             row.update(df=result.df, verdict=result.verdict.value, **result.scaled(st.mean(base)))
         rows.append(row)
+        results.append(result)
+    family = [(i, r) for i, r in enumerate(results) if r is not None and r.p_difference == r.p_difference]
+    adjusted = zip(st.holm([r.p_difference for _, r in family]), st.holm([r.p_equivalence for _, r in family]),
+                   family, strict=True)
+    for p_difference, p_equivalence, (i, result) in adjusted:
+        row = rows[i]
+        verdict = st.decide(result.ratio, p_difference, p_equivalence, bool(stats["higher_is_better"].iloc[i]),
+                            confidence)
+        row.update(p_difference=p_difference, p_equivalence=p_equivalence, verdict=verdict.value,
+                   repetitions_to_decide=st.repetitions_to_decide(
+                       result.ratio, result.ratio_low, result.ratio_high, max(result.n, result.baseline_n))
+                   if verdict is st.Verdict.INCONCLUSIVE else 0)
+    stats["comparisons"] = len(family)
     for key in rows[0] if rows else []:
         stats[key] = [r[key] for r in rows]
 

@@ -59,7 +59,8 @@ table{border-collapse:collapse;margin:1em 0}.scroll{max-width:100%;overflow-x:au
 td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}td:first-child,th{text-align:left}
 h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.bad{color:#a00}
 .v{padding:0 .35em;border-radius:3px;white-space:nowrap}.v.better{background:#d9f2d9;color:#155d15}
-.v.worse{background:#f8d7d7;color:#8a1111}.v.no_significant_difference{background:#eee;color:#444}
+.v.worse{background:#f8d7d7;color:#8a1111}.v.equivalent{background:#e3effa;color:#1d4f7a}
+.v.inconclusive{background:#eee;color:#444}
 .v.too_few_repetitions{background:#fff1cc;color:#7a5a00}.v.baseline{color:#555}.flag{color:#b35c00;font-size:.85em}
 .answer td{vertical-align:top}.answer .ci,.answer b{white-space:nowrap}
 .answer td:first-child{white-space:normal;min-width:12em}.answer .ci{color:#555;font-size:.85em}
@@ -90,8 +91,13 @@ def _verdict_html(row: Any, short: bool = False) -> str:
     if verdict is st.Verdict.TOO_FEW_REPETITIONS:
         title = f"too few repetitions for a verdict: n={row.n}, bare metal {row.baseline_n}; needs {st.MIN_REPETITIONS}"
         text = f"n={min(row.n, row.baseline_n)}: no verdict" if short else title
-    elif verdict is st.Verdict.NO_SIGNIFICANT_DIFFERENCE and short:
-        text = "no sig. difference"
+    elif verdict is st.Verdict.EQUIVALENT:
+        title = f"equivalent: the interval lies within ±{row.margin * 100:g}% of bare metal"
+        text = f"same ±{row.margin * 100:g}%" if short else title
+    elif verdict is st.Verdict.INCONCLUSIVE:
+        title = (f"inconclusive: the interval holds 1.0 and reaches past ±{row.margin * 100:g}%; about "
+                 f"{row.repetitions_to_decide} repetitions per side would decide")
+        text = f"inconclusive (n≈{row.repetitions_to_decide} decides)" if short else title
     return f"<span class='v {verdict.value}' title='{html.escape(title)}'>{html.escape(text)}</span>"
 
 
@@ -257,7 +263,7 @@ def value_text(row: Any) -> str:
 
 def _verdict_counts(rows: pd.DataFrame) -> str:
     counts = rows["verdict"].value_counts()
-    order = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.NO_SIGNIFICANT_DIFFERENCE, st.Verdict.TOO_FEW_REPETITIONS]
+    order = answer.VERDICT_ORDER
     return ", ".join(f"{int(counts[v.value])} {st.VERDICT_TEXT[v]}" for v in order if counts.get(v.value, 0))
 
 
@@ -279,10 +285,13 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
              "interval (ratio of the means, delta-method interval on the log scale, df by Welch-Satterthwaite; "
              "docs/statistics.md), n = repetitions (platform/bare metal), "
              "and a verdict at that confidence: "
-             "<span class='v better'>better</span>, <span class='v worse'>worse</span>, <span class='v "
-             "no_significant_difference'>no significant difference</span> (the interval contains 1.0), or "
+             "<span class='v better'>better</span> or <span class='v worse'>worse</span> (the interval "
+             f"excludes 1.0), <span class='v equivalent'>same ±{st.EQUIVALENCE_MARGIN * 100:g}%</span> (the "
+             "interval lies within that margin of bare metal), <span class='v inconclusive'>inconclusive</span> "
+             "(it holds 1.0 and reaches past the margin: about how many repetitions would decide), or "
              f"<span class='v too_few_repetitions'>too few repetitions</span> (fewer than {st.MIN_REPETITIONS} on "
-             "either side: no verdict and no interval). ⚠ marks measurements flagged noisy (CV above "
+             "either side: no verdict and no interval); verdicts are Holm-corrected over the run's "
+             "comparisons. ⚠ marks measurements flagged noisy (CV above "
              f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, a loaded machine): their verdicts deserve a "
              "repeat.</p>")
     head = compare.headline(stats)

@@ -23,12 +23,21 @@ Per case and platform, over the repetitions (one value per execution):
   rates and times whose spread grows with their size. It needs both means positive (all
   compared metrics are; a zero mean, e.g. a counter that stayed at 0, is not compared). It does
   not assume equal variances (a container and bare metal rarely have them).
-- **Verdict** at :data:`DEFAULT_CONFIDENCE` (95 %): ``no_significant_difference`` when the ratio
-  interval contains 1, otherwise ``better`` or ``worse`` by the metric's direction (images/s: more
-  is better; seconds: less is better). Fewer than :data:`MIN_REPETITIONS` repetitions on either
-  side: ``too_few_repetitions``, no verdict and no interval at all (with n = 2 the interval rests
-  on one degree of freedom per side, t = 12.7, and on a standard deviation estimated from two
-  points: stating it invites reading it).
+- **Verdict** at :data:`DEFAULT_CONFIDENCE` (95 %) with a practical **equivalence margin**
+  (:data:`EQUIVALENCE_MARGIN`, ±3 %: the ratio within [1/1.03, 1.03]): ``equivalent`` when the
+  ratio interval lies inside the margin (two one-sided tests at 2.5 % each: "the same within
+  3 %", whether or not it excludes 1), otherwise ``better`` or ``worse`` when it excludes 1 (by
+  the metric's direction: images/s, more is better; seconds, less), otherwise ``inconclusive``
+  (it holds 1 and reaches past the margin: no claim either way, with the repetitions that would
+  decide, :func:`repetitions_to_decide`). "No significant difference" is not a verdict: an
+  interval of ±11 % that holds 1 says nothing about sameness. Over a report's many comparisons
+  the verdicts are corrected for multiplicity by Holm's step-down method (:func:`holm`, applied
+  by ``compare.statistics`` to every compared row: with identical platforms, no false ``better``
+  or ``worse`` in 95 % of reports, where 90 uncorrected verdicts gave 3-4 per report); each row
+  keeps its own (unadjusted) interval and both p-values. Fewer than :data:`MIN_REPETITIONS`
+  repetitions on either side: ``too_few_repetitions``, no verdict and no interval at all (with
+  n = 2 the interval rests on one degree of freedom per side, t = 12.7, and on a standard
+  deviation estimated from two points: stating it invites reading it).
 - Noise flags: ``cv > CV_THRESHOLD``; a step-time distribution with points beyond Tukey's outer
   fences (``Q1 - 3 IQR``, ``Q3 + 3 IQR``: "far out"); a job that ran on a loaded machine
   (:func:`dlbench.reports.load.load_flag`: other processes' CPU or hypervisor steal while it ran,
@@ -51,6 +60,11 @@ MIN_REPETITIONS = 3
 """A verdict needs at least this many repetitions on each side."""
 ROBUST_MIN_N = 5
 """MLPerf-style robust mean (drop the minimum and the maximum) from this many repetitions."""
+EQUIVALENCE_MARGIN = 0.03
+"""±3 %: two platforms whose ratio interval lies within [1/1.03, 1.03] are ``equivalent``. The
+studies' platform differences that matter to a planner are a few per cent (containers 0-2 %,
+VMs 2-10 %, docs/statistics.md); a margin is symmetric on the log scale, so swapping the
+baseline does not change a verdict."""
 CV_THRESHOLD = 0.05
 """A coefficient of variation above 5 % is flagged noisy: the platform differences the studies
 report are a few per cent, a spread larger than that buries them."""
@@ -62,7 +76,10 @@ MIN_STEPS_FOR_OUTLIERS = 4
 class Verdict(StrEnum):
     BETTER = "better"
     WORSE = "worse"
-    NO_SIGNIFICANT_DIFFERENCE = "no_significant_difference"
+    EQUIVALENT = "equivalent"
+    """The ratio interval lies inside the equivalence margin (:data:`EQUIVALENCE_MARGIN`)."""
+    INCONCLUSIVE = "inconclusive"
+    """The interval holds 1 and reaches past the margin: neither a difference nor sameness shown."""
     TOO_FEW_REPETITIONS = "too_few_repetitions"
     BASELINE = "baseline"
     NOT_COMPARED = "not_compared"
@@ -70,7 +87,8 @@ class Verdict(StrEnum):
 
 
 VERDICT_TEXT = {
-    Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.NO_SIGNIFICANT_DIFFERENCE: "no significant difference",
+    Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.EQUIVALENT: "equivalent",
+    Verdict.INCONCLUSIVE: "inconclusive",
     Verdict.TOO_FEW_REPETITIONS: "too few repetitions", Verdict.BASELINE: "baseline", Verdict.NOT_COMPARED: "-",
 }
 
@@ -140,9 +158,9 @@ def t_cdf(t: float, df: float) -> float:
 @dataclass(frozen=True)
 class Comparison:
     """A platform's values D against bare metal's H: the ratio of the means D̄/H̄, its delta-method
-    interval on the log scale (df by Welch-Satterthwaite), and the verdict. The interval is NaN
-    where it is not stated: fewer than :data:`MIN_REPETITIONS` repetitions on a side, or a mean
-    that is not positive."""
+    interval on the log scale (df by Welch-Satterthwaite), the two p-values the verdict reads and
+    the verdict. The interval and p-values are NaN where they are not stated: fewer than
+    :data:`MIN_REPETITIONS` repetitions on a side, or a mean that is not positive."""
 
     n: int
     baseline_n: int
@@ -155,6 +173,14 @@ class Comparison:
     """Welch-Satterthwaite degrees of freedom of the log ratio."""
     confidence: float
     verdict: Verdict
+    margin: float = EQUIVALENCE_MARGIN
+    p_difference: float = math.nan
+    """Two-sided p of "the ratio is 1" (Welch's t on the log scale): below 1 - confidence, a difference."""
+    p_equivalence: float = math.nan
+    """The larger p of the two one-sided tests "the ratio is at or beyond a margin end": below
+    (1 - confidence) / 2, the interval lies inside the margin (equivalent)."""
+    repetitions_to_decide: int = 0
+    """For an inconclusive verdict: about how many repetitions per side would decide it (0 when decided)."""
 
     def scaled(self, baseline_mean: float) -> dict[str, float]:
         """The one ratio interval on every scale the report states: ×BM (``normalized_ci_*``) is
@@ -172,39 +198,115 @@ def ratio_interval(values: Sequence[float], baseline: Sequence[float], confidenc
     (D) over bare metal's ``baseline`` (H): a delta-method interval on log(D̄/H̄) with Student's t at
     the Welch-Satterthwaite df, exponentiated. The interval is NaN below two values on a side (no
     spread) and when a mean is not positive (no logarithm)."""
+    ratio, se, df = _log_ratio_se(values, baseline)
+    if math.isnan(se):
+        return ratio, math.nan, math.nan, math.nan
+    if se == 0:  # both sides repeat exactly: the ratio is what it is
+        return ratio, ratio, ratio, math.inf
+    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * se
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half), df
+
+
+def _log_ratio_se(values: Sequence[float], baseline: Sequence[float]) -> tuple[float, float, float]:
+    """(D̄/H̄, the standard error of log(D̄/H̄) by the delta method, Welch-Satterthwaite df); se and df
+    NaN below two values on a side or with a mean that is not positive."""
     n_d, n_h = len(values), len(baseline)
     m_d, m_h = mean(values), mean(baseline)
     ratio = normalized(m_d, m_h)
     if n_d < 2 or n_h < 2 or not (m_d > 0 and m_h > 0):
-        return ratio, math.nan, math.nan, math.nan
+        return ratio, math.nan, math.nan
     v_d, v_h = std(values) ** 2 / (n_d * m_d * m_d), std(baseline) ** 2 / (n_h * m_h * m_h)
     se2 = v_d + v_h
-    if se2 == 0:  # both sides repeat exactly: the ratio is what it is
-        return ratio, ratio, ratio, math.inf
-    df = se2 ** 2 / (v_d ** 2 / (n_d - 1) + v_h ** 2 / (n_h - 1))
-    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * math.sqrt(se2)
-    return ratio, ratio * math.exp(-half), ratio * math.exp(half), df
+    if se2 == 0:
+        return ratio, 0.0, math.inf
+    return ratio, math.sqrt(se2), se2 ** 2 / (v_d ** 2 / (n_d - 1) + v_h ** 2 / (n_h - 1))
+
+
+def p_values(ratio: float, se: float, df: float, margin: float = EQUIVALENCE_MARGIN) -> tuple[float, float]:
+    """(p of a difference, p of equivalence) for a ratio with log-scale standard error ``se``.
+    Difference: two-sided Welch t of log ratio = 0. Equivalence: two one-sided tests (Schuirmann's
+    TOST) of log ratio <= -log(1 + margin) and >= log(1 + margin); their larger p. Both are exact
+    counterparts of the interval: at confidence c, the interval excludes 1 iff p_difference < 1 - c,
+    and lies inside the margin iff p_equivalence < (1 - c) / 2."""
+    log_r, bound = math.log(ratio), math.log1p(margin)
+    if se == 0:
+        return (0.0 if log_r != 0 else 1.0), (0.0 if abs(log_r) < bound else 1.0)
+    p_difference = 2.0 * (1.0 - t_cdf(abs(log_r) / se, df))
+    p_low = 1.0 - t_cdf((log_r + bound) / se, df)  # H0: ratio at or below 1 / (1 + margin)
+    p_high = t_cdf((log_r - bound) / se, df)  # H0: ratio at or above 1 + margin
+    return min(1.0, p_difference), max(p_low, p_high)
+
+
+def decide(ratio: float, p_difference: float, p_equivalence: float, higher_is_better: bool,
+           confidence: float = DEFAULT_CONFIDENCE) -> Verdict:
+    """The verdict from the two (possibly multiplicity-adjusted) p-values: equivalence first (a
+    0.6 % slowdown measured to ±0.2 % is the same within 3 %, not "worse"), then a difference,
+    else inconclusive."""
+    alpha = 1.0 - confidence
+    if p_equivalence < alpha / 2:
+        return Verdict.EQUIVALENT
+    if p_difference < alpha:
+        return Verdict.BETTER if (ratio > 1.0) == higher_is_better else Verdict.WORSE
+    return Verdict.INCONCLUSIVE
+
+
+REPETITIONS_CAP = 1000
+"""Above this, "about N repetitions would decide" means "not with repetitions": the ratio sits on
+the margin's end."""
+
+
+def repetitions_to_decide(ratio: float, low: float, high: float, n: int, margin: float = EQUIVALENCE_MARGIN) -> int:
+    """About how many repetitions per side would make an inconclusive comparison decide, if the
+    ratio and the spread stayed what they are: the interval's half-width (log scale) shrinks as
+    1/sqrt(n); it must fit inside the margin (a ratio inside it) or clear 1 (a ratio beyond it).
+    Rounded up, at least n + 1, at most :data:`REPETITIONS_CAP`."""
+    half = (math.log(high) - math.log(low)) / 2.0
+    log_r, bound = abs(math.log(ratio)), math.log1p(margin)
+    room = bound - log_r if log_r < bound else log_r
+    if room <= 0 or half <= 0:
+        return REPETITIONS_CAP
+    return max(n + 1, min(REPETITIONS_CAP, math.ceil(n * (half / room) ** 2)))
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, the i-th (from 0) of m is
+    multiplied by m - i, then made monotone; NaN stays NaN and does not count in m. Rejecting
+    where the adjusted p < alpha keeps the chance of any false claim in the family <= alpha, under
+    any dependence between the tests (a cell's throughput and elapsed time are nearly one)."""
+    order = sorted((v, i) for i, v in enumerate(p) if v == v)
+    m = len(order)
+    out = [math.nan] * len(p)
+    running = 0.0
+    for rank, (value, index) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * value))
+        out[index] = running
+    return out
 
 
 def compare(values: Sequence[float], baseline: Sequence[float], higher_is_better: bool,
-            confidence: float = DEFAULT_CONFIDENCE, min_repetitions: int = MIN_REPETITIONS) -> Comparison:
-    """The platform's ``values`` against bare metal's ``baseline``: the ratio interval and the
-    verdict it gives (whether it excludes 1, read with the metric's direction). Too few
-    repetitions: no interval at all, so no reader takes one for a result."""
+            confidence: float = DEFAULT_CONFIDENCE, min_repetitions: int = MIN_REPETITIONS,
+            margin: float = EQUIVALENCE_MARGIN) -> Comparison:
+    """The platform's ``values`` against bare metal's ``baseline``: the ratio interval, the two
+    p-values and the verdict they give on their own (``compare.statistics`` re-decides it after
+    Holm's correction over the report). Too few repetitions: no interval at all, so no reader
+    takes one for a result."""
     n, baseline_n = len(values), len(baseline)
     if n < min_repetitions or baseline_n < min_repetitions:
         return Comparison(n=n, baseline_n=baseline_n, ratio=normalized(mean(values), mean(baseline)),
                           ratio_low=math.nan, ratio_high=math.nan, df=math.nan, confidence=confidence,
-                          verdict=Verdict.TOO_FEW_REPETITIONS)
+                          verdict=Verdict.TOO_FEW_REPETITIONS, margin=margin)
     ratio, low, high, df = ratio_interval(values, baseline, confidence)
     if math.isnan(low):  # a mean of 0 or below: a ratio on the log scale does not exist
-        verdict = Verdict.NOT_COMPARED
-    elif low <= 1.0 <= high:
-        verdict = Verdict.NO_SIGNIFICANT_DIFFERENCE
-    else:
-        verdict = Verdict.BETTER if (low > 1.0) == higher_is_better else Verdict.WORSE
+        return Comparison(n=n, baseline_n=baseline_n, ratio=ratio, ratio_low=low, ratio_high=high, df=df,
+                          confidence=confidence, verdict=Verdict.NOT_COMPARED, margin=margin)
+    _, se, _ = _log_ratio_se(values, baseline)
+    p_difference, p_equivalence = p_values(ratio, se, df, margin)
+    verdict = decide(ratio, p_difference, p_equivalence, higher_is_better, confidence)
     return Comparison(n=n, baseline_n=baseline_n, ratio=ratio, ratio_low=low, ratio_high=high, df=df,
-                      confidence=confidence, verdict=verdict)
+                      confidence=confidence, verdict=verdict, margin=margin, p_difference=p_difference,
+                      p_equivalence=p_equivalence,
+                      repetitions_to_decide=repetitions_to_decide(ratio, low, high, max(n, baseline_n), margin)
+                      if verdict is Verdict.INCONCLUSIVE else 0)
 
 
 # -- noise: step-time outliers, a loaded machine ---------------------------------------------------

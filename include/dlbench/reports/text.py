@@ -36,7 +36,7 @@ __all__ = ["VERDICT_SHORT", "text_table"]
 
 
 def _comparison(row: Any) -> str:
-    """``0.981× [0.952, 1.01] not-sig n=3/3``: ×BM, its interval (none when there is none), the
+    """``0.981× [0.952, 1.01] inconclusive n=3/3``: ×BM, its interval (none when there is none), the
     verdict and the repetitions on both sides (platform / bare metal)."""
     verdict = st.Verdict(row.verdict)
     if row.metric in metrics.RELATIVE:  # a degradation %: already relative to the job alone, never × bare metal
@@ -111,7 +111,9 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
     lines = [f"Run {run_id}: {profile.describe()}.",
              f"×BM = platform / bare metal with its {confidence} interval (docs/statistics.md); verdict at "
-             f"{confidence}: better / worse / not-sig / too-few (n < {st.MIN_REPETITIONS} on a side: no interval); "
+             f"{confidence}, Holm-corrected: better / worse / same±{st.EQUIVALENCE_MARGIN * 100:g}% (the interval "
+             "within the margin) / inconclusive (neither shown) / too-few "
+             f"(n < {st.MIN_REPETITIONS} on a side: no interval); "
              "n = repetitions platform/bare metal; ↑ more is better, ↓ less is better; ⚠ flagged (CV > "
              f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, loaded machine)."]
     lines += [f"WARNING: {platform} {EMULATED_WARNING.format(accel=accel)}."
