@@ -121,6 +121,12 @@ PARAMS = {
         None, type=["null", "integer"], minimum=1, maximum=100, title="Repetitions",
         description="Repetitions of every cell; empty = the profile's default.",
     ),
+    "equivalence_margin_pct": Param(
+        None, type=["null", "number"], exclusiveMinimum=0, maximum=50, title="Equivalence margin (%)",
+        description="Platforms whose whole 95 % interval lies within this many per cent of bare metal are "
+        "equivalent, wholly beyond it better or worse; in between the report says how many repetitions would "
+        "resolve it (docs/statistics.md). Empty = the profile's (3).",
+    ),
     "data_dir": Param(
         None, type=["null", "string"], title="Real-data directory",
         description="ImageNet TFRecords (train-*) already on every target machine; empty = a generated demo "

@@ -124,6 +124,10 @@ class BenchmarkRequest(BaseModel):
         default=None, description="the profile's resolved fields, filled in at validation: later tasks (on any "
         "worker) and the archived request use exactly what was validated, even if the profile is redefined")
     repetitions: int | None = Field(default=None, ge=1, le=100)
+    equivalence_margin_pct: float | None = Field(
+        default=None, gt=0, le=50, description="the practical margin of the verdicts, in per cent: a platform "
+        "whose whole interval lies within it of bare metal is equivalent, wholly beyond it better or worse "
+        "(docs/statistics.md); empty = the profile's (3)")
     data_dir: AbsolutePath | None = None
     gates: list[Gate] = Field(
         default_factory=list, description="pass/fail thresholds on the comparison with bare metal, evaluated by "
@@ -340,6 +344,11 @@ class BenchmarkRequest(BaseModel):
 
     def repetitions_for(self, suite: Suite) -> int:
         return self.repetitions or self.resolved_profile.repetitions_for(suite.value)
+
+    @property
+    def equivalence_margin(self) -> float:
+        """The verdicts' margin as a fraction (0.03 = ±3 %): the request's, else the profile's."""
+        return (self.equivalence_margin_pct or self.resolved_profile.equivalence_margin_pct) / 100.0
 
 
 def normalize(params: dict[str, Any]) -> dict[str, Any]:

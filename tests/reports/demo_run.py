@@ -4,7 +4,7 @@ labels (one job on a loaded machine), a step-time outlier, a failure and a skip.
 
 Two more runs judge the decision-grade line (:func:`dlbench.reports.answer.decision_grade`):
 :func:`smoke_documents`, what ``make run`` produces (profile smoke: toy sizes, 2 repetitions, a
-loaded job), and :func:`decision_documents`, a run that answers (the paper's sizes, 3
+loaded job), and :func:`decision_documents`, a run that answers (the paper's sizes, 5
 repetitions, quiet machines, no noise).
 
 ``python -m tests.reports.demo_run OUT_DIR`` writes the report of it (SQLite under OUT_DIR)."""
@@ -136,10 +136,16 @@ def smoke_documents() -> list[ResultDocument]:
                         loaded=("container_on_bare_metal", "resnet50", "real", 1))
 
 
+DECISION_REPETITIONS = 5
+"""A decision run's repetitions (``answer.DECISION_REPETITIONS``): with 3, a container at 0.99x
+bare metal measured to ±0.2 % is shown different but, after Holm's correction over the run's 24
+training comparisons, not yet equivalent within ±3 % (different, within margin)."""
+
+
 def decision_documents() -> list[ResultDocument]:
-    """A run that answers: the paper's sizes, 3 repetitions, quiet machines, 0.2 % noise."""
-    return training_run(DECISION_RUN, "paper", {"bare_metal": 1.0, "container_on_bare_metal": 0.98,
-                                                "virtual_machine": 0.90}, 3, noise=0.002)
+    """A run that answers: the paper's sizes, 5 repetitions, quiet machines, 0.2 % noise."""
+    return training_run(DECISION_RUN, "paper", {"bare_metal": 1.0, "container_on_bare_metal": 0.99,
+                                                "virtual_machine": 0.90}, DECISION_REPETITIONS, noise=0.002)
 
 
 def run_info(run_id: str, profile: str, *, platforms: list[str], repetitions: int,

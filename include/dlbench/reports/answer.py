@@ -70,13 +70,13 @@ DECISION_REPETITIONS = 5
 sizes and enough repetitions that one bad repetition still leaves :data:`~dlbench.reports.stats.MIN_REPETITIONS`."""
 
 VERDICT_SHORT = {st.Verdict.BETTER: "better", st.Verdict.WORSE: "worse",
-                 st.Verdict.EQUIVALENT: f"same±{st.EQUIVALENCE_MARGIN * 100:g}%",
+                 st.Verdict.EQUIVALENT: "same", st.Verdict.DIFFERENT_WITHIN_MARGIN: "diff-in-margin",
                  st.Verdict.INCONCLUSIVE: "inconclusive",
                  st.Verdict.TOO_FEW_REPETITIONS: "too-few",
                  st.Verdict.BASELINE: "baseline", st.Verdict.NOT_COMPARED: "-"}
 
-VERDICT_ORDER = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.EQUIVALENT, st.Verdict.INCONCLUSIVE,
-                 st.Verdict.TOO_FEW_REPETITIONS]
+VERDICT_ORDER = [st.Verdict.BETTER, st.Verdict.WORSE, st.Verdict.EQUIVALENT, st.Verdict.DIFFERENT_WITHIN_MARGIN,
+                 st.Verdict.INCONCLUSIVE, st.Verdict.TOO_FEW_REPETITIONS]
 """The verdicts a comparison can have, in the order summaries count them."""
 
 
@@ -320,12 +320,17 @@ class Grade:
     decision_grade: bool
     reasons: tuple[str, ...]
     instead: str | None
+    margin: float = st.EQUIVALENCE_MARGIN
+
+    @property
+    def margin_text(self) -> str:
+        return f"±{self.margin * 100:g}%"
 
     def line(self) -> str:
         """The one sentence the console and the page both print."""
         if self.decision_grade:
-            return ("DECISION-GRADE: real-sized profile, every training comparison decides (better, worse or "
-                    f"the same within ±{st.EQUIVALENCE_MARGIN * 100:g}%, n >= {st.MIN_REPETITIONS} on both sides), "
+            return ("DECISION-GRADE: real-sized profile, every training comparison resolved (equivalent within "
+                    f"{self.margin_text}, better or worse beyond it; n >= {st.MIN_REPETITIONS} on both sides), "
                     "no flags on training cells.")
         return f"NOT DECISION-GRADE: {'; '.join(self.reasons)}. {self.instead}"
 
@@ -383,12 +388,17 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
         alone = compared[compared["verdict"] == st.Verdict.NOT_COMPARED.value]
         if not alone.empty:
             reasons.append(f"{len(alone)} {what} comparisons have no bare-metal result")
-        open_ = compared[compared["verdict"] == st.Verdict.INCONCLUSIVE.value]
+        open_ = compared[compared["verdict"].isin([v.value for v in st.UNRESOLVED])]
         if not open_.empty:
-            needed = int(open_["repetitions_to_decide"].max())
-            how_many = f"about {needed}" if needed < st.REPETITIONS_CAP else "more than any run gives"
-            reasons.append(f"{len(open_)} of {len(compared)} {what} comparisons are inconclusive at "
-                           f"±{st.EQUIVALENCE_MARGIN * 100:g}% ({how_many} repetitions per side would decide)")
+            needs = open_["repetitions_to_decide"]
+            needed = math.ceil(float(needs.median()))
+            beyond = int((needs > MAX_SUGGESTED_REPETITIONS).sum())
+            which = " or ".join(st.VERDICT_TEXT[v] for v in sorted(st.UNRESOLVED)
+                                if (open_["verdict"] == v.value).any())
+            near = f"; {beyond} sit so near the margin that they need more than {MAX_SUGGESTED_REPETITIONS}"
+            reasons.append(f"{len(open_)} of {len(compared)} {what} comparisons are {which} at the "
+                           f"±{float(open_['margin'].iloc[0]) * 100:g}% margin (about {needed} repetitions per side "
+                           f"would resolve half of them{near if beyond else ''})")
             if not profile.toy:  # a toy run's spread is start-up noise: its needs say nothing of a real run's
                 repetitions = min(needed, MAX_SUGGESTED_REPETITIONS)
     flagged = rows[rows["flags"] != ""] if not rows.empty else rows
@@ -399,12 +409,13 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
         counts = [f"{flagged[mask].groupby(cell).ngroups} {what}" for what, mask in kinds if mask.any()]
         reasons.append(f"flags on {flagged.groupby(cell).ngroups} of {rows.groupby(cell).ngroups} {what} cells "
                        f"({', '.join(counts)})")
+    margin = float(rows["margin"].iloc[0]) if not rows.empty and "margin" in rows else st.EQUIVALENCE_MARGIN
     if not reasons:
-        return Grade(True, (), None)
+        return Grade(True, (), None, margin)
     command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"),
                                profile.requested_list("suites"), repetitions)
     return Grade(False, tuple(reasons), f"For a decision run: {command} on a "
-                                        "quiet machine (or trigger dlbench_benchmark with that conf).")
+                                        "quiet machine (or trigger dlbench_benchmark with that conf).", margin)
 
 
 # -- micro-benchmarks ------------------------------------------------------------------------------

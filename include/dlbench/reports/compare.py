@@ -4,7 +4,8 @@ For every case (suite, benchmark, scenario, requested parameters, metric, labels
 n, mean, std and coefficient of variation over repetitions; then, against bare metal,
 ``diff_pct = (H - D) / H * 100`` (study 001's Diff%, H = bare metal, D = the other platform)
 and ``normalized = D / H`` (the core study's figures: bare metal = 1.0), each with its confidence
-interval and a verdict (better / worse / equivalent / inconclusive / too few repetitions), and the
+interval and a verdict (equivalent / better / worse / different within margin / inconclusive / too few
+repetitions, against the run's equivalence margin), and the
 noise flags: every statistic is computed by :mod:`dlbench.reports.stats` (docs/statistics.md).
 
 Scenarios (the core study's section 3.3): a distributed or shared-resource cell writes one
@@ -207,7 +208,7 @@ def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, label
 COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv", "robust_mean",
            "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
-           "margin", "p_difference", "p_equivalence", "comparisons", "repetitions_to_decide",
+           "margin", "p_difference", "p_equivalence", "p_beyond", "comparisons", "repetitions_to_decide",
            "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
 """The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
 row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: a delta-method interval
@@ -216,9 +217,11 @@ interval of the ratio itself (always positive), ``diff_pct_ci_*`` = (1 - that in
 ``ci_low``/``ci_high`` = bare metal's mean x (that interval - 1), the difference of the means in
 the metric's unit; ``df`` is its Welch-Satterthwaite degrees of freedom. All are empty (NaN) for
 bare metal, rows not compared and rows with too few repetitions: ``verdict`` says which.
-``verdict`` is better / worse / equivalent (within ``margin``, ±3 %) / inconclusive, from
-``p_difference`` and ``p_equivalence`` Holm-adjusted over the comparison's ``comparisons`` rows
-(docs/statistics.md); an inconclusive row says about how many repetitions per side would decide
+``verdict`` is equivalent (the interval within ``margin``, a fraction: 0.03 = ±3 %) / better /
+worse (wholly beyond it) / different within margin / inconclusive, from ``p_difference``,
+``p_equivalence`` and ``p_beyond`` Holm-adjusted within the row's family of ``comparisons`` rows
+(the headline metrics' rows, or the other metrics')
+(docs/statistics.md); an unresolved row says about how many repetitions per side would resolve
 it (``repetitions_to_decide``)."""
 
 
@@ -250,7 +253,7 @@ def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[
 
 
 def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
-               confidence: float = st.DEFAULT_CONFIDENCE) -> pd.DataFrame:
+               confidence: float = st.DEFAULT_CONFIDENCE, margin: float = st.EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal,
     their confidence intervals, the verdict and the noise flags (``outliers``: job_id -> outlying
     steps, :func:`step_outliers`).
@@ -291,7 +294,7 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
     stats["normalized"] = [st.normalized(m, b) if ok else math.nan
                            for m, b, ok in zip(stats["mean"], stats["baseline"], comparable, strict=True)]
     stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
-    _add_inference(stats, comparable, confidence)
+    _add_inference(stats, comparable, confidence, margin)
     _add_flags(stats, frame, outliers or {})
     order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
     stats["_p"] = stats["platform"].map(lambda p: order.get(p, len(order)))
@@ -305,11 +308,13 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
                  ].reset_index(drop=True)
 
 
-def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float) -> None:
+def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float, margin: float) -> None:
     """Robust mean, the ratio interval against bare metal on every scale, and the verdict: each
-    row's two p-values (difference, equivalence within the margin) Holm-adjusted over every
-    compared row of this comparison (the report's family: about 90 verdicts per run), then read
-    by :func:`dlbench.reports.stats.decide`. The interval stays each row's own."""
+    row's three p-values (difference, equivalence within ``margin``, beyond it) Holm-adjusted within
+    its family, then read by :func:`dlbench.reports.stats.decide`. Two families: the headline
+    metrics' rows (the answer's verdicts, what a planner acts on: about 90 per run) and the other
+    metrics' (diagnostics), so a run's dozens of diagnostic rows do not blunt its answer. The
+    interval stays each row's own; ``comparisons`` is the size of the row's family."""
     stats["robust_mean"] = [st.robust_mean(v) for v in stats["_values"]]
     rows: list[dict[str, Any]] = []
     results: list[st.Comparison | None] = []
@@ -317,7 +322,7 @@ def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float
     for values, base, platform, ok, higher in zip(stats["_values"], stats["_base_values"], stats["platform"],
                                                   comparable, stats["higher_is_better"], strict=True):
         row: dict[str, Any] = {"baseline_n": len(base) if isinstance(base, list) else 0, "confidence": confidence,
-                               "margin": st.EQUIVALENCE_MARGIN, "p_difference": nan, "p_equivalence": nan,
+                               "margin": margin, "p_difference": nan, "p_equivalence": nan, "p_beyond": nan,
                                "repetitions_to_decide": 0}
         result = None
         if platform == BASELINE or not isinstance(base, list) or not ok:
@@ -326,22 +331,26 @@ def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float
             row.update(ci_low=nan, ci_high=nan, df=nan, verdict=verdict.value,
                        normalized_ci_low=nan, normalized_ci_high=nan, diff_pct_ci_low=nan, diff_pct_ci_high=nan)
         else:
-            result = st.compare(values, base, bool(higher), confidence)
+            result = st.compare(values, base, bool(higher), confidence, margin=margin)
             row.update(df=result.df, verdict=result.verdict.value, **result.scaled(st.mean(base)))
         rows.append(row)
         results.append(result)
-    family = [(i, r) for i, r in enumerate(results) if r is not None and r.p_difference == r.p_difference]
-    adjusted = zip(st.holm([r.p_difference for _, r in family]), st.holm([r.p_equivalence for _, r in family]),
-                   family, strict=True)
-    for p_difference, p_equivalence, (i, result) in adjusted:
-        row = rows[i]
-        verdict = st.decide(result.ratio, p_difference, p_equivalence, bool(stats["higher_is_better"].iloc[i]),
-                            confidence)
-        row.update(p_difference=p_difference, p_equivalence=p_equivalence, verdict=verdict.value,
-                   repetitions_to_decide=st.repetitions_to_decide(
-                       result.ratio, result.ratio_low, result.ratio_high, max(result.n, result.baseline_n))
-                   if verdict is st.Verdict.INCONCLUSIVE else 0)
-    stats["comparisons"] = len(family)
+    headline = [metrics.is_headline(s, m) for s, m in zip(stats["suite"], stats["metric"], strict=True)]
+    tested = [(i, r) for i, r in enumerate(results) if r is not None and r.p_difference == r.p_difference]
+    sizes = [0] * len(rows)
+    for family in ([(i, r) for i, r in tested if headline[i]], [(i, r) for i, r in tested if not headline[i]]):
+        adjusted = zip(st.holm([r.p_difference for _, r in family]), st.holm([r.p_equivalence for _, r in family]),
+                       st.holm([r.p_beyond for _, r in family]), family, strict=True)
+        for p_difference, p_equivalence, p_beyond, (i, result) in adjusted:
+            verdict = st.decide(result.ratio, p_difference, p_equivalence, p_beyond,
+                                bool(stats["higher_is_better"].iloc[i]), confidence)
+            sizes[i] = len(family)
+            rows[i].update(p_difference=p_difference, p_equivalence=p_equivalence, p_beyond=p_beyond,
+                           verdict=verdict.value,
+                           repetitions_to_decide=st.repetitions_to_decide(
+                               result.ratio, result.ratio_low, result.ratio_high, max(result.n, result.baseline_n),
+                               margin) if verdict in st.UNRESOLVED else 0)
+    stats["comparisons"] = sizes
     for key in rows[0] if rows else []:
         stats[key] = [r[key] for r in rows]
 

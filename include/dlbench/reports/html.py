@@ -60,7 +60,7 @@ td,th{border:1px solid #ccc;padding:.25em .6em;font-size:.9em;text-align:right}t
 h2{margin-top:2em;border-bottom:2px solid #ddd}.note{color:#555;font-size:.9em}.bad{color:#a00}
 .v{padding:0 .35em;border-radius:3px;white-space:nowrap}.v.better{background:#d9f2d9;color:#155d15}
 .v.worse{background:#f8d7d7;color:#8a1111}.v.equivalent{background:#e3effa;color:#1d4f7a}
-.v.inconclusive{background:#eee;color:#444}
+.v.inconclusive,.v.different_within_margin{background:#eee;color:#444}
 .v.too_few_repetitions{background:#fff1cc;color:#7a5a00}.v.baseline{color:#555}.flag{color:#b35c00;font-size:.85em}
 .answer td{vertical-align:top}.answer .ci,.answer b{white-space:nowrap}
 .answer td:first-child{white-space:normal;min-width:12em}.answer .ci{color:#555;font-size:.85em}
@@ -94,10 +94,14 @@ def _verdict_html(row: Any, short: bool = False) -> str:
     elif verdict is st.Verdict.EQUIVALENT:
         title = f"equivalent: the interval lies within ±{row.margin * 100:g}% of bare metal"
         text = f"same ±{row.margin * 100:g}%" if short else title
-    elif verdict is st.Verdict.INCONCLUSIVE:
-        title = (f"inconclusive: the interval holds 1.0 and reaches past ±{row.margin * 100:g}%; about "
-                 f"{row.repetitions_to_decide} repetitions per side would decide")
-        text = f"inconclusive (n≈{row.repetitions_to_decide} decides)" if short else title
+    elif verdict in (st.Verdict.BETTER, st.Verdict.WORSE):
+        title = f"{text}: the whole interval lies beyond ±{row.margin * 100:g}% of bare metal"
+    elif verdict in st.UNRESOLVED:
+        why = ("the interval excludes 1.0 but reaches into" if verdict is st.Verdict.DIFFERENT_WITHIN_MARGIN
+               else "the interval holds 1.0 and reaches past")
+        title = (f"{text}: {why} ±{row.margin * 100:g}%; about {row.repetitions_to_decide} repetitions per side "
+                 "would resolve it")
+        text = f"{text} (n≈{row.repetitions_to_decide} resolves)" if short else title
     return f"<span class='v {verdict.value}' title='{html.escape(title)}'>{html.escape(text)}</span>"
 
 
@@ -281,14 +285,17 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
     time normalized to bare metal with its confidence interval, n, verdict and flags; a run
     without training answers with the micro-benchmarks' headline metrics instead."""
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
+    margin = float(stats["margin"].iloc[0]) if not stats.empty and "margin" in stats else st.EQUIVALENCE_MARGIN
     intro = (f"<p class='note'>Each platform against bare metal (×BM: 1.0 = bare metal) with its {confidence} "
              "interval (ratio of the means, delta-method interval on the log scale, df by Welch-Satterthwaite; "
              "docs/statistics.md), n = repetitions (platform/bare metal), "
              "and a verdict at that confidence: "
-             "<span class='v better'>better</span> or <span class='v worse'>worse</span> (the interval "
-             f"excludes 1.0), <span class='v equivalent'>same ±{st.EQUIVALENCE_MARGIN * 100:g}%</span> (the "
-             "interval lies within that margin of bare metal), <span class='v inconclusive'>inconclusive</span> "
-             "(it holds 1.0 and reaches past the margin: about how many repetitions would decide), or "
+             f"<span class='v equivalent'>same ±{margin * 100:g}%</span> (the interval lies within the run's "
+             "equivalence margin of bare metal), <span class='v better'>better</span> or <span class='v "
+             "worse'>worse</span> (it lies wholly beyond the margin), <span class='v different_within_margin'>"
+             "different, within margin</span> (it excludes 1.0 but reaches into the margin), <span class='v "
+             "inconclusive'>inconclusive</span> (it holds 1.0 and reaches past the margin; both say about how many "
+             "repetitions would resolve them), or "
              f"<span class='v too_few_repetitions'>too few repetitions</span> (fewer than {st.MIN_REPETITIONS} on "
              "either side: no verdict and no interval); verdicts are Holm-corrected over the run's "
              "comparisons. ⚠ marks measurements flagged noisy (CV above "

@@ -10,6 +10,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from dlbench.reports import compare, gates, load
+from dlbench.reports import stats as st
 from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Execution, Run
 
@@ -48,10 +49,19 @@ def run_gates(engine: Engine, run_id: str, frame: pd.DataFrame, requested: dict[
     return gates.evaluate(declared, frame, compare.step_outliers(engine, run_id))
 
 
+def run_margin(requested: dict[str, Any]) -> float:
+    """The equivalence margin (a fraction) the run's validated request declared, else its pinned
+    profile's, else the default: a run's verdicts are read at the margin it asked for."""
+    pct = requested.get("equivalence_margin_pct") or (requested.get("profile_spec") or {}).get("equivalence_margin_pct")
+    return float(pct) / 100.0 if pct else st.EQUIVALENCE_MARGIN
+
+
 def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(samples frame, comparison) of a run: every number of the report, flags included."""
+    """(samples frame, comparison) of a run: every number of the report, flags included, the
+    verdicts at the run's own equivalence margin (:func:`run_margin`)."""
     frame = compare.samples_frame(engine, run_id)
-    return frame, compare.statistics(frame, compare.step_outliers(engine, run_id))
+    _, requested = run_request(engine, run_id)
+    return frame, compare.statistics(frame, compare.step_outliers(engine, run_id), margin=run_margin(requested))
 
 
 def load_table(engine: Engine, run_id: str) -> pd.DataFrame:

@@ -23,21 +23,23 @@ Per case and platform, over the repetitions (one value per execution):
   rates and times whose spread grows with their size. It needs both means positive (all
   compared metrics are; a zero mean, e.g. a counter that stayed at 0, is not compared). It does
   not assume equal variances (a container and bare metal rarely have them).
-- **Verdict** at :data:`DEFAULT_CONFIDENCE` (95 %) with a practical **equivalence margin**
-  (:data:`EQUIVALENCE_MARGIN`, ±3 %: the ratio within [1/1.03, 1.03]): ``equivalent`` when the
-  ratio interval lies inside the margin (two one-sided tests at 2.5 % each: "the same within
-  3 %", whether or not it excludes 1), otherwise ``better`` or ``worse`` when it excludes 1 (by
-  the metric's direction: images/s, more is better; seconds, less), otherwise ``inconclusive``
-  (it holds 1 and reaches past the margin: no claim either way, with the repetitions that would
-  decide, :func:`repetitions_to_decide`). "No significant difference" is not a verdict: an
-  interval of ±11 % that holds 1 says nothing about sameness. Over a report's many comparisons
-  the verdicts are corrected for multiplicity by Holm's step-down method (:func:`holm`, applied
-  by ``compare.statistics`` to every compared row: with identical platforms, no false ``better``
-  or ``worse`` in 95 % of reports, where 90 uncorrected verdicts gave 3-4 per report); each row
-  keeps its own (unadjusted) interval and both p-values. Fewer than :data:`MIN_REPETITIONS`
-  repetitions on either side: ``too_few_repetitions``, no verdict and no interval at all (with
-  n = 2 the interval rests on one degree of freedom per side, t = 12.7, and on a standard
-  deviation estimated from two points: stating it invites reading it).
+- **Verdict** at :data:`DEFAULT_CONFIDENCE` (95 %) against a practical **equivalence margin**
+  (the run's ``equivalence_margin_pct``, default :data:`EQUIVALENCE_MARGIN` ±3 %: the ratio
+  within [1/1.03, 1.03]): ``equivalent`` when the ratio interval lies inside the margin (two
+  one-sided tests at 2.5 % each: "the same within 3 %"); ``better`` or ``worse`` when it lies
+  wholly beyond the margin on one side (by the metric's direction: images/s, more is better;
+  seconds, less); ``different_within_margin`` when it excludes 1 but reaches into the margin (a
+  difference, not shown to matter); ``inconclusive`` when it holds 1 and reaches past a margin
+  bound. The last two carry the repetitions that would resolve them
+  (:func:`repetitions_to_decide`). "No significant difference" is not a verdict: an interval of
+  ±11 % that holds 1 says nothing about sameness. Over a report's many comparisons the verdicts
+  are corrected for multiplicity by Holm's step-down method (:func:`holm`, applied by
+  ``compare.statistics`` to every compared row: with identical platforms, a false claim in at
+  most 5 % of reports, where 90 uncorrected verdicts gave 3-4 per report); each row keeps its own
+  (unadjusted) interval and its p-values. Fewer than :data:`MIN_REPETITIONS` repetitions on
+  either side: ``too_few_repetitions``, no verdict and no interval at all (with n = 2 the
+  interval rests on one degree of freedom per side, t = 12.7, and on a standard deviation
+  estimated from two points: stating it invites reading it).
 - Noise flags: ``cv > CV_THRESHOLD``; a step-time distribution with points beyond Tukey's outer
   fences (``Q1 - 3 IQR``, ``Q3 + 3 IQR``: "far out"); a job that ran on a loaded machine
   (:func:`dlbench.reports.load.load_flag`: other processes' CPU or hypervisor steal while it ran,
@@ -76,10 +78,14 @@ MIN_STEPS_FOR_OUTLIERS = 4
 class Verdict(StrEnum):
     BETTER = "better"
     WORSE = "worse"
+    """BETTER / WORSE: the whole ratio interval lies beyond the equivalence margin, on one side."""
     EQUIVALENT = "equivalent"
     """The ratio interval lies inside the equivalence margin (:data:`EQUIVALENCE_MARGIN`)."""
+    DIFFERENT_WITHIN_MARGIN = "different_within_margin"
+    """The interval excludes 1 but reaches into the margin: a difference is shown, not that it
+    matters (it may be smaller than the margin)."""
     INCONCLUSIVE = "inconclusive"
-    """The interval holds 1 and reaches past the margin: neither a difference nor sameness shown."""
+    """The interval holds 1 and reaches past a margin bound: neither a difference nor sameness shown."""
     TOO_FEW_REPETITIONS = "too_few_repetitions"
     BASELINE = "baseline"
     NOT_COMPARED = "not_compared"
@@ -88,7 +94,7 @@ class Verdict(StrEnum):
 
 VERDICT_TEXT = {
     Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.EQUIVALENT: "equivalent",
-    Verdict.INCONCLUSIVE: "inconclusive",
+    Verdict.DIFFERENT_WITHIN_MARGIN: "different, within margin", Verdict.INCONCLUSIVE: "inconclusive",
     Verdict.TOO_FEW_REPETITIONS: "too few repetitions", Verdict.BASELINE: "baseline", Verdict.NOT_COMPARED: "-",
 }
 
@@ -179,8 +185,12 @@ class Comparison:
     p_equivalence: float = math.nan
     """The larger p of the two one-sided tests "the ratio is at or beyond a margin end": below
     (1 - confidence) / 2, the interval lies inside the margin (equivalent)."""
+    p_beyond: float = math.nan
+    """One-sided p of "the ratio is within the margin end on its side": below (1 - confidence) / 2,
+    the whole interval lies beyond the margin (better or worse)."""
     repetitions_to_decide: int = 0
-    """For an inconclusive verdict: about how many repetitions per side would decide it (0 when decided)."""
+    """For a verdict that is not resolved (inconclusive, different within margin): about how many
+    repetitions per side would resolve it to equivalent, better or worse (0 when resolved)."""
 
     def scaled(self, baseline_mean: float) -> dict[str, float]:
         """The one ratio interval on every scale the report states: ×BM (``normalized_ci_*``) is
@@ -222,32 +232,41 @@ def _log_ratio_se(values: Sequence[float], baseline: Sequence[float]) -> tuple[f
     return ratio, math.sqrt(se2), se2 ** 2 / (v_d ** 2 / (n_d - 1) + v_h ** 2 / (n_h - 1))
 
 
-def p_values(ratio: float, se: float, df: float, margin: float = EQUIVALENCE_MARGIN) -> tuple[float, float]:
-    """(p of a difference, p of equivalence) for a ratio with log-scale standard error ``se``.
-    Difference: two-sided Welch t of log ratio = 0. Equivalence: two one-sided tests (Schuirmann's
-    TOST) of log ratio <= -log(1 + margin) and >= log(1 + margin); their larger p. Both are exact
-    counterparts of the interval: at confidence c, the interval excludes 1 iff p_difference < 1 - c,
-    and lies inside the margin iff p_equivalence < (1 - c) / 2."""
+def p_values(ratio: float, se: float, df: float, margin: float = EQUIVALENCE_MARGIN) -> tuple[float, float, float]:
+    """(p of a difference, p of equivalence, p of beyond the margin) for a ratio whose logarithm
+    has standard error ``se`` (Welch's t with ``df`` on the log scale). Difference: two-sided, log
+    ratio = 0. Equivalence: Schuirmann's two one-sided tests of log ratio <= -log(1 + margin) and
+    >= log(1 + margin), their larger p. Beyond: one-sided, that the log ratio is not past the
+    margin on its own side. Each is an exact counterpart of the interval at confidence c: it
+    excludes 1 iff p_difference < 1 - c, lies inside the margin iff p_equivalence < (1 - c) / 2,
+    lies wholly beyond it iff p_beyond < (1 - c) / 2."""
     log_r, bound = math.log(ratio), math.log1p(margin)
     if se == 0:
-        return (0.0 if log_r != 0 else 1.0), (0.0 if abs(log_r) < bound else 1.0)
+        return (0.0 if log_r != 0 else 1.0), (0.0 if abs(log_r) < bound else 1.0), (0.0 if abs(log_r) > bound else 1.0)
     p_difference = 2.0 * (1.0 - t_cdf(abs(log_r) / se, df))
     p_low = 1.0 - t_cdf((log_r + bound) / se, df)  # H0: ratio at or below 1 / (1 + margin)
     p_high = t_cdf((log_r - bound) / se, df)  # H0: ratio at or above 1 + margin
-    return min(1.0, p_difference), max(p_low, p_high)
+    p_beyond = 1.0 - t_cdf((abs(log_r) - bound) / se, df)  # H0: |log ratio| <= log(1 + margin)
+    return min(1.0, p_difference), max(p_low, p_high), p_beyond
 
 
-def decide(ratio: float, p_difference: float, p_equivalence: float, higher_is_better: bool,
+def decide(ratio: float, p_difference: float, p_equivalence: float, p_beyond: float, higher_is_better: bool,
            confidence: float = DEFAULT_CONFIDENCE) -> Verdict:
-    """The verdict from the two (possibly multiplicity-adjusted) p-values: equivalence first (a
-    0.6 % slowdown measured to ±0.2 % is the same within 3 %, not "worse"), then a difference,
-    else inconclusive."""
+    """The verdict from the three (possibly multiplicity-adjusted) p-values: equivalent (a 0.6 %
+    slowdown measured to ±0.2 % is the same within 3 %), better or worse (wholly beyond the
+    margin), different within margin (1 excluded, the margin not), else inconclusive."""
     alpha = 1.0 - confidence
     if p_equivalence < alpha / 2:
         return Verdict.EQUIVALENT
-    if p_difference < alpha:
+    if p_beyond < alpha / 2:
         return Verdict.BETTER if (ratio > 1.0) == higher_is_better else Verdict.WORSE
+    if p_difference < alpha:
+        return Verdict.DIFFERENT_WITHIN_MARGIN
     return Verdict.INCONCLUSIVE
+
+
+UNRESOLVED = frozenset({Verdict.INCONCLUSIVE, Verdict.DIFFERENT_WITHIN_MARGIN})
+"""Verdicts a planner cannot act on yet: more repetitions would resolve them."""
 
 
 REPETITIONS_CAP = 1000
@@ -256,13 +275,12 @@ the margin's end."""
 
 
 def repetitions_to_decide(ratio: float, low: float, high: float, n: int, margin: float = EQUIVALENCE_MARGIN) -> int:
-    """About how many repetitions per side would make an inconclusive comparison decide, if the
-    ratio and the spread stayed what they are: the interval's half-width (log scale) shrinks as
-    1/sqrt(n); it must fit inside the margin (a ratio inside it) or clear 1 (a ratio beyond it).
-    Rounded up, at least n + 1, at most :data:`REPETITIONS_CAP`."""
+    """About how many repetitions per side would resolve an unresolved comparison, if the ratio
+    and the spread stayed what they are: the interval's half-width (log scale) shrinks as
+    1/sqrt(n); it must fit between the ratio and the margin's end on its side (inside: equivalent;
+    beyond: better or worse). Rounded up, at least n + 1, at most :data:`REPETITIONS_CAP`."""
     half = (math.log(high) - math.log(low)) / 2.0
-    log_r, bound = abs(math.log(ratio)), math.log1p(margin)
-    room = bound - log_r if log_r < bound else log_r
+    room = abs(math.log1p(margin) - abs(math.log(ratio)))
     if room <= 0 or half <= 0:
         return REPETITIONS_CAP
     return max(n + 1, min(REPETITIONS_CAP, math.ceil(n * (half / room) ** 2)))
@@ -300,13 +318,13 @@ def compare(values: Sequence[float], baseline: Sequence[float], higher_is_better
         return Comparison(n=n, baseline_n=baseline_n, ratio=ratio, ratio_low=low, ratio_high=high, df=df,
                           confidence=confidence, verdict=Verdict.NOT_COMPARED, margin=margin)
     _, se, _ = _log_ratio_se(values, baseline)
-    p_difference, p_equivalence = p_values(ratio, se, df, margin)
-    verdict = decide(ratio, p_difference, p_equivalence, higher_is_better, confidence)
+    p_difference, p_equivalence, p_beyond = p_values(ratio, se, df, margin)
+    verdict = decide(ratio, p_difference, p_equivalence, p_beyond, higher_is_better, confidence)
     return Comparison(n=n, baseline_n=baseline_n, ratio=ratio, ratio_low=low, ratio_high=high, df=df,
                       confidence=confidence, verdict=verdict, margin=margin, p_difference=p_difference,
-                      p_equivalence=p_equivalence,
+                      p_equivalence=p_equivalence, p_beyond=p_beyond,
                       repetitions_to_decide=repetitions_to_decide(ratio, low, high, max(n, baseline_n), margin)
-                      if verdict is Verdict.INCONCLUSIVE else 0)
+                      if verdict in UNRESOLVED else 0)
 
 
 # -- noise: step-time outliers, a loaded machine ---------------------------------------------------

@@ -109,10 +109,12 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
     profile_name, requested = run_request(engine, run_id)
     profile = answer.run_profile(profile_name, requested, frame)
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
+    margin = float(stats["margin"].iloc[0]) if not stats.empty and "margin" in stats else st.EQUIVALENCE_MARGIN
     lines = [f"Run {run_id}: {profile.describe()}.",
              f"×BM = platform / bare metal with its {confidence} interval (docs/statistics.md); verdict at "
-             f"{confidence}, Holm-corrected: better / worse / same±{st.EQUIVALENCE_MARGIN * 100:g}% (the interval "
-             "within the margin) / inconclusive (neither shown) / too-few "
+             f"{confidence}, Holm-corrected, margin ±{margin * 100:g}%: same (the interval within the margin) / "
+             "better / worse (wholly beyond it) / diff-in-margin (excludes 1, reaches into the margin) / "
+             "inconclusive (holds 1, reaches past it) / too-few "
              f"(n < {st.MIN_REPETITIONS} on a side: no interval); "
              "n = repetitions platform/bare metal; ↑ more is better, ↓ less is better; ⚠ flagged (CV > "
              f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, loaded machine)."]

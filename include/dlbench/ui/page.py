@@ -26,7 +26,7 @@ select[multiple]{min-width:16em;height:7em}
 table{border-collapse:collapse;font-size:.85em;margin:.4em 0} td,th{padding:.2em .7em;border-bottom:1px solid #eee;
   text-align:left} th{background:#fafafa}
 .verdict.worse{color:#b00;font-weight:bold}.verdict.better{color:#070;font-weight:bold}
-.verdict.equivalent{color:#1d4f7a}.verdict.inconclusive{color:#555}.verdict.too_few_repetitions{color:#a60}
+.verdict.equivalent{color:#1d4f7a}.verdict.inconclusive,.verdict.different_within_margin{color:#555}.verdict.too_few_repetitions{color:#a60}
 .flag{color:#a60} .direction{font-weight:bold}
 #status{font-size:.8em;color:#666} .note{font-size:.85em;color:#555} a.dagrun{font-size:.8em;margin-right:.5em}
 </style></head>

@@ -212,6 +212,9 @@ class Profile(BaseModel):
     name: str
     description: str
     repetitions: int = Field(gt=0)
+    equivalence_margin_pct: float = Field(
+        default=3.0, gt=0, le=50, description="two platforms within this many per cent of each other (the whole "
+        "95 % interval of their ratio) are equivalent; the report's verdicts read every interval against it")
     tf_cnn: dict[ModelName, TrainingSpec]
     micro: MicroSpec
     scenarios: ScenarioSpecs = Field(default_factory=ScenarioSpecs)
@@ -278,12 +281,13 @@ of another suite has the digest it always had; a job of that suite digests the s
 
 
 def profile_digest(profile: Profile, suite: str | None = None, *, whole: bool = False) -> str:
-    """Short sha256 of what a profile makes a workload of ``suite`` do: every field but ``name`` and
-    ``description`` (and the :data:`LATER_SECTIONS` of other suites). Recorded in each result
+    """Short sha256 of what a profile makes a workload of ``suite`` do: every field but ``name``,
+    ``description`` and ``equivalence_margin_pct`` (how the results are read, not what runs), and
+    the :data:`LATER_SECTIONS` of other suites. Recorded in each result
     document, so results of a profile redefined under the same name are told apart in the warehouse
     (and two names with the same numbers match). ``whole``: every section, to tell two definitions
     of a profile apart whatever suite they are used for."""
-    content = profile.model_dump(mode="json", exclude={"name", "description"})
+    content = profile.model_dump(mode="json", exclude={"name", "description", "equivalence_margin_pct"})
     for spec in content["tf_cnn"].values():
         # A field added later, at the value that means what profiles did before it existed, is
         # left out: the digest of every profile written before it stays what it was.
