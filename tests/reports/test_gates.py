@@ -24,7 +24,7 @@ def demo(tmp_path_factory):
     engine = db.upgrade(db.engine_for(f"sqlite:///{path}"))
     load_documents(engine, documents(), run=run_info(RUN, "paper", platforms=[*PLATFORMS], repetitions=5,
                                                      scenarios=["single", "distributed", "shared"]))
-    frame, outliers = compare.samples_frame(engine, RUN), compare.step_outliers(engine, RUN)
+    frame, outliers = compare.samples_frame(engine, RUN), compare.step_checks(engine, RUN)
     engine.dispose()
     return frame, outliers
 
@@ -185,7 +185,7 @@ def test_a_report_regenerated_from_the_warehouse_judges_the_archived_gates(tmp_p
     engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
     load_documents(engine, documents(), run=info)
     _, config = run_data.run_request(engine, RUN)
-    frame, outliers = compare.samples_frame(engine, RUN), compare.step_outliers(engine, RUN)
+    frame, outliers = compare.samples_frame(engine, RUN), compare.step_checks(engine, RUN)
     engine.dispose()
     from_archive = g.evaluate(g.archived(config), frame, outliers)
     from_request = g.evaluate(request.gates, frame, outliers)

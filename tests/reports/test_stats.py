@@ -325,9 +325,35 @@ def test_step_outliers_skip_warmup_in_the_database_and_read_several_runs_at_once
             d.add("step_time", 30.0 if step == slow_step else 0.5 + step * 0.001, "s", step=step, warmup=step < 2)
         docs.append(d)
     load_documents(engine, docs)
-    assert compare.step_outliers(engine, "w1") == {"w1-job": 0}
-    assert compare.step_outliers(engine, "w2") == {"w2-job": 1}
-    assert compare.step_outliers(engine, ["w1", "w2"]) == {"w1-job": 0, "w2-job": 1}
+    assert {j: c.outliers for j, c in compare.step_checks(engine, "w1").items()} == {"w1-job": 0}
+    assert {j: c.outliers for j, c in compare.step_checks(engine, "w2").items()} == {"w2-job": 1}
+    assert {j: c.outliers for j, c in compare.step_checks(engine, ["w1", "w2"]).items()} == {"w1-job": 0, "w2-job": 1}
+
+
+def test_a_run_whose_measured_steps_still_warm_up_is_flagged_in_its_comparison(engine):
+    """Through the product's load path: a job whose 30 measured steps still get 20 % faster is
+    flagged "not steady" on its rows (the flag the report, the explorer and decision-grade read);
+    the job beside it with flat steps is not."""
+    docs = []
+    for run, falling in (("s1", 0.0), ("s2", 0.2)):
+        d = ResultDocument(job_id=f"{run}-job", run_id=run, repetition=0,
+                           benchmark=Benchmark(suite="tf_cnn", name="alexnet", parameters={"data": "synthetic"}),
+                           environment=Environment(hostname="h", platform=Platform("bare_metal")))
+        d.add("throughput", 100.0, "images/s")
+        for step in range(32):
+            measured = max(step - 2, 0)
+            d.add("step_time", 0.5 * (1 - falling * measured / 29) * (1.003 if step % 2 else 0.997), "s", step=step,
+                  warmup=step < 2)
+        docs.append(d)
+    load_documents(engine, docs)
+    checks = compare.step_checks(engine, ["s1", "s2"])
+    # From 0.5 s to 0.4 s over a mean of 0.45 s: -0.1 / 0.45 = -22 % across the window.
+    assert checks["s1-job"].drift == 0.0 and checks["s2-job"].drift == pytest.approx(-0.1 / 0.45, abs=0.005)
+    rows = compare.statistics(compare.samples_frame(engine, "s2"), checks)
+    assert (rows["unsteady_runs"] == 1).all()
+    assert rows["flags"].str.contains(r"not steady in 1 of 1 runs \(step time -22% across the measured steps: "
+                                      r"still warming up\)").all()
+    assert (compare.statistics(compare.samples_frame(engine, "s1"), checks)["flags"] == "").all()
 
 
 def test_equivalence_margin_gives_verdicts_a_planner_can_act_on():
@@ -405,3 +431,25 @@ def test_holm_by_hand_and_its_family_wise_guarantee():
         corrected_false += any(v < 0.05 for v in stats.holm(p))
     assert 2.5 < raw_false / reports < 6  # per report, uncorrected: 90 x 5 % = 4.5 expected
     assert corrected_false / reports <= 0.08  # reports with any false verdict after Holm
+
+
+def test_a_window_still_warming_up_is_flagged_and_a_steady_one_is_not():
+    """Issue 39, item 7: after a fixed warm-up, a window whose step time still falls (a JIT, a
+    cold cache) or rises (a clock throttling) by more than 5 %, with a significant slope, is not
+    steady; a flat window with noise is, at most about 1 % of the time. The slope is checked
+    against numpy's least squares, computed here independently."""
+    rng = np.random.default_rng(21)
+    steps = np.arange(60)
+    warming = (0.10 * (1 + 0.3 * np.exp(-steps / 15)) * rng.normal(1, 0.01, 60)).tolist()
+    change, p = stats.drift(warming)
+    slope = np.polyfit(steps, warming, 1)[0]
+    assert change == pytest.approx(slope * 59 / np.mean(warming), rel=1e-9)
+    assert p < 1e-6 and change < -0.05 and stats.unsteady(warming) == change
+    assert stats.check_steps(warming) == stats.StepCheck(outliers=0, drift=change)
+    throttled = (0.10 * (1 + 0.002 * steps) * rng.normal(1, 0.01, 60)).tolist()
+    assert stats.unsteady(throttled) > 0.05
+    small = (0.10 * (1 - 0.0005 * steps) * rng.normal(1, 0.002, 60)).tolist()  # 3 %: significant, too small
+    assert stats.drift(small)[1] < 0.01 and stats.unsteady(small) == 0.0
+    flagged = sum(bool(stats.unsteady(rng.normal(0.1, 0.01, 50).tolist())) for _ in range(400))
+    assert flagged <= 8  # a flat window: at most about 1 % falsely flagged (2 % allowed)
+    assert math.isnan(stats.drift([0.1] * 5)[0]) and stats.unsteady([0.1] * 5) == 0.0

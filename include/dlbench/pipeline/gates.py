@@ -88,7 +88,7 @@ def evaluate_run(run_id: str, request: dict[str, Any], url: str | None, policy: 
         results = report_gates.inconclusive(gates, f"no results to judge: {exc}")
     else:
         results = report_gates.evaluate(gates, compare.samples_frame(engine, safe),
-                                        compare.step_outliers(engine, safe))
+                                        compare.step_checks(engine, safe))
     finally:
         engine.dispose()
     store, key = storage.store(), f"reports/{safe}/gates.json"

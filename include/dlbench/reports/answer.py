@@ -306,6 +306,7 @@ def flag_words(row: Any) -> str:
     if not getattr(row, "flags", ""):
         return ""
     words = [f"CV {row.cv * 100:.0f}%" if row.noisy else "", "outliers" if row.outlier_runs else "",
+             f"unsteady {int(row.unsteady_runs)}/{int(row.n)}" if getattr(row, "unsteady_runs", 0) else "",
              f"loaded {int(row.loaded_runs)}/{int(row.n)}" if row.loaded_runs else ""]
     return ", ".join(w for w in words if w)
 
@@ -362,7 +363,7 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
        enough for better, worse or equivalent (an inconclusive one, n = 3 at CV 5 % is about
        ±12 %, answers nothing: the command asks for the repetitions that would decide, up to
        :data:`MAX_SUGGESTED_REPETITIONS`);
-    3. no training cell carries a noise flag (CV, step-time outliers, a loaded machine): a
+    3. no training cell carries a noise flag (CV, step-time outliers, unsteady steps, a loaded machine): a
        flagged measurement's verdict may be the noise's.
 
     Why one function: the console line and the HTML report state the same judgement, and a
@@ -405,7 +406,8 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
     if not flagged.empty:
         cell = ["suite", "scenario", "cell"]  # a cell's name is unique within its suite and scenario
         kinds = [("on a loaded machine", flagged["loaded_runs"] > 0), ("noisy", flagged["noisy"].astype(bool)),
-                 ("with step-time outliers", flagged["outlier_runs"] > 0)]
+                 ("with step-time outliers", flagged["outlier_runs"] > 0),
+                 ("not steady", flagged["unsteady_runs"] > 0)]
         counts = [f"{flagged[mask].groupby(cell).ngroups} {what}" for what, mask in kinds if mask.any()]
         reasons.append(f"flags on {flagged.groupby(cell).ngroups} of {rows.groupby(cell).ngroups} {what} cells "
                        f"({', '.join(counts)})")

@@ -209,7 +209,7 @@ COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n
            "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
            "margin", "p_difference", "p_equivalence", "p_beyond", "comparisons", "repetitions_to_decide",
-           "higher_is_better", "noisy", "outlier_runs", "loaded_runs", "flags"]
+           "higher_is_better", "noisy", "outlier_runs", "unsteady_runs", "loaded_runs", "flags"]
 """The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
 row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: a delta-method interval
 on the log of mean / bare metal's mean, df by Welch-Satterthwaite): ``normalized_ci_*`` is the
@@ -225,10 +225,11 @@ worse (wholly beyond it) / different within margin / inconclusive, from ``p_diff
 it (``repetitions_to_decide``)."""
 
 
-def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, int]:
-    """job_id -> how many measured steps (warm-up excluded) lie beyond Tukey's outer fences
-    (:func:`dlbench.reports.stats.tukey_outliers`); only jobs that recorded per-step times.
-    ``run_id``: one run, several (one query: the explorer's runs), or None for all.
+def step_checks(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, st.StepCheck]:
+    """job_id -> what its measured steps (warm-up excluded, in step order) say
+    (:func:`dlbench.reports.stats.check_steps`): how many lie beyond Tukey's outer fences, and
+    whether the window drifts (still warming up, or slowing down); only jobs that recorded
+    per-step times. ``run_id``: one run, several (one query: the explorer's runs), or None for all.
 
     Per-step samples are the bulk of a warehouse and the explorer flags every run it shows, so the
     database extracts the one label needed, ``warmup``, instead of handing every sample's labels
@@ -239,7 +240,8 @@ def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[
     warmup = Sample.labels["warmup"].as_string()
     query = (select(Execution.job_id, Sample.value, warmup)
              .join(Run, Execution.run_pk == Run.id).join(Sample, Sample.execution_id == Execution.id)
-             .where(Execution.status == "ok", Sample.metric == "step_time"))
+             .where(Execution.status == "ok", Sample.metric == "step_time")
+             .order_by(Sample.execution_id, Sample.ordinal))
     if isinstance(run_id, str):
         query = query.where(Run.run_id == run_id)
     elif run_id is not None:
@@ -249,14 +251,14 @@ def step_outliers(engine: Engine, run_id: str | Collection[str] | None) -> dict[
         for job_id, value, warm in conn.execute(query):
             if str(warm).lower() not in ("true", "1"):
                 steps.setdefault(job_id, []).append(float(value))
-    return {job: len(st.tukey_outliers(values)) for job, values in steps.items()}
+    return {job: st.check_steps(values) for job, values in steps.items()}
 
 
-def statistics(frame: pd.DataFrame, outliers: Mapping[str, int] | None = None,
+def statistics(frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None = None,
                confidence: float = st.DEFAULT_CONFIDENCE, margin: float = st.EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal,
-    their confidence intervals, the verdict and the noise flags (``outliers``: job_id -> outlying
-    steps, :func:`step_outliers`).
+    their confidence intervals, the verdict and the noise flags (``outliers``: job_id -> what its
+    steps say, :func:`step_checks`).
 
     Bare metal is looked up with the whole case key, scenario included: a distributed cell is
     normalized to bare metal's distributed cell, never to its single-instance run. Metrics that
@@ -355,21 +357,29 @@ def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float
         stats[key] = [r[key] for r in rows]
 
 
-def _add_flags(stats: pd.DataFrame, frame: pd.DataFrame, outliers: Mapping[str, int]) -> None:
-    """noisy (CV above the threshold), runs with step-time outliers, runs on a loaded machine."""
+def _add_flags(stats: pd.DataFrame, frame: pd.DataFrame, steps: Mapping[str, st.StepCheck]) -> None:
+    """noisy (CV above the threshold), runs with step-time outliers, runs whose measured steps
+    were not steady, runs on a loaded machine."""
     labels = frame.drop_duplicates("job_id").set_index("job_id")["execution_labels"].to_dict()
+    none = st.StepCheck()
     stats["noisy"] = [st.is_noisy(c) for c in stats["cv"]]
-    stats["outlier_runs"] = [sum(1 for j in jobs if outliers.get(j, 0) > 0) for jobs in stats["_jobs"]]
+    stats["outlier_runs"] = [sum(1 for j in jobs if steps.get(j, none).outliers > 0) for jobs in stats["_jobs"]]
+    stats["unsteady_runs"] = [sum(1 for j in jobs if steps.get(j, none).drift) for jobs in stats["_jobs"]]
     stats["loaded_runs"] = [sum(1 for j in jobs if load.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
     flags = []
-    for noisy, cv, out, loaded, jobs in zip(stats["noisy"], stats["cv"], stats["outlier_runs"], stats["loaded_runs"],
-                                            stats["_jobs"], strict=True):
+    for noisy, cv, out, unsteady, loaded, jobs in zip(stats["noisy"], stats["cv"], stats["outlier_runs"],
+                                                      stats["unsteady_runs"], stats["loaded_runs"], stats["_jobs"],
+                                                      strict=True):
         found = [f"noisy: CV {cv * 100:.0f}%"] if noisy else []
         found += [f"step-time outliers in {out} of {len(jobs)} runs"] if out else []
+        if unsteady:
+            drifts = [steps[j].drift for j in jobs if j in steps and steps[j].drift]
+            worst = max(drifts, key=abs)
+            found.append(f"not steady in {unsteady} of {len(jobs)} runs (step time {worst * 100:+.0f}% across the "
+                         f"measured steps: {'still warming up' if worst < 0 else 'slowing down'})")
         found += [f"loaded machine in {loaded} of {len(jobs)} runs"] if loaded else []
         flags.append("; ".join(found))
     stats["flags"] = flags
-
 
 
 def headline(stats: pd.DataFrame) -> pd.DataFrame:

@@ -197,7 +197,7 @@ def gate_label(gate: GateSpec, op: str | None = None) -> str:
     return f"{_value(gate, 'platform')} {gate.metric} {op} {gate.ratio:g} x BM{extra}"
 
 
-def statistics_at(frame: pd.DataFrame, confidence: float, outliers: Mapping[str, int] | None = None
+def statistics_at(frame: pd.DataFrame, confidence: float, outliers: Mapping[str, st.StepCheck] | None = None
                   ) -> pd.DataFrame:
     """The run's comparison at ``confidence`` (:func:`dlbench.reports.compare.statistics`), with a
     ``data`` column (the case's data kind, from its parameters) for gates that name one."""
@@ -296,7 +296,7 @@ def evaluate_gate(gate: GateSpec, stats: pd.DataFrame) -> GateResult:
     return GateResult(gate_label(gate, ops.pop() if len(ops) == 1 else None), spec, state, reason, rows)
 
 
-def evaluate(gates: Sequence[GateSpec], frame: pd.DataFrame, outliers: Mapping[str, int] | None = None
+def evaluate(gates: Sequence[GateSpec], frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None = None
              ) -> list[GateResult]:
     """Every gate on the run's samples (:func:`dlbench.reports.compare.samples_frame`), the
     comparison computed once per confidence the gates ask for."""

@@ -299,7 +299,8 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
              f"<span class='v too_few_repetitions'>too few repetitions</span> (fewer than {st.MIN_REPETITIONS} on "
              "either side: no verdict and no interval); verdicts are Holm-corrected over the run's "
              "comparisons. ⚠ marks measurements flagged noisy (CV above "
-             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, a loaded machine): their verdicts deserve a "
+             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, measured steps not steady, a loaded machine): "
+             "their verdicts deserve a "
              "repeat.</p>")
     head = compare.headline(stats)
     training = answer.training_rows(stats)

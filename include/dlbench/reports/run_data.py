@@ -46,7 +46,7 @@ def run_gates(engine: Engine, run_id: str, frame: pd.DataFrame, requested: dict[
     declared = gates.archived(requested)
     if not declared:
         return []
-    return gates.evaluate(declared, frame, compare.step_outliers(engine, run_id))
+    return gates.evaluate(declared, frame, compare.step_checks(engine, run_id))
 
 
 def run_margin(requested: dict[str, Any]) -> float:
@@ -61,7 +61,7 @@ def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     verdicts at the run's own equivalence margin (:func:`run_margin`)."""
     frame = compare.samples_frame(engine, run_id)
     _, requested = run_request(engine, run_id)
-    return frame, compare.statistics(frame, compare.step_outliers(engine, run_id), margin=run_margin(requested))
+    return frame, compare.statistics(frame, compare.step_checks(engine, run_id), margin=run_margin(requested))
 
 
 def load_table(engine: Engine, run_id: str) -> pd.DataFrame:

@@ -73,6 +73,12 @@ report are a few per cent, a spread larger than that buries them."""
 TUKEY_K = 3.0
 """Step times beyond Q1 - 3 IQR or Q3 + 3 IQR (Tukey's "far out") are outliers."""
 MIN_STEPS_FOR_OUTLIERS = 4
+DRIFT_THRESHOLD = 0.05
+"""A measured window whose step time changes by more than 5 % from its first to its last step (the
+least-squares line) is not steady: still warming up (falling) or slowing down (rising)."""
+DRIFT_P = 0.01
+"""...and only when that slope is significant at 1 % (a noisy flat window is not flagged)."""
+MIN_STEPS_FOR_DRIFT = 8
 
 
 class Verdict(StrEnum):
@@ -339,6 +345,41 @@ def quantile(values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """What a job's measured step times (warm-up excluded, in step order) say about themselves."""
+
+    outliers: int = 0
+    """Steps beyond Tukey's outer fences (:func:`tukey_outliers`)."""
+    drift: float = 0.0
+    """Relative change of the step time across the window when it is not steady (:func:`drift`), else 0."""
+
+
+def drift(values: Sequence[float]) -> tuple[float, float]:
+    """(relative change, p) of a window of step times in step order: the least-squares line's
+    change from the first to the last step over the mean step time, and the two-sided p of its
+    slope (SciPy's ``linregress``). NaN below :data:`MIN_STEPS_FOR_DRIFT` steps."""
+    from scipy import stats as distributions  # heavy (0.4 s on top of pandas): only where steps are checked
+
+    if len(values) < MIN_STEPS_FOR_DRIFT or mean(values) <= 0:
+        return math.nan, math.nan
+    fit = distributions.linregress(range(len(values)), values)
+    p = float(fit.pvalue) if fit.pvalue == fit.pvalue else (0.0 if fit.slope else 1.0)  # a perfect line: NaN p
+    return float(fit.slope) * (len(values) - 1) / mean(values), p
+
+
+def unsteady(values: Sequence[float]) -> float:
+    """The drift of a window that is not steady (more than :data:`DRIFT_THRESHOLD`, significant at
+    :data:`DRIFT_P`), else 0: a warm-up of a fixed step count may end before the job is steady
+    (a cold cache, a JIT, a clock ramping up), and its first "measured" steps then bias the mean."""
+    change, p = drift(values)
+    return change if change == change and abs(change) > DRIFT_THRESHOLD and p < DRIFT_P else 0.0
+
+
+def check_steps(values: Sequence[float]) -> StepCheck:
+    return StepCheck(outliers=len(tukey_outliers(values)), drift=unsteady(values))
 
 
 def tukey_outliers(values: Sequence[float], k: float = TUKEY_K) -> list[float]:

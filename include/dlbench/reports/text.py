@@ -117,7 +117,7 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
              "inconclusive (holds 1, reaches past it) / too-few "
              f"(n < {st.MIN_REPETITIONS} on a side: no interval); "
              "n = repetitions platform/bare metal; ↑ more is better, ↓ less is better; ⚠ flagged (CV > "
-             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, loaded machine)."]
+             f"{st.CV_THRESHOLD * 100:.0f}%, step-time outliers, unsteady steps, loaded machine)."]
     lines += [f"WARNING: {platform} {EMULATED_WARNING.format(accel=accel)}."
               for platform, accel in sorted(emulated_platforms(engine, run_id).items())]
     groups = answer.answer_groups(stats, frame)

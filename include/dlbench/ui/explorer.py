@@ -193,7 +193,7 @@ def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
     frame = _frame(engine, f, runs)
     if frame.empty:
         return []
-    outliers = compare.step_outliers(engine, list(runs))
+    outliers = compare.step_checks(engine, list(runs))
     stats = compare.statistics(frame, outliers)
     cells = frame.drop_duplicates("case_key")
     kind = {r.case_key: str((r.parameters or {}).get("data") or "") for r in cells.itertuples()}
