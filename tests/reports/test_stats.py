@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dlbench.reports import build_report, compare, stats
@@ -453,3 +454,38 @@ def test_a_window_still_warming_up_is_flagged_and_a_steady_one_is_not():
     flagged = sum(bool(stats.unsteady(rng.normal(0.1, 0.01, 50).tolist())) for _ in range(400))
     assert flagged <= 8  # a flat window: at most about 1 % falsely flagged (2 % allowed)
     assert math.isnan(stats.drift([0.1] * 5)[0]) and stats.unsteady([0.1] * 5) == 0.0
+
+
+def test_a_case_over_several_runs_is_compared_on_run_means_not_pooled_repetitions(engine):
+    """Issue 39, item 2: three scheduled runs, each with 5 tight repetitions, whose run means move
+    by a few per cent from run to run (another machine, another day). Pooled as 15 independent
+    repetitions the interval would be far narrower than the run-to-run spread; on run means n
+    counts runs (3) and the interval is Welch's on those three values, computed here by hand."""
+    docs = []
+    alexnet = Benchmark(suite="tf_cnn", name="alexnet", parameters={"data": "synthetic"})
+    shifts = {"r1": 1.00, "r2": 1.04, "r3": 0.97}  # run-to-run effects, the same for both platforms' machines
+    for run, shift in shifts.items():
+        for platform, speed in (("bare_metal", 1.0), ("container_on_bare_metal", 0.99)):
+            for rep in range(5):
+                d = ResultDocument(job_id=f"{run}-{platform}-{rep}", run_id=run, repetition=rep, benchmark=alexnet,
+                                   environment=Environment(hostname="h", platform=Platform(platform)))
+                run_effect = shift if platform == "bare_metal" else 2 - shift  # the machines do not move together
+                d.add("throughput", 100.0 * speed * run_effect * (1 + 0.001 * (rep - 2)), "images/s")
+                docs.append(d)
+    load_documents(engine, docs)
+    frame = pd.concat([compare.samples_frame(engine, r) for r in shifts], ignore_index=True)
+    rows = compare.statistics(frame)
+    row = rows[(rows["platform"] == "container_on_bare_metal") & (rows["metric"] == "throughput")].iloc[0]
+    assert (row["n"], row["n_of"], row["baseline_n"]) == (3, "runs", 3)
+    d = [99.0 * (2 - s) for s in shifts.values()]
+    h = [100.0 * s for s in shifts.values()]
+    _, low, high, _ = stats.ratio_interval(d, h)
+    assert row["normalized_ci_low"] == pytest.approx(low, rel=1e-9)
+    assert row["normalized_ci_high"] == pytest.approx(high, rel=1e-9)
+    pooled = stats.ratio_interval(frame[(frame["platform"] == "container_on_bare_metal")
+                                        & (frame["metric"] == "throughput")]["value"].tolist(),
+                                  frame[(frame["platform"] == "bare_metal")
+                                        & (frame["metric"] == "throughput")]["value"].tolist())
+    assert high - low > 1.5 * (pooled[2] - pooled[1])  # pooling would have claimed a narrower interval
+    one = compare.statistics(compare.samples_frame(engine, "r1"))
+    assert set(one["n_of"]) == {"repetitions"} and set(one["n"]) == {5}

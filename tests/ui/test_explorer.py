@@ -59,10 +59,12 @@ def test_explorer_api_on_generated_history(engine):
     two = client.get(f"{PREFIX}/api/comparison", params={"runs": runs[-2:], "model": "resnet50",
                                                          "data": "synthetic", "scenario": "single",
                                                          "platforms": ["bare_metal"]}).json()
-    assert {r["platform"] for r in two["rows"]} == {"bare_metal"} and two["rows"][0]["n"] == 6
+    # Two runs of 3 repetitions: compared on the two run means (issue 39, item 2), not 6 pooled repetitions.
+    assert {r["platform"] for r in two["rows"]} == {"bare_metal"}
+    assert (two["rows"][0]["n"], two["rows"][0]["n_of"]) == (2, "runs")
     ranged = client.get(f"{PREFIX}/api/comparison", params={"since": "2026-01-01", "until": "2026-01-20",
                                                              "model": "alexnet"}).json()
-    assert ranged["rows"] and all(r["n"] == 3 * 3 for r in ranged["rows"])  # 3 scheduled weeks x 3 reps
+    assert ranged["rows"] and all((r["n"], r["n_of"]) == (3, "runs") for r in ranged["rows"])  # 3 scheduled weeks
 
     trend = client.get(f"{PREFIX}/api/trend", params={"model": "resnet50", "data": "synthetic",
                                                       "scenario": "single", "metric": "throughput"}).json()

@@ -301,6 +301,12 @@ def workload_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGrou
     return groups
 
 
+def n_text(row: Any) -> str:
+    """``n=3/3`` (repetitions, platform / bare metal), or ``runs=3/3`` when the row compares run
+    means (a case seen in several runs: ``compare.RUNS``)."""
+    return f"{'runs' if getattr(row, 'n_of', '') == compare.RUNS else 'n'}={row.n}/{row.baseline_n}"
+
+
 def flag_words(row: Any) -> str:
     """``CV 13%, outliers, loaded 1/5``: why a row is flagged, short; "" when it is not."""
     if not getattr(row, "flags", ""):

@@ -205,8 +205,8 @@ def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, label
     return " ".join(str(p) for p in parts) or name
 
 
-COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "mean", "std", "cv", "robust_mean",
-           "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
+COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n", "n_of", "mean", "std", "cv",
+           "robust_mean", "baseline", "baseline_n", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "normalized",
            "normalized_ci_low", "normalized_ci_high", "ci_low", "ci_high", "df", "confidence", "verdict",
            "margin", "p_difference", "p_equivalence", "p_beyond", "comparisons", "repetitions_to_decide",
            "higher_is_better", "noisy", "outlier_runs", "unsteady_runs", "loaded_runs", "flags"]
@@ -222,7 +222,8 @@ worse (wholly beyond it) / different within margin / inconclusive, from ``p_diff
 ``p_equivalence`` and ``p_beyond`` Holm-adjusted within the row's family of ``comparisons`` rows
 (the headline metrics' rows, or the other metrics')
 (docs/statistics.md); an unresolved row says about how many repetitions per side would resolve
-it (``repetitions_to_decide``)."""
+it (``repetitions_to_decide``). ``n_of`` says what ``n`` counts: ``repetitions`` of one run, or
+``runs`` (a case seen in several runs is compared on its run means: :func:`_run_means`)."""
 
 
 def step_checks(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, st.StepCheck]:
@@ -254,6 +255,32 @@ def step_checks(engine: Engine, run_id: str | Collection[str] | None) -> dict[st
     return {job: st.check_steps(values) for job, values in steps.items()}
 
 
+REPETITIONS, RUNS = "repetitions", "runs"
+"""What a comparison row's n counts (``n_of``): the repetitions of one run, or runs."""
+
+
+def _run_means(frame: pd.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], list[float]]:
+    """A case measured in several runs (the explorer's runs, scheduled runs) is compared on its
+    **run means**: each run's repetitions are averaged into one value, and n counts runs. Pooling
+    the repetitions of several runs as if independent would leave out the run-to-run (and
+    machine-to-machine) variance, the larger part of what separates two scheduled runs, and give
+    intervals too narrow. Decided per case, for every platform of it alike (bare metal and the
+    platform counted the same way); a case seen in one run keeps its repetitions. Returns
+    (case keys..., platform) -> the run means, for the cases seen in several runs."""
+    if "run_id" not in frame or frame["run_id"].nunique() < 2:
+        return {}
+    spans = frame.groupby(keys, sort=False)["run_id"].nunique()
+    multi = {k for k, n in spans.items() if n > 1}
+    if not multi:
+        return {}
+    means = frame.groupby([*keys, "platform", "run_id"], sort=False)["value"].mean()
+    found: dict[tuple[Any, ...], list[float]] = {}
+    for key, value in means.items():
+        if key[:len(keys)] in multi:
+            found.setdefault(key[:-1], []).append(float(value))
+    return found
+
+
 def statistics(frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None = None,
                confidence: float = st.DEFAULT_CONFIDENCE, margin: float = st.EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """n, mean, std, cv per case x metric x platform, with Diff% and normalized vs bare metal,
@@ -271,6 +298,10 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None 
     stats = grouped["value"].apply(list).rename("_values").reset_index()
     # Same groups, same order (sort=False): each row's jobs, for the flags.
     stats["_jobs"] = grouped["job_id"].apply(lambda s: list(dict.fromkeys(s))).reset_index(drop=True)
+    by_run = _run_means(frame, keys)
+    group_keys = [tuple(r) for r in stats[[*keys, "platform"]].itertuples(index=False)]
+    stats["_values"] = [by_run.get(k, v) for k, v in zip(group_keys, stats["_values"], strict=True)]
+    stats["n_of"] = [RUNS if k in by_run else REPETITIONS for k in group_keys]
     stats["n"] = [len(v) for v in stats["_values"]]
     stats["mean"] = [st.mean(v) for v in stats["_values"]]
     # One repetition has no spread: std and CV stay NaN (shown as "-"), never a misleading 0.

@@ -256,7 +256,7 @@ def _answer_cell(row: Any | None) -> str:
         return f"<td class='note'>{html.escape(value_text(row))}<br>no bare-metal result</td>"
     ci = ci_text(row.normalized_ci_low, row.normalized_ci_high)
     interval = f" <span class='ci'>{ci}</span>" if ci != "-" else ""
-    return (f"<td><b>{ratio(row.normalized)}</b>{interval} <span class='ci'>n={row.n}/{row.baseline_n}</span><br>"
+    return (f"<td><b>{ratio(row.normalized)}</b>{interval} <span class='ci'>{answer.n_text(row)}</span><br>"
             f"{_verdict_html(row, short=True)} {_flags_html(row, short=True)}</td>")
 
 

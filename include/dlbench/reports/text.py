@@ -45,7 +45,7 @@ def _comparison(row: Any) -> str:
         return f"{fmt(row.mean)} {row.unit}, no bare-metal result, n={row.n}"
     interval = ci_text(row.normalized_ci_low, row.normalized_ci_high)
     shown = f" {interval}" if interval != "-" else ""
-    return f"{ratio(row.normalized)}×{shown} {VERDICT_SHORT[verdict]} n={row.n}/{row.baseline_n}"
+    return f"{ratio(row.normalized)}×{shown} {VERDICT_SHORT[verdict]} {answer.n_text(row)}"
 
 
 def _group_lines(group: answer.AnswerGroup) -> list[str]:

@@ -229,11 +229,12 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
                         "Diff %", "95 % interval", "Verdict", "Flags"], [
             [html.escape(r["case"]), html.escape(r["data"] or "-"), html.escape(r["framework"]),
              f'{html.escape(r["metric"])} <span class="direction" title="{DIRECTION_TEXT[Direction(r["direction"])]}">'
-             f'{DIRECTION_TEXT[Direction(r["direction"])][0]}</span>', html.escape(r["platform"]), str(r["n"]),
+             f'{DIRECTION_TEXT[Direction(r["direction"])][0]}</span>', html.escape(r["platform"]),
+             f'{r["n"]} runs' if r["n_of"] == "runs" else str(r["n"]),
              f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["normalized"], 3),
              _interval(r["normalized_ci_low"], r["normalized_ci_high"]), _fmt(r["diff_pct"], 3),
              _interval(r["diff_pct_ci_low"], r["diff_pct_ci_high"]),
-             f'<span class="verdict {html.escape(r["verdict"])}">'
+             f'<span class="verdict {html.escape(r["verdict"])}" title="margin ±{_fmt((r["margin"] or 0) * 100)}%">'
              f'{html.escape(st.VERDICT_TEXT.get(st.Verdict(r["verdict"]), r["verdict"]))}</span>',
              _flag_cell(r["flag_text"])]
             for r in rows], "comparison-table")

@@ -198,13 +198,14 @@ def comparison(engine: Engine, f: Filters) -> list[dict[str, Any]]:
     cells = frame.drop_duplicates("case_key")
     kind = {r.case_key: str((r.parameters or {}).get("data") or "") for r in cells.itertuples()}
     framework = {r.case_key: answer.framework_of(r.suite, r.parameters, r.execution_labels) for r in cells.itertuples()}
-    fields = ["suite", "scenario", "case", "metric", "unit", "platform", "n", "mean", "std", "cv", "normalized",
-              "normalized_ci_low", "normalized_ci_high", "diff_pct", "diff_pct_ci_low", "diff_pct_ci_high", "verdict",
-              "noisy", "outlier_runs", "loaded_runs", "flags"]
+    fields = ["suite", "scenario", "case", "metric", "unit", "platform", "n", "baseline_n", "mean", "std", "cv",
+              "normalized", "normalized_ci_low", "normalized_ci_high", "diff_pct", "diff_pct_ci_low",
+              "diff_pct_ci_high", "verdict", "margin", "repetitions_to_decide", "noisy", "outlier_runs",
+              "unsteady_runs", "loaded_runs", "flags"]
     out = []
     for row in stats.to_dict("records"):
         item = {k: _num(row.get(k)) for k in fields}
-        item.update(noisy=bool(row.get("noisy")), flags=str(row.get("flags") or ""),
+        item.update(noisy=bool(row.get("noisy")), flags=str(row.get("flags") or ""), n_of=str(row.get("n_of") or ""),
                     direction=metrics.direction(str(row["metric"]), str(row["unit"])).value,
                     data=kind.get(row["case_key"], ""), framework=framework.get(row["case_key"], ""))
         out.append(item)
