@@ -30,6 +30,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from dlbench.pipeline import steps
 from dlbench.pipeline.airflow_support import first_failure, is_scheduled, not_run_because
+from dlbench.providers import timings
 from dlbench.settings import ON_REGRESSION, REGRESSION_NOTIFIERS
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,11 @@ def run(context: dict[str, Any], report_result: dict | None, *, variable: Callab
         message = f"{result['count']} regression(s) against the baseline:\n{result['text']}"
         if errors:
             message += f"\n(notifiers failed: {'; '.join(errors)})"
-        if chosen == "fail":
+        blocking = [r for r in result["regressions"] if r.get("suite") != timings.SUITE]
+        if chosen == "fail" and blocking:
             raise AirflowFailException(message)
+        if chosen == "fail":
+            message += ("\n(provisioning times only: reported, not failing the run: they measure the cloud's load "
+                        "as much as the platform; docs/regressions.md)")
         log.warning("%s", message)
     return {"count": result["count"], "mode": chosen}

@@ -54,6 +54,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from dlbench.providers import timings
 from dlbench.reports import compare, machine_class, metrics
 from dlbench.reports.stats import t_cdf
 from dlbench.warehouse.models import BaselinePin, Benchmark, Environment, Execution, Run, Sample
@@ -82,6 +83,14 @@ class Regression:
     baseline_runs: tuple[str, ...]
     software_changes: tuple[str, ...] = ()
     """What changed in the machine's software since the last baseline run (``tensorflow 2.15.0 -> 2.16.1``)."""
+    suite: str = ""
+
+    @property
+    def provisioning(self) -> bool:
+        """A provisioning phase's time (allocate, deploy, reachable over SSH...), not a workload's
+        measurement: it depends on the cloud's other tenants and API load as much as on the
+        platform, so it is reported and notified but never fails the run (``regression_alerts``)."""
+        return self.suite == timings.SUITE
 
     def as_dict(self) -> dict:
         return {**asdict(self), "baseline_runs": list(self.baseline_runs),
@@ -305,7 +314,7 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         _, name, case, platform, metric = meta[key]
         last = max(base_pks, key=order.__getitem__)
         changed = machine_class.software_changes(software[key].get(last, {}), software[key].get(current_pk, {}))
-        found.append(Regression(benchmark=name, case=case, platform=platform, metric=metric, unit=key[4],
+        found.append(Regression(suite=key[0], benchmark=name, case=case, platform=platform, metric=metric, unit=key[4],
                                 baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
                                 p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks),
                                 software_changes=tuple(changed)))
