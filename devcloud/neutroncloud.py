@@ -124,8 +124,12 @@ def services(hypervisors: list[str]) -> list[tuple[str, list[str], str]]:
             (f"ovsdb-{hv}", [*netns, "ovsdb-server", str(d / "conf.db"), f"--remote=punix:{d}/db.sock",
                              f"--unixctl={d}/ovsdb-server.ctl", f"--log-file={dc.LOGS}/ovsdb-{hv}.log",
                              "-vconsole:off"], str(d / "conf.db")),
+            # --monitor: a monitor process starts the daemon again when it aborts. Debian 12's Open
+            # vSwitch 3.1 userspace conntrack can abort on an assertion ("conn->conn_type ==
+            # CT_CONN_TYPE_DEFAULT failed in conn_update_state()", stop 45's CI: hv-2 died mid-tier
+            # and every later Nova test on it timed out); ovn-controller then reprograms br-int.
             (f"ovs-vswitchd-{hv}", [*netns, "ovs-vswitchd", f"unix:{d}/db.sock", f"--unixctl={d}/ovs-vswitchd.ctl",
-                                    f"--log-file={dc.LOGS}/ovs-vswitchd-{hv}.log", "-vconsole:off"],
+                                    f"--log-file={dc.LOGS}/ovs-vswitchd-{hv}.log", "-vconsole:off", "--monitor"],
              f"{d}/ovs-vswitchd.ctl"),
             (f"ovn-controller-{hv}", [*netns, "ovn-controller", f"unix:{d}/db.sock",
                                       f"--log-file={dc.LOGS}/ovn-controller-{hv}.log", "-vconsole:off"],

@@ -344,3 +344,29 @@ def test_gpu_flavor_lands_on_the_gpu_hypervisor(clouds: tuple[Any, Any]) -> None
     with servers(user, 1, flavor="dlbench.gpu") as (server,):
         assert server.status == "ACTIVE", server.fault
         assert admin.compute.get_server(server.id).hypervisor_hostname == "devcloud-hv-1"
+
+
+def test_a_hypervisor_switch_that_aborts_is_started_again_and_reprogrammed(clouds: tuple[Any, Any]) -> None:
+    """Debian 12's Open vSwitch 3.1 userspace conntrack can abort ovs-vswitchd on an assertion
+    (stop 45's CI: hypervisor 2's switch died mid-tier, and every later Nova test on it timed
+    out). The devcloud runs it under ``--monitor``: a SIGABRT'd switch is started again by its
+    monitor, and ovn-controller programs its integration bridge again."""
+    hv = "devcloud-hv-2"
+    chassis = STATE / "ovn" / hv
+    monitor = int((STATE / "run" / f"ovs-vswitchd-{hv}.pid").read_text().split()[0])
+
+    def daemon() -> int | None:
+        kids = [int(p) for p in Path(f"/proc/{monitor}/task/{monitor}/children").read_text().split()]
+        return kids[0] if kids else None
+
+    def flows() -> int:
+        out = subprocess.run(["ovs-ofctl", "dump-flows", f"unix:{chassis}/br-int.mgmt"], capture_output=True,
+                             text=True, timeout=10)
+        return len(out.stdout.splitlines()) if out.returncode == 0 else 0
+
+    before = wait_until("the switch's daemon under its monitor", daemon, 10)
+    assert flows() > 10
+    os.kill(before, 6)  # SIGABRT, as the failed assertion raises
+    after = wait_until("a new switch daemon", lambda: (d := daemon()) and d != before and d, 60)
+    assert after != before and Path(f"/proc/{monitor}").exists()
+    wait_until("br-int programmed again by ovn-controller", lambda: flows() > 10, 60)
