@@ -78,3 +78,21 @@ def test_argv_passes_real_data_dir_only_for_real_data():
     assert "--data-dir" not in synthetic.workload_argv("/o", "/d")
     argv = real.workload_argv("/o", "/d")
     assert argv[argv.index("--data-dir") + 1] == "/d" and argv[argv.index("--data") + 1] == "real"
+
+
+def test_the_equivalence_margin_is_the_request_s_else_the_profile_s_and_is_checked():
+    """Issue 39, item 1: the verdicts' margin is declared by the user (request field and form
+    Param ``equivalence_margin_pct``, else the profile's, default 3 %), read back by the report
+    from the run's archived request, and a bad value is refused before anything runs."""
+    from dlbench.reports.run_data import run_margin
+
+    default = parse_request({})
+    assert default.equivalence_margin == pytest.approx(0.03)
+    asked = parse_request({"equivalence_margin_pct": 5})
+    assert asked.equivalence_margin == pytest.approx(0.05)
+    assert run_margin(asked.model_dump(mode="json")) == pytest.approx(0.05)
+    assert run_margin(default.model_dump(mode="json")) == pytest.approx(0.03)  # the pinned profile's
+    assert run_margin({}) == pytest.approx(0.03)  # documents loaded without a request
+    for bad in (0, -1, 60):
+        with pytest.raises(ConfigError, match="equivalence_margin_pct"):
+            parse_request({"equivalence_margin_pct": bad})
