@@ -35,6 +35,15 @@ def test_capacity_and_the_documented_sql_agree(engine):
     assert four.per_host == pytest.approx(4 * four.per_instance * (1 - four.degradation_pct / 100))
     assert four.cost_per_1000 == pytest.approx(2.48 / (four.per_host * 3600) * 1000) and four.currency == "EUR"
     assert capacity.best(rows).instances_per_host == 4
+    # Four runs of the same machine class: n counts runs (run means), one machine per row.
+    assert {(r.n, r.n_of) for r in rows} == {(4, "runs")} and len({r.machine for r in rows}) == 1
+    assert "NVIDIA V100" in rows[0].machine
+    top = capacity.best(rows)
+    best = capacity.best_set(rows)
+    assert top in best and all(r.per_host_ci_high is None or r.per_host_ci_high >= (top.per_host_ci_low or 0) / 1.03
+                               for r in best)
+    assert all(r not in best for r in rows if r.per_host_ci_high is not None and top.per_host_ci_low is not None
+               and r.per_host_ci_high < top.per_host_ci_low / 1.03)
     assert capacity.hardware_types(engine) == ["NVIDIA A100", "NVIDIA V100"]
 
     queries = documented_queries()
@@ -59,7 +68,7 @@ def test_intervals_n_and_flags_checked_independently(engine):
     """The intervals against SciPy's t distribution (not dlbench's), and too few repetitions."""
     from scipy import stats as scipy_stats
 
-    runs = generate_history(engine, runs=2, tenants=(4,), seed=4, models=("resnet50",))
+    runs = generate_history(engine, runs=1, repetitions=6, tenants=(4,), seed=13, models=("resnet50",))
     rows = capacity.capacity(engine, "NVIDIA V100", "resnet50", data="synthetic", runs=runs,
                              prices=capacity.Prices({"*": 2.0}, "EUR"))
     by = {(r.platform, r.instances_per_host): r for r in rows}
@@ -71,7 +80,8 @@ def test_intervals_n_and_flags_checked_independently(engine):
         alone = values("single", "throughput", "virtual_machine")
         degraded = values("shared", "degradation_throughput", "virtual_machine")
     one, four = by[("virtual_machine", 1)], by[("virtual_machine", 4)]
-    assert one.n == len(alone) == 6 and four.degradation_n == len(degraded) == 6 and one.runs == 2
+    assert one.n == len(alone) == 6 and four.degradation_n == len(degraded) == 6 and one.runs == 1
+    assert one.n_of == "repetitions"  # one run: its repetitions (several runs: their means, the test above)
     low, high = scipy_stats.t.interval(0.95, len(alone) - 1, loc=np.mean(alone), scale=scipy_stats.sem(alone))
     assert (one.per_instance_ci_low, one.per_instance_ci_high) == (pytest.approx(low), pytest.approx(high))
     low, high = scipy_stats.t.interval(0.95, len(degraded) - 1, loc=np.mean(degraded), scale=scipy_stats.sem(degraded))
@@ -111,7 +121,7 @@ def test_prices_from_yaml_file_and_environment(monkeypatch, tmp_path):
 def test_density_chart_is_inline_svg(engine):
     from dlbench.reports.palette import platform_color
 
-    generate_history(engine, runs=2, seed=1)
+    generate_history(engine, runs=3, seed=1)  # three runs: intervals on their run means
     rows = capacity.capacity(engine, "NVIDIA V100", "alexnet", data="real")
     svg = capacity.density_chart_svg(rows)
     assert svg.startswith("<svg") and "density vs degradation" in svg and svg.count('class="series"') == 4

@@ -2,7 +2,11 @@
 
 For one hardware type (the GPU model, else the CPU model: ``capacity_facts.hardware``), per
 **configuration** (model, data kind, framework, batch, profile: each its own rows, never averaged
-together; "all models" lists every model), platform and density (instances sharing a host):
+together; "all models" lists every model), **machine class** (GPU model and count, CPU count,
+memory, the flavor or resource class: :mod:`dlbench.reports.machine_class`; a 2-GPU and an 8-GPU
+node of one GPU model are different rows), platform and density (instances sharing a host). A
+cell measured in several runs is summarised by its run means (n counts runs, ``n_of``): the
+run-to-run variance is in every interval, never pooled away:
 
     per_instance   mean single-instance throughput (scenario single), images/s, over n repetitions
     degradation    mean measured throughput degradation (%) of a tenant when N instances
@@ -38,7 +42,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from dlbench import settings
-from dlbench.reports import load
+from dlbench.reports import load, machine_class
 from dlbench.reports import stats as st
 from dlbench.reports.charts import line_chart
 
@@ -76,6 +80,12 @@ class CapacityRow:
     cost_ci_high: float | None = None
     flags: str = ""
     """Why not to trust the row yet: too few repetitions, noisy (CV), jobs on a loaded machine."""
+    machine: str = ""
+    """The kind of machine (:func:`machine_text`: CPU or GPU model and count, memory, the flavor or
+    resource class): rows of unlike machines are never pooled, whatever their hardware name."""
+    n_of: str = "repetitions"
+    """What ``n`` counts: ``repetitions`` of one run, or ``runs`` (a configuration measured in several
+    runs is planned on its run means: the run-to-run variance is in the interval)."""
 
     @property
     def config(self) -> str:
@@ -164,13 +174,40 @@ def _config(parameters: dict[str, Any]) -> str:
     return json.dumps(kept, sort_keys=True, default=str)
 
 
+def machine_text(facts: dict[str, Any]) -> str:
+    """``2 x NVIDIA V100 · 16 CPUs · 64 GiB · flavor g1.large``: a machine class
+    (:func:`dlbench.reports.machine_class.machine_class`) as a capacity row names it."""
+    parts = [f"{facts['gpu_count']} x {facts['gpu_model']}" if facts.get("gpu_model") and facts.get("gpu_count")
+             else "", f"{facts['cpu_count']} CPUs" if facts.get("cpu_count") else "",
+             f"{facts['memory_gib']} GiB" if facts.get("memory_gib") else "",
+             f"limit {facts['cpu_limit_cores']:g} cores" if facts.get("cpu_limit_cores") else ""]
+    parts += [f"{key.replace('_', ' ')} {facts[key]}" for key in ("flavor", "resource_class") if facts.get(key)]
+    return " · ".join(p for p in parts if p)
+
+
 @dataclass
 class _Cell:
-    """The measurements of one configuration x platform (x density, for a shared cell)."""
+    """The measurements of one configuration x machine class x platform (x density, for a shared cell)."""
 
     values: list[float] = field(default_factory=list)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
+    by_run: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, run_id: str, job_id: str, value: float, labels: dict[str, Any]) -> None:
+        self.values.append(value)
+        self.jobs[job_id] = labels
+        self.runs.add(run_id)
+        self.by_run.setdefault(run_id, []).append(value)
+
+    @property
+    def samples(self) -> list[float]:
+        """What the statistics read: the repetitions of one run, or each run's mean when the cell
+        spans several runs (never several runs' repetitions pooled as if independent: that would
+        leave the run-to-run variance out of every interval, docs/statistics.md)."""
+        if len(self.by_run) > 1:
+            return [st.mean(v) for v in self.by_run.values()]
+        return self.values
 
 
 def _mean_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -212,10 +249,11 @@ def _flags(cells: Sequence[_Cell]) -> str:
     row is computed from (the comparison's flags, :func:`dlbench.reports.load.load_flag`)."""
     found = []
     for cell in cells:
-        if len(cell.values) < st.MIN_REPETITIONS:
-            found.append(f"too few repetitions (n={len(cell.values)})")
-        elif st.is_noisy(st.cv(cell.values)):
-            found.append(f"noisy: CV {st.cv(cell.values) * 100:.0f}%")
+        samples, what = cell.samples, "runs" if len(cell.by_run) > 1 else "repetitions"
+        if len(samples) < st.MIN_REPETITIONS:
+            found.append(f"too few {what} (n={len(samples)})")
+        elif st.is_noisy(st.cv(samples)):
+            found.append(f"noisy: CV {st.cv(samples) * 100:.0f}%")
     jobs = {job: labels for cell in cells for job, labels in cell.jobs.items()}
     loaded = sum(1 for labels in jobs.values() if load.load_flag(labels))
     if loaded:
@@ -234,17 +272,20 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
     where, params = _filters(model, data, batch, runs, platforms)
     params["hardware"] = hardware
     sql = text(f"SELECT f.run_id, f.job_id, f.platform, f.suite, f.benchmark, f.batch, f.scenario, f.tenants, "
-               f"f.metric, f.value, b.parameters, e.labels AS execution_labels FROM capacity_facts f "
+               f"f.metric, f.value, b.parameters, e.labels AS execution_labels, env.cpu_model, env.cpu_count, "
+               f"env.memory_bytes, env.gpu_model, env.gpu_count, env.cpu_limit_cores, env.memory_limit_bytes "
+               f"FROM capacity_facts f "
                f"JOIN benchmarks b ON b.suite = f.suite AND b.name = f.benchmark "
                f"AND b.parameters_hash = f.parameters_hash "
-               f"JOIN executions e ON e.job_id = f.job_id "
+               f"JOIN executions e ON e.job_id = f.job_id JOIN environments env ON env.id = e.environment_id "
                f"WHERE {where} AND ((f.scenario = 'single' AND f.metric = 'throughput') OR "
                f"(f.scenario = 'shared' AND f.interference = 'tenants' AND f.metric = 'degradation_throughput'))")
     with engine.connect() as conn:
         rows = conn.execute(sql, params).mappings().all()
-    single: dict[tuple[str, str], _Cell] = {}
-    shared: dict[tuple[str, str, int], _Cell] = {}
+    single: dict[tuple[str, str, str], _Cell] = {}
+    shared: dict[tuple[str, str, str, int], _Cell] = {}
     described: dict[str, tuple[str, str, str, str, str]] = {}
+    machines: dict[str, str] = {}
     for r in rows:
         parameters, labels = _json(r["parameters"]), _json(r["execution_labels"])
         config = _config(parameters)
@@ -252,11 +293,14 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
             str(r["benchmark"]), str(parameters.get("data") or ""),
             answer.framework_of(str(r["suite"]), parameters, labels), str(r["batch"] or ""),
             str(parameters.get("profile") or "")))
-        cell = (single.setdefault((config, r["platform"]), _Cell()) if r["scenario"] == "single"
-                else shared.setdefault((config, r["platform"], int(r["tenants"])), _Cell()))
-        cell.values.append(float(r["value"]))
-        cell.jobs[r["job_id"]] = labels
-        cell.runs.add(r["run_id"])
+        # The machine class of the host, never its name: a container's limits stay in its class
+        # (a 4-core container is not the 16-core host), its hostname (its id) never does.
+        facts = machine_class.machine_class("", dict(r), labels)
+        machine = machine_class.class_key("", dict(r), labels)
+        machines.setdefault(machine, machine_text(facts))
+        cell = (single.setdefault((config, machine, r["platform"]), _Cell()) if r["scenario"] == "single"
+                else shared.setdefault((config, machine, r["platform"], int(r["tenants"])), _Cell()))
+        cell.add(str(r["run_id"]), str(r["job_id"]), float(r["value"]), labels)
     price = prices.for_hardware(hardware) if prices else None
     currency = prices.currency if prices else None
 
@@ -264,29 +308,34 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
         return price / (per_host * 3600) * 1000 if price is not None and per_host else None
 
     out = []
-    for (config, platform), alone in single.items():
-        per_instance = st.mean(alone.values)
+    for (config, machine, platform), alone in single.items():
+        one = alone.samples
+        per_instance = st.mean(one)
         model_name, kind, framework, batch_size, profile = described[config]
         densities: list[tuple[int, _Cell | None]] = [(1, None)] + sorted(
-            ((n, cell) for (c, p, n), cell in shared.items() if c == config and p == platform), key=lambda t: t[0])
+            ((n, cell) for (c, m, p, n), cell in shared.items() if c == config and m == machine and p == platform),
+            key=lambda t: t[0])
         for n, loaded in densities:
-            deg = st.mean(loaded.values) if loaded is not None else 0.0
+            many = loaded.samples if loaded is not None else None
+            deg = st.mean(many) if many is not None else 0.0
             per_host = n * per_instance * (1 - deg / 100)
-            low, high = _per_host_interval(n, alone.values, loaded.values if loaded is not None else None)
-            p_low, p_high = _mean_interval(alone.values)
-            d_low, d_high = _mean_interval(loaded.values) if loaded is not None else (None, None)
+            low, high = _per_host_interval(n, one, many)
+            p_low, p_high = _mean_interval(one)
+            d_low, d_high = _mean_interval(many) if many is not None else (None, None)
             cells = [alone] if loaded is None else [alone, loaded]
+            spans = alone.runs | (loaded.runs if loaded is not None else set())
             out.append(CapacityRow(
                 platform, n, per_instance, deg, per_host, cost(per_host) if per_host > 0 else None, currency,
-                len(alone.runs | (loaded.runs if loaded is not None else set())), model=model_name, data=kind,
-                framework=framework, batch=batch_size, profile=profile, n=len(alone.values),
-                degradation_n=len(loaded.values) if loaded is not None else 0,
+                len(spans), model=model_name, data=kind,
+                framework=framework, batch=batch_size, profile=profile, n=len(one),
+                degradation_n=len(many) if many is not None else 0,
                 per_instance_ci_low=p_low, per_instance_ci_high=p_high, degradation_ci_low=d_low,
                 degradation_ci_high=d_high, per_host_ci_low=low, per_host_ci_high=high,
-                cost_ci_low=cost(high), cost_ci_high=cost(low), flags=_flags(cells)))
+                cost_ci_low=cost(high), cost_ci_high=cost(low), flags=_flags(cells), machine=machines[machine],
+                n_of="runs" if len(alone.by_run) > 1 else "repetitions"))
     order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     return sorted(out, key=lambda r: (r.model, r.data, r.framework, r.batch, r.profile,
-                                      order.get(r.platform, len(order)), r.platform, r.instances_per_host))
+                                      order.get(r.platform, len(order)), r.platform, r.machine, r.instances_per_host))
 
 
 def configurations(rows: Sequence[CapacityRow]) -> dict[str, list[CapacityRow]]:
@@ -298,8 +347,23 @@ def configurations(rows: Sequence[CapacityRow]) -> dict[str, list[CapacityRow]]:
 
 
 def best(rows: Sequence[CapacityRow]) -> CapacityRow | None:
-    """The platform and density with the most images/s per host (of one configuration's rows)."""
+    """The platform and density with the most images/s per host (of one configuration's rows) by
+    point estimate; :func:`best_set` is what a planner should read."""
     return max(rows, key=lambda r: r.per_host, default=None)
+
+
+def best_set(rows: Sequence[CapacityRow], margin: float = st.EQUIVALENCE_MARGIN) -> list[CapacityRow]:
+    """The rows (platform x density, of one configuration and machine) not shown to give fewer
+    images/s per host than the top one: those whose per-host interval reaches within ``margin`` of
+    the top row's lower end (the top row always; a row without an interval only when its point
+    does). One winner by point estimate would pick noise as often as a real difference: with
+    intervals of ±5 % two platforms 2 % apart are the same answer. Each keeps its flags."""
+    top = best(rows)
+    if top is None:
+        return []
+    floor = (top.per_host_ci_low if top.per_host_ci_low is not None else top.per_host) / (1 + margin)
+    return [r for r in rows if r is top or (r.per_host_ci_high if r.per_host_ci_high is not None else r.per_host)
+            >= floor]
 
 
 def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300, title: str = "",

@@ -267,13 +267,18 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         f = filters(runs, since, until, suite, model, data, None, platforms, None, framework=framework)
         result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
         rows = [cap.CapacityRow(**r) for r in result["rows"]]
+        # The best per configuration is a set: every row not shown to give less per host than the top one.
+        best = {id(r) for group in cap.configurations(rows).values() for r in cap.best_set(group)}
+        result["best"] = [i for i, r in enumerate(rows) if id(r) in best]
         result["table"] = _table(
-            ["Model", "Data", "Framework", "Batch", "Platform", "Instances per host", "n", "Per instance (images/s)",
-             "95 % interval", "Degradation %", "95 % interval", "Per host (images/s)", "95 % interval",
-             "Cost per 1000 images", "Flags"],
+            ["Model", "Data", "Framework", "Batch", "Machine", "Platform", "Instances per host", "n",
+             "Per instance (images/s)", "95 % interval", "Degradation %", "95 % interval", "Per host (images/s)",
+             "95 % interval", "Cost per 1000 images", "Flags"],
             [[html.escape(r.model), html.escape(r.data or "-"), html.escape(r.framework), html.escape(r.batch or "-"),
-              html.escape(r.platform), str(r.instances_per_host),
-              str(r.n) + (f" / {r.degradation_n}" if r.degradation_n else ""), _fmt(r.per_instance),
+              html.escape(r.machine or "-"), html.escape(r.platform) + (" ★" if id(r) in best else ""),
+              str(r.instances_per_host),
+              (f"{r.n} runs" if r.n_of == "runs" else str(r.n)) + (f" / {r.degradation_n}" if r.degradation_n else ""),
+              _fmt(r.per_instance),
               _interval(r.per_instance_ci_low, r.per_instance_ci_high, 4), _fmt(r.degradation_pct, 3),
               _interval(r.degradation_ci_low, r.degradation_ci_high), _fmt(r.per_host),
               _interval(r.per_host_ci_low, r.per_host_ci_high, 4),
