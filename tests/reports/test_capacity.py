@@ -32,7 +32,9 @@ def test_capacity_and_the_documented_sql_agree(engine):
     one, four = by[("virtual_machine", 1)], by[("virtual_machine", 4)]
     assert one.degradation_pct == 0 and one.per_host == one.per_instance
     assert 20 < four.degradation_pct < 34  # generated: 9 % per extra tenant
-    assert four.per_host == pytest.approx(4 * four.per_instance * (1 - four.degradation_pct / 100))
+    # Per host with 4 tenants: what they delivered together (measured), close to the derived figure.
+    assert four.per_host_from == "measured" and one.per_host_from == "derived"
+    assert four.per_host == pytest.approx(4 * four.per_instance * (1 - four.degradation_pct / 100), rel=0.05)
     assert four.cost_per_1000 == pytest.approx(2.48 / (four.per_host * 3600) * 1000) and four.currency == "EUR"
     assert capacity.best(rows).instances_per_host == 4
     # Four runs of the same machine class: n counts runs (run means), one machine per row.
@@ -79,6 +81,7 @@ def test_intervals_n_and_flags_checked_independently(engine):
                 "AND scenario = :s AND metric = :m AND platform = :p"), {"s": scenario, "m": metric, "p": platform})]
         alone = values("single", "throughput", "virtual_machine")
         degraded = values("shared", "degradation_throughput", "virtual_machine")
+        totals = values("shared", "tenants_throughput_sum", "virtual_machine")
     one, four = by[("virtual_machine", 1)], by[("virtual_machine", 4)]
     assert one.n == len(alone) == 6 and four.degradation_n == len(degraded) == 6 and one.runs == 1
     assert one.n_of == "repetitions"  # one run: its repetitions (several runs: their means, the test above)
@@ -86,13 +89,19 @@ def test_intervals_n_and_flags_checked_independently(engine):
     assert (one.per_instance_ci_low, one.per_instance_ci_high) == (pytest.approx(low), pytest.approx(high))
     low, high = scipy_stats.t.interval(0.95, len(degraded) - 1, loc=np.mean(degraded), scale=scipy_stats.sem(degraded))
     assert (four.degradation_ci_low, four.degradation_ci_high) == (pytest.approx(low), pytest.approx(high))
-    # Per host: log(4 x P x (1 - D/100)); the two relative variances add, Welch-Satterthwaite df.
+    # Per host, measured: the t interval of the tenants' summed throughput.
+    low, high = scipy_stats.t.interval(0.95, len(totals) - 1, loc=np.mean(totals), scale=scipy_stats.sem(totals))
+    assert four.per_host_from == "measured" and four.per_host == pytest.approx(np.mean(totals))
+    assert (four.per_host_ci_low, four.per_host_ci_high) == (pytest.approx(low), pytest.approx(high))
+    # Per host, derived (documents without the sum): log(4 x P x (1 - D/100)); the two relative
+    # variances add, Welch-Satterthwaite df.
     a = np.var(alone, ddof=1) / len(alone) / np.mean(alone) ** 2
     b = np.var(degraded, ddof=1) / len(degraded) / (100 - np.mean(degraded)) ** 2
     df = (a + b) ** 2 / (a * a / (len(alone) - 1) + b * b / (len(degraded) - 1))
     half = scipy_stats.t.ppf(0.975, df) * np.sqrt(a + b)
-    assert four.per_host_ci_low == pytest.approx(four.per_host * np.exp(-half))
-    assert four.per_host_ci_high == pytest.approx(four.per_host * np.exp(half))
+    derived = 4 * np.mean(alone) * (1 - np.mean(degraded) / 100)
+    d_low, d_high = capacity._per_host_interval(4, alone, degraded)
+    assert (d_low, d_high) == (pytest.approx(derived * np.exp(-half)), pytest.approx(derived * np.exp(half)))
     assert 0 < four.per_host_ci_low < four.per_host < four.per_host_ci_high
     assert four.cost_ci_low == pytest.approx(2.0 / (four.per_host_ci_high * 3600) * 1000)
     assert four.cost_ci_low < four.cost_per_1000 < four.cost_ci_high

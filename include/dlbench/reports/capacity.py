@@ -11,7 +11,10 @@ run-to-run variance is in every interval, never pooled away:
     per_instance   mean single-instance throughput (scenario single), images/s, over n repetitions
     degradation    mean measured throughput degradation (%) of a tenant when N instances
                    share the host (scenario shared, interference tenants, N = tenants); 0 for N = 1
-    per_host       N x per_instance x (1 - degradation / 100)
+    per_host       the tenants' measured throughput summed (``tenants_throughput_sum`` of the shared
+                   cell: what the host really delivered with N tenants), where the shared scenario
+                   recorded it; else N x per_instance x (1 - degradation / 100) (``per_host_from``
+                   says which: ``measured`` or ``derived``)
     cost_per_1000  price per host-hour / (per_host x 3600) x 1000, in the price's currency
 
 Each with its 95 % interval (the means: Student's t; per host: Welch t on its logarithm by the
@@ -83,6 +86,9 @@ class CapacityRow:
     machine: str = ""
     """The kind of machine (:func:`machine_text`: CPU or GPU model and count, memory, the flavor or
     resource class): rows of unlike machines are never pooled, whatever their hardware name."""
+    per_host_from: str = "derived"
+    """``measured``: the shared cell's summed tenant throughput; ``derived``: N x per instance x (1 -
+    degradation) (N = 1, or documents without the sum)."""
     n_of: str = "repetitions"
     """What ``n`` counts: ``repetitions`` of one run, or ``runs`` (a configuration measured in several
     runs is planned on its run means: the run-to-run variance is in the interval)."""
@@ -279,11 +285,13 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
                f"AND b.parameters_hash = f.parameters_hash "
                f"JOIN executions e ON e.job_id = f.job_id JOIN environments env ON env.id = e.environment_id "
                f"WHERE {where} AND ((f.scenario = 'single' AND f.metric = 'throughput') OR "
-               f"(f.scenario = 'shared' AND f.interference = 'tenants' AND f.metric = 'degradation_throughput'))")
+               f"(f.scenario = 'shared' AND f.interference = 'tenants' "
+               f"AND f.metric IN ('degradation_throughput', 'tenants_throughput_sum')))")
     with engine.connect() as conn:
         rows = conn.execute(sql, params).mappings().all()
     single: dict[tuple[str, str, str], _Cell] = {}
     shared: dict[tuple[str, str, str, int], _Cell] = {}
+    summed: dict[tuple[str, str, str, int], _Cell] = {}
     described: dict[str, tuple[str, str, str, str, str]] = {}
     machines: dict[str, str] = {}
     for r in rows:
@@ -298,8 +306,11 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
         facts = machine_class.machine_class("", dict(r), labels)
         machine = machine_class.class_key("", dict(r), labels)
         machines.setdefault(machine, machine_text(facts))
-        cell = (single.setdefault((config, machine, r["platform"]), _Cell()) if r["scenario"] == "single"
-                else shared.setdefault((config, machine, r["platform"], int(r["tenants"])), _Cell()))
+        if r["scenario"] == "single":
+            cell = single.setdefault((config, machine, r["platform"]), _Cell())
+        else:
+            cells = summed if r["metric"] == "tenants_throughput_sum" else shared
+            cell = cells.setdefault((config, machine, r["platform"], int(r["tenants"])), _Cell())
         cell.add(str(r["run_id"]), str(r["job_id"]), float(r["value"]), labels)
     price = prices.for_hardware(hardware) if prices else None
     currency = prices.currency if prices else None
@@ -318,8 +329,13 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
         for n, loaded in densities:
             many = loaded.samples if loaded is not None else None
             deg = st.mean(many) if many is not None else 0.0
-            per_host = n * per_instance * (1 - deg / 100)
-            low, high = _per_host_interval(n, one, many)
+            total = summed.get((config, machine, platform, n)) if loaded is not None else None
+            if total is not None:  # what the N tenants really delivered together
+                per_host = st.mean(total.samples)
+                low, high = _mean_interval(total.samples)
+            else:
+                per_host = n * per_instance * (1 - deg / 100)
+                low, high = _per_host_interval(n, one, many)
             p_low, p_high = _mean_interval(one)
             d_low, d_high = _mean_interval(many) if many is not None else (None, None)
             cells = [alone] if loaded is None else [alone, loaded]
@@ -332,6 +348,7 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
                 per_instance_ci_low=p_low, per_instance_ci_high=p_high, degradation_ci_low=d_low,
                 degradation_ci_high=d_high, per_host_ci_low=low, per_host_ci_high=high,
                 cost_ci_low=cost(high), cost_ci_high=cost(low), flags=_flags(cells), machine=machines[machine],
+                per_host_from="measured" if total is not None else "derived",
                 n_of="runs" if len(alone.by_run) > 1 else "repetitions"))
     order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     return sorted(out, key=lambda r: (r.model, r.data, r.framework, r.batch, r.profile,
