@@ -309,8 +309,8 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
         if r["scenario"] == "single":
             cell = single.setdefault((config, machine, r["platform"]), _Cell())
         else:
-            cells = summed if r["metric"] == "tenants_throughput_sum" else shared
-            cell = cells.setdefault((config, machine, r["platform"], int(r["tenants"])), _Cell())
+            into = summed if r["metric"] == "tenants_throughput_sum" else shared
+            cell = into.setdefault((config, machine, r["platform"], int(r["tenants"])), _Cell())
         cell.add(str(r["run_id"]), str(r["job_id"]), float(r["value"]), labels)
     price = prices.for_hardware(hardware) if prices else None
     currency = prices.currency if prices else None
