@@ -2,6 +2,7 @@
 
     dlbench compare [--run-id ID] [--baseline RUN] [--window N] [--json]   regressions (exit 3 if any)
     dlbench baseline pin RUN_ID [--suite S] [--note TEXT]                  pin a regression baseline
+    dlbench baseline ack RUN_ID [--note TEXT]                              accept a run's regressions as the new level
     dlbench baseline unpin [--suite S] | dlbench baseline list
     dlbench capacity --hardware H --model M [--data D] [--price P --currency C]
     dlbench explorer [--host H] [--port P] [--prefix /p]                   serve the explorer (uvicorn)
@@ -54,9 +55,10 @@ def _compare(sub: Any) -> None:
 
 @subcommand
 def _baseline(sub: Any) -> None:
-    parser = sub.add_parser("baseline", help="pin, unpin or list regression baselines")
-    parser.add_argument("action", choices=["pin", "unpin", "list"])
-    parser.add_argument("run_id", nargs="?", help="pin: the run to compare later runs with")
+    parser = sub.add_parser("baseline", help="pin, unpin or list regression baselines; ack a run's regressions")
+    parser.add_argument("action", choices=["pin", "unpin", "list", "ack"])
+    parser.add_argument("run_id", nargs="?", help="pin: the run to compare later runs with; ack: the run whose "
+                        "regressions are accepted as their cases' new level")
     parser.add_argument("--suite", default=None, help="only for this suite (default: every suite)")
     parser.add_argument("--note", default=None)
 
@@ -74,6 +76,18 @@ def _baseline(sub: Any) -> None:
                 print(f"dlbench baseline pin: {exc}", file=sys.stderr)
                 return 1
             print(f"baseline of {args.suite or 'every suite'}: {args.run_id}")
+        elif args.action == "ack":
+            if not args.run_id:
+                print("dlbench baseline ack: name the run id", file=sys.stderr)
+                return 2
+            try:
+                accepted = regression.acknowledge(engine, args.run_id, note=args.note)
+            except LookupError as exc:
+                print(f"dlbench baseline ack: {exc}", file=sys.stderr)
+                return 1
+            print(f"run {args.run_id}: {len(accepted)} regression(s) accepted as the new level")
+            for r in accepted:
+                print(f"  {r}")
         elif args.action == "unpin":
             removed = regression.unpin(engine, suite=args.suite)
             print(f"{'removed' if removed else 'no'} pin for {args.suite or 'every suite'}")

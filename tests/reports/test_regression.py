@@ -345,3 +345,31 @@ def test_a_provisioning_time_regression_is_reported_but_does_not_fail_the_run(tm
     outcome = regression_alerts.run(context, {"html": "report.html"}, variable=variables.get, warehouse_url=lambda: url)
     assert outcome == {"count": 1, "mode": "fail"}  # not raised
     assert "reachable_over_ssh" in (tmp_path / "notified.jsonl").read_text()  # notified all the same
+
+
+def test_an_acknowledged_change_alarms_once_and_a_new_one_alarms_again(engine, capsys):
+    """Issue 39, item 3: a 15 % drop in run 6 is flagged there. ``dlbench baseline ack`` accepts it
+    as the case's new level (the warehouse keeps it): run 6 no longer alarms, the runs after it are
+    compared with the new level only (the mixed window of old and new runs no longer blurs the
+    noise estimate), and a second drop later alarms against the new level."""
+    from dlbench import cli
+    from dlbench.warehouse.load import RunInfo, load_documents
+
+    rng = random.Random(5)
+    levels = [1.0] * 6 + [0.85] * 5 + [0.70]  # the drop at run 6, a second one at run 11
+    runs = [f"ack{i:02d}" for i in range(len(levels))]
+    for i, (run, level) in enumerate(zip(runs, levels, strict=True)):
+        docs = [d for d in _make_run_documents(run, i, rng, level) if d.environment.platform.value == "bare_metal"]
+        load_documents(engine, docs, run=RunInfo(run_id=run, dag_id="dlbench_benchmark", profile="smoke",
+                                                 provider="local", started_at=datetime(2026, 11, 1 + i, 3, tzinfo=UTC)))
+    assert [r.platform for r in regression.detect(engine, runs[6])] == ["bare_metal"]
+    url = engine.url.render_as_string(hide_password=False)
+    assert cli.main(["--url", url, "baseline", "ack", runs[6], "--note", "new driver"]) == 0
+    assert "1 regression(s) accepted as the new level" in capsys.readouterr().out
+    assert regression.detect(engine, runs[6]) == []  # alarmed once
+    assert all(regression.detect(engine, run) == [] for run in runs[7:11])  # the new level is the baseline
+    second = regression.detect(engine, runs[11])
+    assert [r.platform for r in second] == ["bare_metal"]
+    assert second[0].baseline_runs == tuple(runs[6:11])  # the new level only
+    assert -20 < second[0].change_pct < -15  # 0.70 against 0.85
+    assert regression.acknowledge(engine, runs[6]) == []  # idempotent: nothing left to accept

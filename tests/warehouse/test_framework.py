@@ -125,7 +125,7 @@ def test_migration_0005_backfills_a_warehouse_created_at_0004(warehouse_url):
                     repetition=0, status="ok", labels={}).returning(Execution.id)).scalar_one()
                 conn.execute(insert(Sample).values(execution_id=execution, ordinal=0, metric="throughput",
                                                    value=float(i), unit="images/s", labels={}))
-        db.upgrade(engine)
+        db.upgrade(engine, "0005")
         assert db.current_revision(engine) == "0005"
         expected = {name: framework for name, (_, _, framework) in cases.items()}
         with engine.connect() as conn:

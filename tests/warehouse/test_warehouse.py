@@ -54,7 +54,7 @@ def doc(platform: str, rep: int, throughput: float, *, run_id: str = "r1", job_i
 
 
 def test_migrations_match_the_models_and_go_both_ways(engine):
-    assert db.current_revision(engine) == db.head_revision() == "0005"
+    assert db.current_revision(engine) == db.head_revision() == "0006"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == [], diff
@@ -66,6 +66,10 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         assert indexes["ix_executions_benchmark_id_platform"] == ["benchmark_id", "platform"]
         assert indexes["ix_runs_scheduled_started_at"] == ["scheduled", "started_at"]
     assert "capacity_facts" in inspect(engine).get_view_names()
+    assert "change_acks" in inspect(engine).get_table_names()
+    db.downgrade(engine, "0005")
+    with engine.connect() as conn:
+        assert "change_acks" not in inspect(conn).get_table_names()
     db.downgrade(engine, "0004")
     with engine.connect() as conn:
         assert "framework" not in {c["name"] for c in inspect(conn).get_columns("benchmarks")}
@@ -85,7 +89,7 @@ def test_migrations_match_the_models_and_go_both_ways(engine):
         assert not set(TABLES) & set(inspect(conn).get_table_names())
     db.upgrade(engine)
     db.upgrade(engine)  # idempotent: the DAG calls it before every load
-    assert db.current_revision(engine) == "0005"
+    assert db.current_revision(engine) == "0006"
 
 
 def test_engine_for_defaults_to_sqlite_in_dlbench_home(monkeypatch, tmp_path):

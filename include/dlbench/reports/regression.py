@@ -41,6 +41,7 @@ alpha 0.01; a 10 % drop is flagged in 99.5 % of series, 5 % in 57 %, 3 % in 18 %
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics as pystats
@@ -57,7 +58,7 @@ from sqlalchemy.orm import Session
 from dlbench.providers import timings
 from dlbench.reports import compare, machine_class, metrics
 from dlbench.reports.stats import t_cdf
-from dlbench.warehouse.models import BaselinePin, Benchmark, Environment, Execution, Run, Sample
+from dlbench.warehouse.models import BaselinePin, Benchmark, ChangeAck, Environment, Execution, Run, Sample
 
 ALPHA = 0.01
 MIN_CHANGE_PCT = 2.0
@@ -84,6 +85,8 @@ class Regression:
     software_changes: tuple[str, ...] = ()
     """What changed in the machine's software since the last baseline run (``tensorflow 2.15.0 -> 2.16.1``)."""
     suite: str = ""
+    history: str = ""
+    """The case history's key (:func:`history_key`): what :func:`acknowledge` records."""
 
     @property
     def provisioning(self) -> bool:
@@ -277,6 +280,7 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
                                                               r["execution_labels"]), r["platform"], r["metric"])
     if current_pk is None:
         return []
+    accepted = _acknowledged(engine)
     pins: dict[str, str | None] = {}
     tested: list[tuple[tuple, Outcome, list[int]]] = []
     for key, by_run in cases.items():
@@ -293,7 +297,14 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
                 continue
             base_pks = [pk for pk in by_run if names[pk] == pin]
         else:
-            earlier = sorted((pk for pk in by_run if order[pk] < order[current_pk]), key=order.__getitem__)
+            # An accepted change starts the history's new level: its own run no longer alarms,
+            # later runs are compared with that level only (and wait for min_history runs of it).
+            starts = [order[pk] for pk in accepted.get(history_key(key), ()) if pk in order]
+            since = max((o for o in starts if o <= order[current_pk]), default=None)
+            if since == order[current_pk]:
+                continue
+            earlier = sorted((pk for pk in by_run if order[pk] < order[current_pk]
+                              and (since is None or order[pk] >= since)), key=order.__getitem__)
             base_pks = earlier[-window:] if window > 0 else []
             if len(base_pks) < min_history:
                 continue
@@ -314,7 +325,8 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         _, name, case, platform, metric = meta[key]
         last = max(base_pks, key=order.__getitem__)
         changed = machine_class.software_changes(software[key].get(last, {}), software[key].get(current_pk, {}))
-        found.append(Regression(suite=key[0], benchmark=name, case=case, platform=platform, metric=metric, unit=key[4],
+        found.append(Regression(suite=key[0], history=history_key(key), benchmark=name, case=case, platform=platform,
+                                metric=metric, unit=key[4],
                                 baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
                                 p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks),
                                 software_changes=tuple(changed)))
@@ -322,6 +334,39 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
 
 
 # --- pins --------------------------------------------------------------------------------------
+
+def history_key(key: tuple) -> str:
+    """A short stable digest of a case history's key (suite, benchmark, case, metric, unit, labels,
+    platform, machine class): what an acknowledgement is kept under."""
+    return hashlib.sha256(json.dumps(list(key), default=str).encode()).hexdigest()[:16]
+
+
+def _acknowledged(engine: sqlalchemy.Engine) -> dict[str, set[int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(ChangeAck.history, ChangeAck.run_pk)).all()
+    found: dict[str, set[int]] = {}
+    for history, run_pk in rows:
+        found.setdefault(history, set()).add(run_pk)
+    return found
+
+
+def acknowledge(engine: sqlalchemy.Engine, run_id: str, *, histories: Sequence[str] | None = None,
+                note: str | None = None) -> list[Regression]:
+    """Accept the regressions of ``run_id`` (all, or those of ``histories``) as their cases' new
+    level: that run no longer alarms, later runs are compared with the new level. Idempotent;
+    returns what was acknowledged (``dlbench baseline ack``, docs/regressions.md)."""
+    found = [r for r in detect(engine, run_id) if histories is None or r.history in histories]
+    with Session(engine) as session, session.begin():
+        run = session.scalar(select(Run).where(Run.run_id == run_id))
+        if run is None:
+            raise LookupError(f"run {run_id!r} is not in the warehouse")
+        for r in found:
+            if session.scalar(select(ChangeAck).where(ChangeAck.history == r.history,
+                                                      ChangeAck.run_pk == run.id)) is None:
+                session.add(ChangeAck(history=r.history, run_pk=run.id, acknowledged_at=datetime.now(UTC),
+                                      note=note))
+    return found
+
 
 def pin(engine: sqlalchemy.Engine, run_id: str, *, suite: str | None = None, note: str | None = None) -> None:
     """Name ``run_id`` the baseline (of ``suite``, or of every suite); replaces an earlier pin."""

@@ -146,6 +146,20 @@ class Sample(Base):
     execution: Mapped[Execution] = relationship(back_populates="samples")
 
 
+class ChangeAck(Base):
+    """An accepted change of one case history's level (``dlbench baseline ack``): from ``run_pk``
+    on, the history's earlier runs are no baseline (migration 0006)."""
+
+    __tablename__ = "change_acks"
+    __table_args__ = (UniqueConstraint("history", "run_pk"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    history: Mapped[str] = mapped_column(String(64), index=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    acknowledged_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
 class BaselinePin(Base):
     """A run named as the regression baseline (``dlbench baseline pin``, the explorer): for one
     suite, or for every suite (``scope = "*"``). Migration 0004."""
