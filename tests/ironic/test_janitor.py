@@ -13,6 +13,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from dlbench.providers.base import Tags
 from tests.conftest import ROOT
 from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
@@ -236,6 +238,10 @@ def _node_of_run(conn, proc: subprocess.Popen, seen: dict[str, str], until, what
         time.sleep(0.3)
 
 
+RELEASE_TRIES = 3
+"""Runs started to catch one inside its release (see the test below)."""
+
+
 def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_one_lease(clean_cloud, airflow_db):
     """Issue 38, item 2: a run SIGKILLed while its node deploys, another while it releases (its node
     already untagged: nothing of it left for the janitor to find in the cloud). Both leave their
@@ -256,22 +262,34 @@ def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_o
         _kill_tree(provisioning)
     (first,) = set(seen.values())
 
-    releasing = _embedded(_run_conf(lease_s, models=["alexnet"], repetitions=1))
-    later: dict[str, str] = {}
-    try:  # the release untags a node first: a node of the run seen tagged, now without its tags
-        node_id = _node_of_run(conn, releasing, later, lambda n, s: n.id in s and
-                               not (n.extra or {}).get("dlbench_run_id"), "its release", exclude=first)
-        # Frozen there (SIGSTOP: no step of the release goes on), then killed once Ironic's
-        # tear-down took the node (its allocation with it): then nothing of the run is left in the
-        # cloud. Had the release not asked for the undeploy yet, its allocation (tagged) is left.
-        releasing.send_signal(signal.SIGSTOP)
-        deadline = time.monotonic() + 60
-        while conn.baremetal.get_node(node_id).provision_state in ("active", "deleting") and \
-                time.monotonic() < deadline:
-            time.sleep(0.5)
-    finally:
-        _kill_tree(releasing)
-    (second,) = set(later.values())
+    missed = []
+    for _ in range(RELEASE_TRIES):
+        releasing = _embedded(_run_conf(lease_s, models=["alexnet"], repetitions=1))
+        later: dict[str, str] = {}
+        try:  # the release untags a node first: a node of the run seen tagged, now without its tags
+            node_id = _node_of_run(conn, releasing, later, lambda n, s: n.id in s and
+                                   not (n.extra or {}).get("dlbench_run_id"), "its release", exclude=first)
+            # Frozen there (SIGSTOP: no step of the release goes on), then killed once Ironic's
+            # tear-down took the node (its allocation with it): then nothing of the run is left in
+            # the cloud. Had the release not asked for the undeploy yet, its allocation (tagged) is left.
+            releasing.send_signal(signal.SIGSTOP)
+            deadline = time.monotonic() + 60
+            while conn.baremetal.get_node(node_id).provision_state in ("active", "deleting") and \
+                    time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            _kill_tree(releasing)
+        (second,) = set(later.values())
+        if (paths.runs_dir() / second).exists():
+            break
+        # The whole release ran between two polls (the untagged-but-releasing window is a few
+        # seconds; the CI of stop 45 missed it once): it removed its key and record itself, so
+        # nothing of it is left (asserted), but this is not the case under test: again.
+        assert secret_variables(second) == [], second
+        missed.append(second)
+    else:
+        pytest.fail(f"every release ({', '.join(missed)}) ended before it could be frozen")
+    print("releases that ended before the freeze:", missed)
 
     # Neither process could remove its state. The second's key (an Airflow Variable) is there; the
     # first's may not be: killed inside its setup task before dag.test() committed the Variable's
