@@ -301,6 +301,12 @@ def workload_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGrou
     return groups
 
 
+def margin_of(stats: pd.DataFrame) -> float:
+    """The equivalence margin a comparison's verdicts were read at (every row carries the run's),
+    else the default: one statement for the report, the text table and decision-grade."""
+    return float(stats["margin"].iloc[0]) if not stats.empty and "margin" in stats else st.EQUIVALENCE_MARGIN
+
+
 def n_text(row: Any) -> str:
     """``n=3/3`` (repetitions, platform / bare metal), or ``runs=3/3`` when the row compares run
     means (a case seen in several runs: ``compare.RUNS``)."""
@@ -417,7 +423,7 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
         counts = [f"{flagged[mask].groupby(cell).ngroups} {what}" for what, mask in kinds if mask.any()]
         reasons.append(f"flags on {flagged.groupby(cell).ngroups} of {rows.groupby(cell).ngroups} {what} cells "
                        f"({', '.join(counts)})")
-    margin = float(rows["margin"].iloc[0]) if not rows.empty and "margin" in rows else st.EQUIVALENCE_MARGIN
+    margin = margin_of(rows)
     if not reasons:
         return Grade(True, (), None, margin)
     command = decision_command(profile.name, profile.toy, profile.requested_list("frameworks"),

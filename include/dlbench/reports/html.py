@@ -285,7 +285,7 @@ def answer_html(stats: pd.DataFrame, frame: pd.DataFrame) -> str:
     time normalized to bare metal with its confidence interval, n, verdict and flags; a run
     without training answers with the micro-benchmarks' headline metrics instead."""
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
-    margin = float(stats["margin"].iloc[0]) if not stats.empty and "margin" in stats else st.EQUIVALENCE_MARGIN
+    margin = answer.margin_of(stats)
     intro = (f"<p class='note'>Each platform against bare metal (×BM: 1.0 = bare metal) with its {confidence} "
              "interval (ratio of the means, delta-method interval on the log scale, df by Welch-Satterthwaite; "
              "docs/statistics.md), n = repetitions (platform/bare metal), "

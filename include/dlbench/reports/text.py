@@ -109,7 +109,7 @@ def text_table(engine: Engine, run_id: str | None = None, report_dir: Path | Non
     profile_name, requested = run_request(engine, run_id)
     profile = answer.run_profile(profile_name, requested, frame)
     confidence = f"{st.DEFAULT_CONFIDENCE * 100:.0f}%"
-    margin = float(stats["margin"].iloc[0]) if not stats.empty and "margin" in stats else st.EQUIVALENCE_MARGIN
+    margin = answer.margin_of(stats)
     lines = [f"Run {run_id}: {profile.describe()}.",
              f"×BM = platform / bare metal with its {confidence} interval (docs/statistics.md); verdict at "
              f"{confidence}, Holm-corrected, margin ±{margin * 100:g}%: same (the interval within the margin) / "
