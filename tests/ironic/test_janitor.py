@@ -114,13 +114,21 @@ def _embedded(conf: dict) -> subprocess.Popen:
                             env={**os.environ, "PYTHONPATH": str(ROOT / "include")})
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the run's process and its children (no except, no finally, no teardown)."""
+def _signal_tree(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    """``sig`` to the run's process and to the process group of each child: ``make run``'s
+    supervisor runs the DAG in a child of its own session (pipeline/embedded.py), so a signal to
+    the supervisor alone reaches nothing of the run (the CI of stop 45 froze only the supervisor:
+    every release it meant to catch went on to its end)."""
     for pid in [*_children(proc.pid), proc.pid]:
         try:
-            os.killpg(pid, signal.SIGKILL) if pid != proc.pid else os.kill(pid, signal.SIGKILL)
+            os.killpg(pid, sig) if pid != proc.pid else os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's process and its children (no except, no finally, no teardown)."""
+    _signal_tree(proc, signal.SIGKILL)
     proc.wait()
 
 
@@ -278,7 +286,7 @@ def test_runs_killed_while_provisioning_and_while_releasing_leave_nothing_past_o
             # Frozen there (SIGSTOP: no step of the release goes on), then killed once Ironic's
             # tear-down took the node (its allocation with it): then nothing of the run is left in
             # the cloud. Had the release not asked for the undeploy yet, its allocation (tagged) is left.
-            releasing.send_signal(signal.SIGSTOP)
+            _signal_tree(releasing, signal.SIGSTOP)  # the DAG's process, not only its supervisor
             deadline = time.monotonic() + 60
             while conn.baremetal.get_node(node_id).provision_state in ("active", "deleting") and \
                     time.monotonic() < deadline:
