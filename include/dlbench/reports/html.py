@@ -441,11 +441,14 @@ def _regressions_html(engine: Engine, run_id: str) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(r.platform)}</td><td>{html.escape(r.case)}</td><td>{html.escape(r.metric)}</td>"
         f"<td>{fmt(r.baseline)} {html.escape(r.unit)}</td><td>{fmt(r.current)} {html.escape(r.unit)}</td>"
-        f"<td>{r.change_pct:+.1f}</td><td>{fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}</td>"
+        f"<td>{r.change_pct:+.1f}</td><td>{fmt(r.p_value, 2)}</td><td>{html.escape(r.method)}"
+        + (f" (a new level since run {html.escape(r.level_since)}: alarms until accepted with "
+           f"<code>dlbench baseline ack {html.escape(run_id)}</code>)" if r.level_since else "") + "</td>"
         f"<td>{html.escape(', '.join(r.baseline_runs[-3:]))}{' …' if len(r.baseline_runs) > 3 else ''}</td>"
         f"<td>{html.escape('; '.join(r.software_changes)) or '-'}</td></tr>"
         for r in found)
-    return head + scroll("<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th><th>this run</th>"
+    return head + scroll("<table><tr><th>platform</th><th>case</th><th>metric</th><th>baseline</th>"
+                         "<th>this run (a change point: its new level)</th>"
                          "<th>change %</th><th>p</th><th>test</th><th>baseline runs</th>"
                          f"<th>software changed since the baseline</th></tr>{rows}</table>")
 

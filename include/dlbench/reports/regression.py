@@ -15,8 +15,15 @@ The baseline, first match wins:
 1. ``baseline_run`` given to :func:`detect` (the CLI's ``--baseline``);
 2. a pinned run (``dlbench baseline pin RUN_ID [--suite S]``, the explorer's "pin" button),
    stored in the warehouse table ``baseline_pins``, for the case's suite or for every suite;
-3. the last ``window`` earlier runs holding the case (default 8); a case with fewer than
-   ``MIN_HISTORY`` (3) earlier runs is not tested yet (its run-to-run noise is unknown).
+3. the last ``window`` earlier runs holding the case (default 8) since its last change point
+   and its last acknowledged level; a case with fewer than ``MIN_HISTORY`` (3) such runs is not
+   tested by the latest run's test yet (its run-to-run noise is unknown).
+
+Without a pinned baseline, the case's whole series (since its last acknowledged level) is also
+searched for change points (E-divisive means, :mod:`dlbench.reports.changepoints`): the last one
+that went the bad way alarms (method ``e-divisive``, ``level_since`` its first run) until
+``dlbench baseline ack`` accepts the new level, so a step too small for one run's test, or one
+caught once and not acted on, is not lost in the next windows (:func:`check_series`).
 
 The test (docs/regressions.md):
 
@@ -56,7 +63,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from dlbench.providers import timings
-from dlbench.reports import compare, machine_class, metrics
+from dlbench.reports import changepoints, compare, machine_class, metrics
 from dlbench.reports.stats import t_cdf
 from dlbench.warehouse.models import BaselinePin, Benchmark, ChangeAck, Environment, Execution, Run, Sample
 
@@ -87,6 +94,9 @@ class Regression:
     suite: str = ""
     history: str = ""
     """The case history's key (:func:`history_key`): what :func:`acknowledge` records."""
+    level_since: str | None = None
+    """For a change point (``method`` ``e-divisive``): the first run of the new level, what
+    ``dlbench baseline ack`` accepts; None for a test of the run itself."""
 
     @property
     def provisioning(self) -> bool:
@@ -102,8 +112,10 @@ class Regression:
     def __str__(self) -> str:
         p = "" if self.p_value is None else f", p={self.p_value:.2g}"
         changed = f"; since the baseline: {', '.join(self.software_changes)}" if self.software_changes else ""
+        since = (f"; a new level since run {self.level_since}, alarming until acknowledged "
+                 "(dlbench baseline ack on a run that reports it)") if self.level_since else ""
         return (f"{self.case} [{self.platform}] {self.metric}: {self.baseline:.4g} -> {self.current:.4g} {self.unit} "
-                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s){changed})")
+                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s){changed}{since})")
 
 
 # --- the test on one case ----------------------------------------------------------------------
@@ -161,24 +173,51 @@ def _one_sided(improvement: float, spread: float, df: float) -> float:
     return t_cdf(improvement / spread, df)
 
 
-def change_points(means: Sequence[float], *, window: int = WINDOW, alpha: float = ALPHA,
-                  min_change_pct: float = MIN_CHANGE_PCT) -> list[int]:
-    """Indices of a trend's change points: a run whose mean departs (either way) from the runs
-    since the last change point (at most ``window``, at least 3) by the prediction-t test. After a
-    change point the history restarts there, so a lasting step is marked once."""
-    found: list[int] = []
-    segment_start = 0
-    for i in range(len(means)):
-        history = list(means[max(segment_start, i - window):i])
-        if len(history) < 3:
-            continue
-        for higher in (True, False):
-            outcome = assess(history, history, [means[i]], higher_is_better=higher, alpha=alpha / 2,
-                             min_change_pct=min_change_pct)
-            if outcome is not None and outcome.regressed:
-                found.append(i)
-                segment_start = i
-                break
+@dataclass(frozen=True)
+class Finding:
+    """One test of a case's series: its outcome (``regressed`` before the run's adjustment) and the
+    positions in the series of the runs it compared with; ``level_since`` the position where a
+    change point's new level starts (None for the test of the latest run)."""
+    outcome: Outcome
+    baseline: tuple[int, ...]
+    level_since: int | None = None
+
+
+def check_series(series: Sequence[Sequence[float]], *, higher_is_better: bool, window: int = WINDOW,
+                min_history: int = MIN_HISTORY, alpha: float = ALPHA,
+                min_change_pct: float = MIN_CHANGE_PCT) -> list[Finding]:
+    """A case's unpinned tests: ``series`` is each run's repetitions, oldest first, the run under
+    test last (from the case's last acknowledged level on). Two tests, each p-value left for the
+    run's family (:func:`benjamini_hochberg`):
+
+    - the **latest run** (prediction-t) against the last ``window`` runs **since the last change
+      point** before it (a history that restarts at a step, as Hunter's does), when there are
+      ``min_history`` of them;
+    - the **last change point** of the whole series (E-divisive means over run means,
+      :mod:`dlbench.reports.changepoints`, significant at ``alpha``) when it went the bad way by
+      ``min_change_pct``: a drop that no single run's test caught (a 4 % step over several runs), or
+      one caught once and not acknowledged, alarms until ``dlbench baseline ack`` accepts its level.
+    """
+    if not series:
+        return []
+    means = [pystats.fmean(v) for v in series]
+    current = len(series) - 1
+    points = changepoints.e_divisive(means, alpha=alpha)
+    start = max((c.index for c in points if c.index < current), default=0)
+    earlier = list(range(start, current))[-window:] if window > 0 else []
+    found = []
+    if len(earlier) >= min_history:
+        outcome = assess([means[i] for i in earlier], [v for i in earlier for v in series[i]], series[current],
+                         higher_is_better=higher_is_better, alpha=1.0, min_change_pct=min_change_pct)
+        if outcome is not None:
+            found.append(Finding(outcome, tuple(earlier)))
+    sign = 1.0 if higher_is_better else -1.0
+    bad = [c for c in points if sign * c.change_pct <= -min_change_pct]
+    if bad:
+        last = bad[-1]
+        before = max((c.index for c in points if c.index < last.index), default=0)
+        outcome = Outcome(last.before, last.after, last.change_pct, last.p_value, "e-divisive", True)
+        found.append(Finding(outcome, tuple(range(before, last.index)), level_since=last.index))
     return found
 
 
@@ -282,11 +321,12 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         return []
     accepted = _acknowledged(engine)
     pins: dict[str, str | None] = {}
-    tested: list[tuple[tuple, Outcome, list[int]]] = []
+    tested: list[tuple[tuple, Outcome, list[int], int | None]] = []
     for key, by_run in cases.items():
         if current_pk not in by_run:
             continue
         suite, metric, unit = key[0], key[3], key[4]
+        higher = metrics.higher_is_better(metric, unit)
         pin = baseline_run
         if pin is None:
             if suite not in pins:
@@ -296,40 +336,41 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
             if pin == run_id:
                 continue
             base_pks = [pk for pk in by_run if names[pk] == pin]
-        else:
-            # An accepted change starts the history's new level: its own run no longer alarms,
-            # later runs are compared with that level only (and wait for min_history runs of it).
-            starts = [order[pk] for pk in accepted.get(history_key(key), ()) if pk in order]
-            since = max((o for o in starts if o <= order[current_pk]), default=None)
-            if since == order[current_pk]:
-                continue
-            earlier = sorted((pk for pk in by_run if order[pk] < order[current_pk]
-                              and (since is None or order[pk] >= since)), key=order.__getitem__)
-            base_pks = earlier[-window:] if window > 0 else []
-            if len(base_pks) < min_history:
-                continue
-        if not base_pks:
+            outcome = assess([pystats.fmean(by_run[pk]) for pk in base_pks],
+                             [v for pk in base_pks for v in by_run[pk]], by_run[current_pk],
+                             higher_is_better=higher, alpha=1.0, min_change_pct=min_change_pct, pinned=True)
+            if base_pks and outcome is not None:
+                tested.append((key, outcome, base_pks, None))
             continue
-        # Every case is first tested at level 1 (p kept); the run's family decides below.
-        outcome = assess([pystats.fmean(by_run[pk]) for pk in base_pks],
-                         [v for pk in base_pks for v in by_run[pk]], by_run[current_pk],
-                         higher_is_better=metrics.higher_is_better(metric, unit), alpha=1.0,
-                         min_change_pct=min_change_pct, pinned=pin is not None)
-        if outcome is not None:
-            tested.append((key, outcome, base_pks))
-    adjusted = benjamini_hochberg([o.p_value for _, o, _ in tested])
-    found = []
-    for (key, outcome, base_pks), q in zip(tested, adjusted, strict=True):
-        if not outcome.regressed or (q is not None and q >= alpha):
+        # An accepted change starts the history's new level: its own run no longer alarms, later
+        # runs are tested on that level only (and wait for min_history runs of it).
+        starts = [order[pk] for pk in accepted.get(history_key(key), ()) if pk in order]
+        since = max((o for o in starts if o <= order[current_pk]), default=None)
+        if since == order[current_pk]:
             continue
+        pks = sorted((pk for pk in by_run if order[pk] < order[current_pk] and (since is None or order[pk] >= since)),
+                     key=order.__getitem__) + [current_pk]
+        # Every case is tested at level 1 (p kept); the run's family decides below.
+        for finding in check_series([by_run[pk] for pk in pks], higher_is_better=higher, window=window,
+                                   min_history=min_history, alpha=alpha, min_change_pct=min_change_pct):
+            tested.append((key, finding.outcome, [pks[i] for i in finding.baseline],
+                           None if finding.level_since is None else pks[finding.level_since]))
+    adjusted = benjamini_hochberg([o.p_value for _, o, _, _ in tested])
+    found: list[Regression] = []
+    alarmed: set[tuple] = set()
+    for (key, outcome, base_pks, level), q in zip(tested, adjusted, strict=True):
+        if key in alarmed or not outcome.regressed or (q is not None and q >= alpha):
+            continue  # one alarm per case: the run's own test first, then its series' change point
+        alarmed.add(key)
         _, name, case, platform, metric = meta[key]
         last = max(base_pks, key=order.__getitem__)
-        changed = machine_class.software_changes(software[key].get(last, {}), software[key].get(current_pk, {}))
+        changed = machine_class.software_changes(software[key].get(last, {}),
+                                                 software[key].get(current_pk if level is None else level, {}))
         found.append(Regression(suite=key[0], history=history_key(key), benchmark=name, case=case, platform=platform,
                                 metric=metric, unit=key[4],
                                 baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
                                 p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks),
-                                software_changes=tuple(changed)))
+                                software_changes=tuple(changed), level_since=None if level is None else names[level]))
     return sorted(found, key=lambda r: (-abs(r.change_pct), r.case, r.platform, r.metric))
 
 
@@ -353,17 +394,19 @@ def _acknowledged(engine: sqlalchemy.Engine) -> dict[str, set[int]]:
 def acknowledge(engine: sqlalchemy.Engine, run_id: str, *, histories: Sequence[str] | None = None,
                 note: str | None = None) -> list[Regression]:
     """Accept the regressions of ``run_id`` (all, or those of ``histories``) as their cases' new
-    level: that run no longer alarms, later runs are compared with the new level. Idempotent;
-    returns what was acknowledged (``dlbench baseline ack``, docs/regressions.md)."""
+    level: from that run (for a change point: from the first run of its new level,
+    ``Regression.level_since``) the history is the new level, and nothing before alarms again.
+    Idempotent; returns what was acknowledged (``dlbench baseline ack``, docs/regressions.md)."""
     found = [r for r in detect(engine, run_id) if histories is None or r.history in histories]
     with Session(engine) as session, session.begin():
         run = session.scalar(select(Run).where(Run.run_id == run_id))
         if run is None:
             raise LookupError(f"run {run_id!r} is not in the warehouse")
         for r in found:
-            if session.scalar(select(ChangeAck).where(ChangeAck.history == r.history,
-                                                      ChangeAck.run_pk == run.id)) is None:
-                session.add(ChangeAck(history=r.history, run_pk=run.id, acknowledged_at=datetime.now(UTC),
+            level = run if r.level_since is None else session.scalar(select(Run).where(Run.run_id == r.level_since))
+            if level is not None and session.scalar(select(ChangeAck).where(ChangeAck.history == r.history,
+                                                                            ChangeAck.run_pk == level.id)) is None:
+                session.add(ChangeAck(history=r.history, run_pk=level.id, acknowledged_at=datetime.now(UTC),
                                       note=note))
     return found
 

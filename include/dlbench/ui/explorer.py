@@ -28,9 +28,9 @@ from sqlalchemy import Engine, select
 
 from dlbench.jobs import BENCHMARK_DAG_ID
 from dlbench.providers.base import Tags
-from dlbench.reports import answer, compare, metrics
+from dlbench.reports import answer, compare, metrics, regression
 from dlbench.reports import capacity as cap
-from dlbench.reports.regression import change_points
+from dlbench.reports.changepoints import e_divisive
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 
 MAX_RUNS = 200
@@ -252,9 +252,9 @@ def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str
 
 
 def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]:
-    """One case's mean per run and platform over time, with the change points
-    (:func:`dlbench.reports.regression.change_points`) per platform: the picked runs, else the
-    scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite.
+    """One case's mean per run and platform over time, with the change points per platform
+    (:func:`dlbench.reports.changepoints.e_divisive`, as regression detection finds them): the
+    picked runs, else the scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite.
     ``case_frameworks`` names each case's framework, so a page can say it when several are shown
     (a TensorFlow case's name has no framework word: its documents name none)."""
     if not f.metric:
@@ -281,7 +281,7 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
     for platform in sorted(series, key=lambda p: (order.get(p, len(order)), p)):
         points = sorted((index[run_id], pystats.fmean(v)) for run_id, v in series[platform].items())
         out_series[platform] = points
-        cps = change_points([y for _, y in points])
+        cps = [c.index for c in e_divisive([y for _, y in points], alpha=regression.ALPHA)]
         marks[platform] = [points[i] for i in cps]
     unit = next((r["unit"] for r in rows if r["case"] == chosen), "")
     return {"case": chosen, "cases": cases, "case_frameworks": case_frameworks,
