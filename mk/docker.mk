@@ -1,13 +1,13 @@
 # The local container platform: Docker engine and the workload image (docs/container.md).
 APT_PACKAGES += debootstrap zstd
-RUN_PREREQS += image
-CI_PREREQS += docker-up image
+RUN_PREREQS += image workload-env
+CI_PREREQS += docker-up image workload-env
 
 # The default bridge in the benchmarking range (198.18.0.0/15), so host <-> container network
 # benchmarks never use a real network's addresses.
 DOCKER_BIP ?= 198.18.200.1/24
 
-.PHONY: docker-up base-image wheelhouse image image-tensorflow
+.PHONY: docker-up base-image wheelhouse workload-env image image-tensorflow
 docker-up: ## start the Docker engine if it is installed but not running
 	@if docker info >/dev/null 2>&1; then exit 0; fi; \
 	if ! command -v dockerd >/dev/null; then echo "Docker is not installed: container rows will be skipped"; exit 0; fi; \
@@ -21,6 +21,11 @@ base-image: docker-up ## local Debian base with debootstrap (only where no regis
 
 wheelhouse: venv ## wheels of every framework's workload requirements, for offline image and node-image builds
 	$(PY) -c "from dlbench.execution.image import build_wheelhouse; build_wheelhouse()"
+
+# This host's bare-metal jobs run in it, not in the controller's venv: the same requirement files
+# as the images, so `make run` compares platforms, not environments (issue 39; docs/container.md).
+workload-env: venv wheelhouse ## the host's workload virtualenv (build/workload-env), offline from the wheelhouse
+	$(PY) -m dlbench.execution.workload_env
 
 # One workload image per framework (docs/container.md): dlbench-workload:latest (TensorFlow, and
 # every suite but tf_cnn), dlbench-workload-pytorch:latest, dlbench-workload-jax:latest. CI's

@@ -155,7 +155,8 @@ def label_machine(doc: ResultDocument, job: Job) -> None:
 
 
 def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: float, *, error: str = "",
-           output: str = "", stopped: StopWatch | None = None, ended: float | None = None) -> ResultDocument:
+           output: str = "", stopped: StopWatch | None = None, ended: float | None = None,
+           labels: dict[str, str] | None = None) -> ResultDocument:
     """Common end of every executor: fill in a missing document, add the launch-to-end time
     measured from outside the workload (includes interpreter or container start), archive.
 
@@ -167,7 +168,8 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
     against containers and SSH. It is recorded apart as ``teardown_time`` (exit to archived), so
     ``launch_to_end_time + teardown_time`` is the old measure. Without ``ended`` (the workload
     never started, an executor that cannot tell) the launch-to-end time runs to now, and its
-    ``end`` label says so.
+    ``end`` label says so. ``labels``: facts of the executor's own (the environment the workload
+    ran in: :data:`dlbench.execution.workload_env.LABEL`).
 
     A stopped job (``stopped.fired``): the workload's own document, when it wrote one on
     SIGTERM, says how it ended, so the executor's error (the non-zero exit a signal causes)
@@ -189,6 +191,7 @@ def finish(job: Job, doc: ResultDocument | None, archive_path: Path, launched: f
     if was_stopped:
         doc.labels[STOPPED_LABEL] = "true"
     doc.labels.setdefault("job_label", job.label)
+    doc.labels.update(labels or {})
     label_machine(doc, job)
     now = time.monotonic()
     if ended is None:

@@ -23,6 +23,7 @@ from typing import Any
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
+from dlbench.execution import workload_env
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
     Executor,
@@ -108,7 +109,7 @@ class DockerExecutor(Executor):
             if error and output:
                 error = f"{error}: {output.strip().splitlines()[-1][:400]}"
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
-                          stopped=watch, ended=ended)
+                          stopped=watch, ended=ended, labels={workload_env.LABEL: f"image {launch.image}"})
 
 
 def _exit_moment(container: Any, launched: float, waited: float) -> float:

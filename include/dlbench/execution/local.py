@@ -13,7 +13,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlbench import settings
+from dlbench.execution import workload_env
 from dlbench.execution.base import (
     DEFAULT_GRACE_S,
     TIMED_OUT,
@@ -84,8 +84,12 @@ class LocalProcessExecutor(Executor):
 
     def __init__(self, python: str | None = None, env: dict[str, str] | None = None,
                  grace: float = DEFAULT_GRACE_S) -> None:
-        # None: the worker's own interpreter (it has dlbench.workloads and TensorFlow installed).
-        self.python = python or sys.executable
+        # None: the host's workload environment (build/workload-env, as the images and the node
+        # image install the frameworks), else the worker's own interpreter; the job's document
+        # says which (workload_env.LABEL).
+        host = workload_env.local()
+        self.python = python or host.python
+        self.env_label = f"given {python}" if python else host.label
         self.env = env
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL when the job is stopped."""
@@ -146,7 +150,7 @@ class LocalProcessExecutor(Executor):
                 error = f"{error}: {_last_line(output)}"
             doc, why = read_document(out)
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
-                          stopped=watch, ended=ended)
+                          stopped=watch, ended=ended, labels={workload_env.LABEL: self.env_label})
 
 
 def die_with_parent(parent: int) -> Callable[[], None]:
