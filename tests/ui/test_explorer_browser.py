@@ -73,7 +73,9 @@ def served(tmp_path):
     from dlbench.warehouse import db
 
     engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
-    runs = generate_history(engine, runs=12, step=Step("container_on_vm", 9, 0.8), seed=11)
+    # VMs 20 % slower from run 7 on: a level of five runs, the trend's change point (E-divisive
+    # needs 3 runs a side; a step of containers on VMs would be masked by the manual run below).
+    runs = generate_history(engine, runs=12, step=Step("virtual_machine", 7, 0.8), seed=11)
     # The latest run is a manual one (not scheduled: the trend must show it by default) where
     # containers on VMs ran 1.95x faster: ×BM about 1.7, the bar the old axis cut at 1.5.
     runs += generate_history(engine, runs=1, step=Step("container_on_vm", 0, 1.95), seed=12, prefix="manual__",

@@ -64,6 +64,7 @@ from sqlalchemy.orm import Session
 
 from dlbench.providers import timings
 from dlbench.reports import changepoints, compare, machine_class, metrics
+from dlbench.reports.load import load_flag
 from dlbench.reports.stats import t_cdf
 from dlbench.warehouse.models import BaselinePin, Benchmark, ChangeAck, Environment, Execution, Run, Sample
 
@@ -97,6 +98,9 @@ class Regression:
     level_since: str | None = None
     """For a change point (``method`` ``e-divisive``): the first run of the new level, what
     ``dlbench baseline ack`` accepts; None for a test of the run itself."""
+    load_flag: str | None = None
+    """Why this run's measurement of the case was on a loaded machine
+    (:func:`dlbench.reports.load.load_flag` of one of its jobs), else None."""
 
     @property
     def provisioning(self) -> bool:
@@ -105,17 +109,26 @@ class Regression:
         platform, so it is reported and notified but never fails the run (``regression_alerts``)."""
         return self.suite == timings.SUITE
 
+    @property
+    def fails_run(self) -> bool:
+        """Whether ``on_regression: fail`` fails the run for it: not a provisioning time, and not
+        measured on a loaded machine (another process's work moves a result as much as the
+        platforms differ: the regression is reported, flagged, and left to the next run)."""
+        return not self.provisioning and self.load_flag is None
+
     def as_dict(self) -> dict:
         return {**asdict(self), "baseline_runs": list(self.baseline_runs),
-                "software_changes": list(self.software_changes)}
+                "software_changes": list(self.software_changes), "fails_run": self.fails_run}
 
     def __str__(self) -> str:
         p = "" if self.p_value is None else f", p={self.p_value:.2g}"
         changed = f"; since the baseline: {', '.join(self.software_changes)}" if self.software_changes else ""
         since = (f"; a new level since run {self.level_since}, alarming until acknowledged "
                  "(dlbench baseline ack on a run that reports it)") if self.level_since else ""
+        loaded = f"; measured on a loaded machine ({self.load_flag})" if self.load_flag else ""
         return (f"{self.case} [{self.platform}] {self.metric}: {self.baseline:.4g} -> {self.current:.4g} {self.unit} "
-                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s){changed}{since})")
+                f"({self.change_pct:+.1f} %{p}, {self.method} vs {len(self.baseline_runs)} run(s){changed}{since}"
+                f"{loaded})")
 
 
 # --- the test on one case ----------------------------------------------------------------------
@@ -273,6 +286,7 @@ def _history(engine: sqlalchemy.Engine, run_id: str) -> list[dict]:
     for r in rows:
         r["machine"] = machine_class.class_key(r["platform"], r, r["execution_labels"])
         r["software"] = machine_class.software(r["environment_details"], r["gpu_driver"])
+        r["load_flag"] = load_flag(r["execution_labels"])
     pairs = {(r["benchmark_id"], r["machine"]) for r in rows if r["run_pk"] == current.id}
     return [r for r in rows if (r["benchmark_id"], r["machine"]) in pairs
             and metrics.is_headline(r["suite"], r["metric"]) and metrics.is_tabled(r["metric"], r["labels"])
@@ -305,6 +319,7 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
     cases: dict[tuple, dict[int, list[float]]] = {}
     meta: dict[tuple, tuple[str, str, str, str, str]] = {}
     software: dict[tuple, dict[int, dict[str, str]]] = {}
+    loaded: dict[tuple, str] = {}
     current_pk = None
     for r in rows:
         order[r["run_pk"]] = _order_key(r["started_at"], r["run_pk"])
@@ -314,6 +329,8 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
         key = (r["suite"], r["name"], compare.case_key(r["parameters"]), r["metric"], r["unit"],
                json.dumps(r["labels"] or {}, sort_keys=True), r["platform"], r["machine"])
         cases.setdefault(key, {}).setdefault(r["run_pk"], []).append(float(r["value"]))
+        if r["run_id"] == run_id and r["load_flag"]:
+            loaded.setdefault(key, r["load_flag"])
         software.setdefault(key, {}).setdefault(r["run_pk"], r["software"])
         meta[key] = (r["suite"], r["name"], compare.case_name(r["suite"], r["name"], r["parameters"], r["labels"],
                                                               r["execution_labels"]), r["platform"], r["metric"])
@@ -370,7 +387,8 @@ def detect(engine: sqlalchemy.Engine, run_id: str, *, baseline_run: str | None =
                                 metric=metric, unit=key[4],
                                 baseline=outcome.baseline, current=outcome.current, change_pct=outcome.change_pct,
                                 p_value=q, method=outcome.method, baseline_runs=tuple(names[pk] for pk in base_pks),
-                                software_changes=tuple(changed), level_since=None if level is None else names[level]))
+                                software_changes=tuple(changed), level_since=None if level is None else names[level],
+                                load_flag=loaded.get(key)))
     return sorted(found, key=lambda r: (-abs(r.change_pct), r.case, r.platform, r.metric))
 
 
