@@ -9,6 +9,7 @@ them consistent. Every remote command is also built from argv and quoted
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -43,7 +44,8 @@ ABSOLUTE_PATH = re.compile(r"^/[A-Za-z0-9_./+@%:,=-]*$")
 """An absolute path of safe characters (no spaces, quotes, ``;``, ``$``, newlines...)."""
 
 
-def _matcher(pattern: re.Pattern[str], what: str):  # noqa: ANN202 - a pydantic validator factory
+def _matcher(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
+    """A pydantic validator: ``value`` unchanged when ``pattern`` matches it whole."""
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")

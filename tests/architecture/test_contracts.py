@@ -247,7 +247,11 @@ def test_every_wait_goes_through_polling():
 
 
 def test_the_type_checker_passes():
-    """mypy over include/ (pyproject.toml's [tool.mypy]) with zero errors."""
+    """mypy over include/ (pyproject.toml's [tool.mypy]) with zero errors, every function typed
+    (``disallow_untyped_defs``: an untyped function is a hole the checker does not look into)."""
+    import tomllib
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["disallow_untyped_defs"] is True
     result = _run(str(BIN / "mypy"))
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
 
@@ -255,7 +259,8 @@ def test_the_type_checker_passes():
 def test_type_ignores_are_few_and_say_why():
     ignores = [(path, n, line) for path in sorted(PACKAGE.rglob("*.py"))
                for n, line in enumerate(path.read_text().splitlines(), 1) if "type: ignore" in line]
-    assert len(ignores) < 54, f"{len(ignores)} type: ignore (there were 54 before the type checker ran in CI)"
+    # 13 used (issue 40): a new one is a decision, made by raising this cap in the same change.
+    assert len(ignores) <= 13, f"{len(ignores)} type: ignore (13 when the cap was set; 54 before mypy ran in CI)"
     unexplained = [f"{p.relative_to(ROOT)}:{n}" for p, n, line in ignores
                    if not line.split("type: ignore", 1)[1].split("]", 1)[-1].strip().startswith("#")]
     assert not unexplained, "each type: ignore[code] says why after it (# ...): " + ", ".join(unexplained)

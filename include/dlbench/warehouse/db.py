@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from dlbench import settings
@@ -35,7 +36,7 @@ def engine_for(url: str | None = None) -> Engine:
     engine = create_engine(url, future=True, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:  # a DB-API connection: untyped
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")  # cascades as on PostgreSQL
             cursor.execute("PRAGMA busy_timeout=30000")
@@ -45,7 +46,7 @@ def engine_for(url: str | None = None) -> Engine:
             dbapi_conn.isolation_level = None
 
         @event.listens_for(engine, "begin")
-        def _sqlite_begin(conn) -> None:  # noqa: ANN001 - SQLAlchemy Connection
+        def _sqlite_begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN")
     return engine
 

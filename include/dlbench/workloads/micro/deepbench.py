@@ -67,11 +67,11 @@ def run_conv(doc: ResultDocument, shapes: Sequence[tuple[int, ...]], iterations:
         shape = f"W{w}xH{h}xC{c}xN{n}xK{k}xR{r}xS{s}"
 
         @tf.function
-        def forward(x=x, f=f, sh=stride_h, sw=stride_w):
+        def forward(x: Any = x, f: Any = f, sh: int = stride_h, sw: int = stride_w) -> Any:
             return tf.reduce_sum(tf.nn.conv2d(x, f, strides=(1, sh, sw, 1), padding="VALID"))
 
         @tf.function
-        def backward(x=x, f=f, sh=stride_h, sw=stride_w):
+        def backward(x: Any = x, f: Any = f, sh: int = stride_h, sw: int = stride_w) -> Any:
             with tf.GradientTape() as tape:
                 tape.watch(x)
                 y = tf.nn.conv2d(x, f, strides=(1, sh, sw, 1), padding="VALID")
@@ -96,11 +96,11 @@ def run_rnn(doc: ResultDocument, shapes: list[tuple[int, int, int, str]], iterat
         shape = f"h{hidden}xb{batch}xt{steps}"
 
         @tf.function
-        def forward(layer=layer, x=x):
+        def forward(layer: Any = layer, x: Any = x) -> Any:
             return tf.reduce_sum(layer(x))
 
         @tf.function
-        def backward(layer=layer, x=x):
+        def backward(layer: Any = layer, x: Any = x) -> Any:
             with tf.GradientTape() as tape:
                 y = tf.reduce_sum(layer(x))
             return _sync(tape.gradient(y, layer.trainable_variables))
@@ -128,7 +128,7 @@ def run_allreduce(doc: ResultDocument, sizes: list[int], iterations: int) -> Non
         values = strategy.experimental_distribute_values_from_function(lambda ctx, size=size: tf.ones((size,)))
 
         @tf.function
-        def allreduce(values=values):
+        def allreduce(values: Any = values) -> Any:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
 
         seconds = timed(allreduce, iterations)
