@@ -1,16 +1,18 @@
 """Every setting dlbench reads from outside its code, declared once: name, type, default,
-precedence and what it does. docs/settings.md is rendered from this module
-(``python -m dlbench.settings > docs/settings.md``) and a test fails when they differ.
+precedence and what it does. docs/settings.md is rendered from these declarations
+(``python -m tools.settings_docs docs/settings.md``) and a test fails when they differ.
 
 Why one module: a setting read in several places drifts into several defaults and precedences, and
 nobody can list what a deployment may set. So the rest of the product calls the typed accessors
-below (:func:`home`, :func:`storage_url`, :func:`warehouse_location`, ...) and never reads
+below (:func:`home`, :func:`storage_url`, :func:`warehouse_url`, ...) and never reads
 ``os.environ``, an Airflow Variable or Airflow's configuration itself
-(tests/pipeline/test_settings.py scans the code for that).
+(tests/pipeline/test_settings.py scans the code for that). Airflow *connections* are read by hooks
+(Airflow's provider convention: :mod:`dlbench.hooks.warehouse`, :mod:`dlbench.hooks.airflow_api`,
+:mod:`dlbench.hooks.openstack`), which take the names and overrides declared here.
 
 It sits at the bottom of the package, above :mod:`dlbench.errors` only, so every layer may read a
 setting; it imports nothing else of dlbench. Airflow is imported only inside the accessor that
-reads a Variable, a connection or the configuration, because executors, the CLI and the tests
+reads a Variable or the configuration, because executors, the CLI and the tests
 import this module in processes that have no Airflow (or must not initialise it).
 
 The workloads (``dlbench.workloads``, on the benchmarked machine) never import it: what they need
@@ -19,13 +21,12 @@ of a setting, their executor hands them explicitly (:func:`workload_env`).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -138,7 +139,7 @@ WAREHOUSE_URL: Setting[str] = Setting(
                     "sqlite (host relative to `DLBENCH_HOME`), or `extra.url`")),
     type="SQLAlchemy URL (`postgresql+psycopg2://user:pass@host/db`, `sqlite:////abs/path.db`)",
     parse=_text, default=None, default_doc="`sqlite:///$DLBENCH_HOME/warehouse.db`",
-    accessors=("warehouse_location()", "warehouse_url()"),
+    accessors=("hooks.warehouse.warehouse_location()", "warehouse_url()"),
     read_by="the DAG's load/report/regressions tasks, the UI plugin, the CLI (`--url` wins there)",
     doc="The warehouse results are loaded into and reports read (docs/warehouse.md). The environment variable "
         "is an explicit override for one process or worker; the connection is the deployment's choice. Each "
@@ -353,7 +354,7 @@ AIRFLOW_API: Setting[str] = Setting(
                     "`extra.token`: a JWT"),),
     type="Airflow connection", parse=_text, default=None,
     default_doc="none: the janitor reports such a DAG run as still running and leaves it to you",
-    accessors=("airflow_api()",), read_by="the janitor DAG's sweep task",
+    accessors=("hooks.airflow_api.api_connection()",), read_by="the janitor DAG's sweep task",
     doc="Airflow's REST API (v2) as the janitor calls it: after it released the resources of a run whose "
         "process died (its lease lapsed, its expiry passed) while Airflow still shows the DAG run running, it "
         "marks that DAG run failed there (`PATCH /api/v2/dags/{dag_id}/dagRuns/{run_id}`), with a note saying "
@@ -484,46 +485,10 @@ def warehouse_url() -> str:
     return os.environ.get(WAREHOUSE_URL.env) or f"sqlite:///{home() / 'warehouse.db'}"
 
 
-def url_from_connection(conn_type: str | None, host: str | None, login: str | None, password: str | None,
-                        port: int | None, schema: str | None, extra: dict | None) -> str:
-    """SQLAlchemy URL for the warehouse's Airflow connection (postgres or sqlite; ``extra.url`` wins)."""
-    from sqlalchemy.engine import URL  # why: only this conversion needs SQLAlchemy; settings stays light
-
-    if extra and extra.get("url"):
-        return str(extra["url"])
-    if conn_type == "sqlite":
-        path = Path(host or "warehouse.db")
-        if not path.is_absolute():
-            path = home() / path
-        return f"sqlite:///{path}"
-    if conn_type in ("postgres", "postgresql"):
-        return URL.create("postgresql+psycopg2", username=login or None, password=password or None,
-                          host=host or None, port=port or None, database=schema or None).render_as_string(
-                              hide_password=False)
-    raise ValueError(f"connection {WAREHOUSE_CONNECTION}: conn_type {conn_type!r} unsupported; "
-                     "allowed: postgres, sqlite")
-
-
-def warehouse_location() -> tuple[str | None, str]:
-    """(URL or None for the embedded default, where it came from). The one documented precedence:
-
-    1. ``DLBENCH_WAREHOUSE_URL`` (environment): an explicit override for this process/worker;
-    2. the Airflow connection ``dlbench_warehouse``;
-    3. the embedded SQLite file ``$DLBENCH_HOME/warehouse.db``.
-
-    Raises ImportError where Airflow is not installed and the environment variable is unset.
-    """
-    url = os.environ.get(WAREHOUSE_URL.env)
-    if url:
-        return url, f"environment variable {WAREHOUSE_URL.env}"
-    from airflow.sdk import BaseHook  # why: tasks and the UI plugin only; the CLI imports settings without Airflow
-
-    try:
-        conn = BaseHook.get_connection(WAREHOUSE_CONNECTION)
-    except Exception:  # noqa: BLE001 - not defined: the embedded default applies
-        return None, f"embedded default (no {WAREHOUSE_URL.env}, no {WAREHOUSE_CONNECTION} connection)"
-    return (url_from_connection(conn.conn_type, conn.host, conn.login, conn.password, conn.port, conn.schema,
-                                conn.extra_dejson), f"Airflow connection {WAREHOUSE_CONNECTION}")
+def warehouse_url_override() -> str | None:
+    """``DLBENCH_WAREHOUSE_URL`` when set: the override that wins over the Airflow connection
+    (:func:`dlbench.hooks.warehouse.warehouse_location`, the precedence)."""
+    return os.environ.get(WAREHOUSE_URL.env) or None
 
 
 def secrets_backend() -> Literal["airflow", "memory"] | None:
@@ -713,36 +678,6 @@ def janitor_clouds() -> str | None:
     return _task_variable(JANITOR_CLOUDS.name)
 
 
-@dataclass(frozen=True)
-class ApiConnection:
-    """Where Airflow's REST API is and how to log in (:data:`AIRFLOW_API`); secrets never printed."""
-
-    url: str
-    login: str = ""
-    password: str = field(default="", repr=False)
-    token: str = field(default="", repr=False)
-
-
-def airflow_api() -> ApiConnection | None:
-    """The connection ``dlbench_airflow_api`` (None when it is not defined). ``host`` may be a whole
-    URL (``http://airflow:8080``) or a host name with ``schema`` (http/https) and ``port``."""
-    from airflow.sdk import BaseHook  # why: the janitor's task only; settings is imported without Airflow
-
-    try:
-        conn = BaseHook.get_connection(AIRFLOW_API.name)
-    except Exception:  # noqa: BLE001 - not defined: the janitor says so and marks nothing
-        return None
-    host = (conn.host or "").strip()
-    if not host:
-        return None
-    if "://" not in host:
-        scheme = conn.schema if conn.schema in ("http", "https") else "http"
-        host = f"{scheme}://{host}" + (f":{conn.port}" if conn.port else "")
-    extra = conn.extra_dejson or {}
-    return ApiConnection(url=host.rstrip("/"), login=conn.login or "", password=conn.password or "",
-                         token=str(extra.get("token") or ""))
-
-
 def variable(name: str) -> str | None:
     """A declared Airflow Variable by name, None when unset: for code handed a reader
     (``regression_alerts.run``). A name not declared here is refused, so every Variable the
@@ -750,67 +685,3 @@ def variable(name: str) -> str | None:
     if name not in declared(Kind.VARIABLE) or "<" in name:
         raise KeyError(f"{name!r} is not an Airflow Variable declared in dlbench.settings")
     return _task_variable(name)
-
-
-# --- docs/settings.md ---------------------------------------------------------------------------------
-
-def _anchor(title: str) -> str:
-    """GitHub's anchor of a Markdown heading."""
-    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
-
-
-def render_markdown() -> str:
-    """docs/settings.md: every setting, from the declarations above."""
-    out = [
-        "# Settings",
-        "",
-        "<!-- Generated from include/dlbench/settings.py by `python -m dlbench.settings > docs/settings.md`: edit "
-        "the declarations there, not this file (tests/pipeline/test_settings.py fails when they differ). -->",
-        "",
-        "Every environment variable, Airflow Variable, Airflow connection and Airflow configuration option "
-        "dlbench reads, with its type, default and precedence. `dlbench.settings` declares each one and is "
-        "the only module that reads them; the rest of the product calls the accessor named below.",
-        "",
-        "- **Precedence**: where a setting has several sources, the first one that is set wins, else the "
-        "default.",
-        "- **Environment variables** count in the process that reads them: the Airflow worker running the "
-        "task, the API server (the UI plugin), the scheduler or DAG processor (parse time), or your shell (the "
-        "CLI, `make run`). With several workers, set them on every worker.",
-        "- **Airflow Variables** read through Airflow may also be given as `AIRFLOW_VAR_<NAME>` environment "
-        "variables or by a secrets backend (Airflow's own rule).",
-        "- **Workloads** (on the benchmarked machine) read none of these: what they need, their executor hands "
-        "them (see `DLBENCH_TRACE_SYSCALLS`). They do read facts of their own machine "
-        "(`CUDA_VISIBLE_DEVICES`, `KUBERNETES_SERVICE_HOST`, `XDG_CACHE_HOME`), which are not settings.",
-        "",
-        "| setting | read from (first set wins) | default |",
-        "|---|---|---|",
-    ]
-    for setting in SETTINGS:
-        sources = "; ".join(f"{s.kind} `{s.key}`" for s in setting.sources)
-        out.append(f"| [`{setting.name}`](#{_anchor(setting.name)}) | {sources} | {setting.default_doc} |")
-    for setting in SETTINGS:
-        accessors = ", ".join(f"`dlbench.settings.{a}`" for a in setting.accessors)
-        out += ["", f"## `{setting.name}`", "", setting.doc, "",
-                f"- **Read from**: {'; then '.join(str(s) for s in setting.sources)}",
-                f"- **Type**: {setting.type}",
-                f"- **Default**: {setting.default_doc}",
-                f"- **Read by**: {setting.read_by}",
-                f"- **Read with**: {accessors}"]
-    return "\n".join(out) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dlbench.settings [OUT]``: render docs/settings.md to stdout (or to OUT)."""
-    parser = argparse.ArgumentParser(prog="python -m dlbench.settings", description=main.__doc__)
-    parser.add_argument("out", nargs="?", type=Path, help="write here instead of stdout (e.g. docs/settings.md)")
-    args = parser.parse_args(argv)
-    text = render_markdown()
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

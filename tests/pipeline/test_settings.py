@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dlbench import settings
+from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.settings import Kind
 from tests.conftest import ROOT
 
@@ -206,9 +208,12 @@ def test_workloads_never_import_settings():
 # --- the declarations and docs/settings.md -------------------------------------------------------------
 
 def test_docs_settings_md_is_the_rendering():
-    rendered = settings.render_markdown()
+    from tools.settings_docs import render_markdown
+
+    rendered = render_markdown()
     assert (ROOT / "docs" / "settings.md").read_text() == rendered, (
-        "docs/settings.md differs from dlbench.settings: run `.venv/bin/python -m dlbench.settings docs/settings.md`")
+        "docs/settings.md differs from dlbench.settings: run "
+        "`.venv/bin/python -m tools.settings_docs docs/settings.md`")
 
 
 def test_every_setting_is_declared_once_with_an_accessor_that_exists():
@@ -218,8 +223,10 @@ def test_every_setting_is_declared_once_with_an_accessor_that_exists():
     assert len(keys) == len(set(keys))
     for setting in settings.SETTINGS:
         assert setting.doc and setting.type and setting.default_doc and setting.read_by and setting.sources
-        for accessor in setting.accessors:
-            assert callable(getattr(settings, accessor.split("(")[0])), accessor
+        for accessor in setting.accessors:  # settings' own, or a hook's (dotted, under dlbench)
+            module, _, name = accessor.split("(")[0].rpartition(".")
+            owner = importlib.import_module(f"dlbench.{module}") if module else settings
+            assert callable(getattr(owner, name)), accessor
     for name in ("STORAGE_URL", "WAREHOUSE_URL", "PRICES", "ROUTING"):  # settings.X are the declared ones
         assert getattr(settings, name) in settings.SETTINGS
 
@@ -267,20 +274,21 @@ def test_home_storage_and_warehouse_defaults(monkeypatch, tmp_path):
     assert settings.storage_location() == ("memory://x", "env DLBENCH_STORAGE_URL")
     monkeypatch.setenv("DLBENCH_WAREHOUSE_URL", "sqlite:////elsewhere.db")
     assert settings.warehouse_url() == "sqlite:////elsewhere.db"
-    assert settings.warehouse_location() == ("sqlite:////elsewhere.db", "environment variable DLBENCH_WAREHOUSE_URL")
+    assert warehouse_hook.warehouse_location() == ("sqlite:////elsewhere.db",
+                                                   "environment variable DLBENCH_WAREHOUSE_URL")
     monkeypatch.delenv("DLBENCH_HOME")
     assert settings.home() == ROOT / "data"  # a checkout
 
 
 def test_warehouse_connection_urls(monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
-    assert settings.url_from_connection("sqlite", "w.db", None, None, None, None, None) == f"sqlite:///{tmp_path}/w.db"
-    assert settings.url_from_connection("postgres", "h", "u", "p", 5432, "d", {}) == (
+    assert warehouse_hook.url_from_connection("sqlite", "w.db", None, None, None, None, None) == f"sqlite:///{tmp_path}/w.db"
+    assert warehouse_hook.url_from_connection("postgres", "h", "u", "p", 5432, "d", {}) == (
         "postgresql+psycopg2://u:p@h:5432/d")
-    assert settings.url_from_connection("mysql", None, None, None, None, None, {"url": "x://y"}) == "x://y"
+    assert warehouse_hook.url_from_connection("mysql", None, None, None, None, None, {"url": "x://y"}) == "x://y"
     with pytest.raises(ValueError, match="connection dlbench_warehouse: conn_type 'mysql' unsupported; "
                                          "allowed: postgres, sqlite"):
-        settings.url_from_connection("mysql", None, None, None, None, None, None)
+        warehouse_hook.url_from_connection("mysql", None, None, None, None, None, None)
 
 
 def test_environment_accessors(monkeypatch, tmp_path):

@@ -92,9 +92,8 @@ def test_a_killed_runs_lease_is_reported_truthfully_then_its_dag_run_is_marked_f
         vm_image, airflow_db, api_server, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
-    from dlbench.hooks.airflow_api import AirflowApi
+    from dlbench.hooks.airflow_api import AirflowApi, ApiConnection
     from dlbench.providers import janitor
-    from dlbench.settings import ApiConnection
 
     conf = {"platforms": ["virtual_machine"], "suites": ["cpu"], "data": ["synthetic"], "repetitions": 1,
             "profile": "smoke", "local": {"vm": {"lease_minutes": LEASE_S / 60}}}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from dlbench import settings
+from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.pipeline import airflow_support
 
 
 def test_precedence_env_then_connection_then_default(monkeypatch, tmp_path, caplog, capfd):
     monkeypatch.delenv("DLBENCH_WAREHOUSE_URL", raising=False)
     monkeypatch.setenv("AIRFLOW_CONN_DLBENCH_WAREHOUSE", "postgres://bench:s3cret@db.example.org:5432/dlbench")
-    url, source = settings.warehouse_location()
+    url, source = warehouse_hook.warehouse_location()
     assert source == "Airflow connection dlbench_warehouse" and "db.example.org" in url
     monkeypatch.setenv("DLBENCH_WAREHOUSE_URL", f"sqlite:///{tmp_path}/w.db")
     caplog.set_level(logging.INFO, logger="dlbench.pipeline.airflow_support")

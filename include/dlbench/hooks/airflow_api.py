@@ -11,6 +11,7 @@ Credentials are never logged; only the API's URL is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -28,10 +29,40 @@ REQUEST_TIMEOUT_S = 30.0
 """Per request: a hung API server must not hold the janitor's task."""
 
 
+@dataclass(frozen=True)
+class ApiConnection:
+    """Where Airflow's REST API is and how to log in (:data:`dlbench.settings.AIRFLOW_API`); secrets never printed."""
+
+    url: str
+    login: str = ""
+    password: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+
+
+def api_connection() -> ApiConnection | None:
+    """The connection ``dlbench_airflow_api`` (None when it is not defined). ``host`` may be a whole
+    URL (``http://airflow:8080``) or a host name with ``schema`` (http/https) and ``port``."""
+    from airflow.sdk import BaseHook  # why: the janitor's task only; this module is imported without Airflow
+
+    try:
+        conn = BaseHook.get_connection(settings.AIRFLOW_API.name)
+    except Exception:  # noqa: BLE001 - not defined: the janitor says so and marks nothing
+        return None
+    host = (conn.host or "").strip()
+    if not host:
+        return None
+    if "://" not in host:
+        scheme = conn.schema if conn.schema in ("http", "https") else "http"
+        host = f"{scheme}://{host}" + (f":{conn.port}" if conn.port else "")
+    extra = conn.extra_dejson or {}
+    return ApiConnection(url=host.rstrip("/"), login=conn.login or "", password=conn.password or "",
+                         token=str(extra.get("token") or ""))
+
+
 class AirflowApi:
     """One deployment's REST API, logged in on first use."""
 
-    def __init__(self, conn: settings.ApiConnection, timeout: float = REQUEST_TIMEOUT_S) -> None:
+    def __init__(self, conn: ApiConnection, timeout: float = REQUEST_TIMEOUT_S) -> None:
         self.conn = conn
         self.url = conn.url
         self.timeout = timeout
@@ -43,7 +74,7 @@ class AirflowApi:
     @classmethod
     def from_connection(cls) -> AirflowApi | None:
         """The API of the connection ``dlbench_airflow_api``; None when it is not defined."""
-        conn = settings.airflow_api()
+        conn = api_connection()
         return cls(conn) if conn is not None else None
 
     def _headers(self) -> dict[str, str]:

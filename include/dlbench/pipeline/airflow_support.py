@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dlbench import settings
+from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.warehouse.db import describe_url
 
 
 def warehouse_url() -> str | None:
-    """The warehouse URL by :func:`dlbench.settings.warehouse_location`'s precedence, logged with
+    """The warehouse URL by :func:`dlbench.hooks.warehouse.warehouse_location`'s precedence, logged with
     its source (password hidden) so nobody wonders which warehouse a load wrote to."""
-    url, source = settings.warehouse_location()
+    url, source = warehouse_hook.warehouse_location()
     logging.getLogger(__name__).info("warehouse: %s (from %s)", describe_url(url), source)
     return url
 

@@ -10,7 +10,7 @@ Queries are read-only, parameterised SQLAlchemy selects (:mod:`dlbench.ui.explor
 write is pinning a regression baseline (``POST api/pins``), a row in ``baseline_pins``. Links are
 relative, so the app works under any prefix (Airflow mounts it at ``/dlbench``). The warehouse:
 ``DLBENCH_WAREHOUSE_URL``, else the Airflow connection ``dlbench_warehouse``, else SQLite in
-``$DLBENCH_HOME`` (the DAG's precedence: :func:`dlbench.settings.warehouse_location`). docs/explorer.md.
+``$DLBENCH_HOME`` (the DAG's precedence: :func:`dlbench.hooks.warehouse.warehouse_location`). docs/explorer.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dlbench import settings, storage
+from dlbench import storage
+from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.reports import capacity as cap
 from dlbench.reports import regression
 from dlbench.reports import stats as st
@@ -65,7 +66,7 @@ def default_engine() -> Engine:
     from dlbench.warehouse import db  # heavy: Alembic, only when the app opens the default warehouse itself
 
     try:
-        url, _ = settings.warehouse_location()
+        url, _ = warehouse_hook.warehouse_location()
     except ImportError:  # no Airflow here and no DLBENCH_WAREHOUSE_URL: the embedded SQLite file
         url = None
     engine = db.engine_for(url)
