@@ -25,6 +25,7 @@ worker that made it (see :mod:`dlbench.providers.machines`).
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum
@@ -32,6 +33,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dlbench.errors import ExecutionError
+from dlbench.execution.transport import RemoteHost
 from dlbench.jobs import framework_of
 from dlbench.workloads.result import Platform
 
@@ -92,6 +95,20 @@ class _Access(BaseModel, abc.ABC):
         """The workload's container can be pinned to a CPU set (``cpuset``): the shared scenario
         gives the foreground and the background job disjoint halves of the machine."""
         return False
+
+    @property
+    def reach_address(self) -> str | None:
+        """Where other instances reach the machine, when this access names it (an SSH machine's
+        address); None otherwise (then :attr:`Target.address` must say)."""
+        return None
+
+    def machine_cpus(self) -> int:
+        """The CPUs of the machine the workload runs on: the shared scenario gives a foreground and
+        a background container disjoint halves of them (:attr:`takes_cpuset`). This host's by
+        default; a remote access asks its machine."""
+        if not self.runs_on_this_host:
+            raise ExecutionError(f"{type(self).__name__}: the CPU count of its machine is not known to dlbench")
+        return os.cpu_count() or 1
 
     @property
     @abc.abstractmethod
@@ -182,6 +199,16 @@ class SSHHost(_Access):
     @property
     def network_peer(self) -> NetworkPeer:
         return NetworkPeer.INSTANCE
+
+    @property
+    def reach_address(self) -> str | None:
+        return self.address
+
+    def machine_cpus(self) -> int:
+        """``nproc`` on the machine, over one SSH session (1 when it cannot say)."""
+        with RemoteHost.from_access(self) as host:
+            status, out = host.run(["nproc"], 30)
+        return int(out.strip()) if status == 0 and out.strip().isdigit() else 1
 
 
 
@@ -287,6 +314,15 @@ class Target(BaseModel):
     def runtime(self) -> str:
         """``host`` (a process) or ``docker`` (the workload image on an engine)."""
         return "docker" if self.access.runs_in_container else "host"
+
+    @property
+    def reach_address(self) -> str:
+        """Where other instances reach this target: its own address, else its access's (an SSH
+        machine's). ExecutionError when neither says (a distributed cell cannot place a role here)."""
+        address = self.address or self.access.reach_address
+        if not address:
+            raise ExecutionError(f"{self.name} has no address other instances reach")
+        return address
 
     def to_xcom(self) -> dict:
         return self.model_dump(mode="json")

@@ -21,16 +21,29 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from dlbench.errors import ExecutionError
 from dlbench.execution.shell import command_line
 from dlbench.polling import Deadline, poll
 
-if TYPE_CHECKING:
-    from dlbench.execution.targets import SSHHost
-
 log = logging.getLogger(__name__)
+
+
+class SSHEndpoint(Protocol):
+    """What a session needs of an access (:class:`dlbench.execution.targets.SSHHost` has it): a
+    protocol, so this module, which the access types use, imports none of them."""
+
+    @property
+    def address(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def key_path(self) -> str: ...
+    @property
+    def known_hosts(self) -> str | None: ...
 
 OUTPUT_LIMIT = 4 * 2**20
 """Bytes of a command's output kept in memory (the tail): enough for any error message."""
@@ -66,7 +79,7 @@ class RemoteHost:
         self._ids: str | None = None
 
     @classmethod
-    def from_access(cls, access: SSHHost, connect_timeout: float = 30.0) -> RemoteHost:
+    def from_access(cls, access: SSHEndpoint, connect_timeout: float = 30.0) -> RemoteHost:
         return cls(access.address, port=access.port, user=access.user, key_path=access.key_path,
                    known_hosts=access.known_hosts, connect_timeout=connect_timeout)
 

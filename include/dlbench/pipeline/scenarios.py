@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import queue
 import socket
 import threading
@@ -42,8 +41,7 @@ from dlbench.execution.container import container_name
 from dlbench.execution.engine import job_network
 from dlbench.execution.peer import network_peer
 from dlbench.execution.placement import network_endpoint, pick_target
-from dlbench.execution.targets import HOST_LABEL, ContainerLimits, GroupLaunch, NetworkPeer, SSHHost, Target
-from dlbench.execution.transport import RemoteHost
+from dlbench.execution.targets import HOST_LABEL, ContainerLimits, GroupLaunch, NetworkPeer, Target
 from dlbench.jobs import Job, Suite
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
@@ -161,14 +159,6 @@ def usable(job: Job, targets: Sequence[Target]) -> list[Target]:
     return ready
 
 
-def _address(target: Target) -> str:
-    """Where other instances reach ``target``: its own address, else (an SSH machine) its access's."""
-    if target.address:
-        return target.address
-    assert isinstance(target.access, SSHHost), f"{target.name} has no address other instances reach"
-    return target.access.address
-
-
 def _with_access(target: Target, **update: object) -> Target:
     return target.model_copy(update={"access": target.access.model_copy(update=update)})
 
@@ -217,7 +207,7 @@ def _placement(cell: Job, names: list[tuple[str, int]], targets: Sequence[Target
         where += " (containers on their instance's network)"
     elif launch is GroupLaunch.PUBLISHED_INSTANCES:
         placed = [_with_access(t, publish=(port,)) for t in placed]
-    addresses = [f"{_address(t)}:{port}" for t in placed]
+    addresses = [f"{t.reach_address}:{port}" for t in placed]
     yield placed, addresses, where
 
 
@@ -289,15 +279,6 @@ def _network_server(job: Job, client: Target, server: Target, targets: Sequence[
 # -- shared resource -----------------------------------------------------------------------------
 
 
-def _cpu_count(target: Target) -> int:
-    """The CPUs of the target's machine (only asked for containers that take a cpuset)."""
-    if isinstance(target.access, SSHHost):  # a remote machine
-        with RemoteHost.from_access(target.access) as host:
-            status, out = host.run(["nproc"], 30)
-        return int(out.strip()) if status == 0 and out.strip().isdigit() else 1
-    return os.cpu_count() or 1
-
-
 def cpu_halves(count: int) -> tuple[str, str]:
     """Two disjoint CPU sets covering the machine (the same CPU twice on a 1-CPU machine)."""
     if count < 2:
@@ -359,7 +340,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     if pair is not None:  # two VMs on one physical host: each job in its own VM (study 004's setup)
         fg_target, bg_target = pair
     elif split_cpus:
-        fg_cpus, bg_cpus = cpu_halves(_cpu_count(target))
+        fg_cpus, bg_cpus = cpu_halves(target.access.machine_cpus())
         fg_target, bg_target = _with_access(target, cpuset=fg_cpus), _with_access(target, cpuset=bg_cpus)
     alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), fg_target)
     outcomes += run_together(cell, [alone], timeout, archive)
