@@ -172,9 +172,130 @@ class PinRequest(BaseModel):
     remove: bool = False
 
 
+def _filters(runs: list[str], since: str | None, until: str | None, suite: str | None, model: str | None,
+             data: str | None, scenario: str | None, platforms: list[str], metric: str | None,
+             scheduled_only: bool = False, framework: str | None = None) -> explorer.Filters:
+    """The views' selection from a request's query parameters, each checked (a bad value is dropped)."""
+    return explorer.Filters(
+        runs=[r for r in (_check(r, _RUN_ID) for r in runs) if r], since=_date(since), until=_date(until),
+        scheduled_only=scheduled_only, suite=_check(suite) or "tf_cnn", model=_check(model), data=_check(data),
+        framework=_check(framework, _FRAMEWORK), scenario=_check(scenario),
+        platforms=[p for p in (_check(p) for p in platforms) if p], metric=_check(metric))
+
+
+def index_page() -> str:
+    """The explorer's page, with the list of reports written so far."""
+    rows = "".join(
+        f'<tr><td><a href="runs/{html.escape(run)}/report.html">{html.escape(run)}</a></td>'
+        f"<td>{when:%Y-%m-%d %H:%M} UTC</td></tr>"
+        for run, when, _ in _reports()
+    ) or '<tr><td colspan="2">No report yet: trigger the dlbench_benchmark DAG.</td></tr>'
+    return PAGE.replace("{{REPORT_ROWS}}", rows)
+
+
+def comparison_view(engine: Engine, f: explorer.Filters) -> dict[str, Any]:
+    """The comparison view: rows, their table and charts, links to the DAG runs."""
+    rows = explorer.comparison(engine, f)
+    for r in rows:
+        r["flag_text"] = _flag_text(r)
+    table = _table(["Case", "Data", "Framework", "Metric", "Platform", "n", "Mean", "×BM", "95 % interval",
+                    "Diff %", "95 % interval", "Verdict", "Flags"], [
+        [html.escape(r["case"]), html.escape(r["data"] or "-"), html.escape(r["framework"]),
+         f'{html.escape(r["metric"])} <span class="direction" title="{DIRECTION_TEXT[Direction(r["direction"])]}">'
+         f'{DIRECTION_TEXT[Direction(r["direction"])][0]}</span>', html.escape(r["platform"]),
+         f'{r["n"]} runs' if r["n_of"] == "runs" else str(r["n"]),
+         f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["normalized"], 3),
+         _interval(r["normalized_ci_low"], r["normalized_ci_high"]), _fmt(r["diff_pct"], 3),
+         _interval(r["diff_pct_ci_low"], r["diff_pct_ci_high"]),
+         f'<span class="verdict {html.escape(r["verdict"])}" title="margin ±{_fmt((r["margin"] or 0) * 100)}%">'
+         f'{html.escape(st.VERDICT_TEXT.get(st.Verdict(r["verdict"]), r["verdict"]))}</span>',
+         _flag_cell(r["flag_text"])]
+        for r in rows], "comparison-table")
+    return {"runs": f.runs, "rows": rows, "table": table, "svg": _comparison_charts(rows),
+            "links": _dag_run_links(explorer.dag_runs(engine, f.runs))}
+
+
+def trend_view(engine: Engine, f: explorer.Filters, case: str | None) -> dict[str, Any]:
+    """The trend view: one case's series per platform, its change points, the chart and links."""
+    result = explorer.trend(engine, f, case)
+    # Several frameworks among the cases: the title names the chosen case's (its name may not).
+    named = f' ({result["framework"]})' if len(set(result["case_frameworks"].values())) > 1 else ""
+    names = [r["started_at"][:10] or r["run_id"] for r in result["runs"]]
+    result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
+                               y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
+                               direction=Direction(result["direction"]),
+                               title=f'trend: {result["case"] or "-"}{named}', chart_id="trend-chart",
+                               width=860)
+    result["links"] = _dag_run_links(explorer.dag_runs(engine, [r["run_id"] for r in result["runs"]]))
+    return result
+
+
+def capacity_view(engine: Engine, hardware: str | None, f: explorer.Filters, *, airflow: bool) -> dict[str, Any]:
+    """Per model, data kind, framework, platform and density, over the views' selection of runs."""
+    result = explorer.capacity(engine, hardware, f, prices=cap.load_prices(airflow=airflow))
+    rows = [cap.CapacityRow(**r) for r in result["rows"]]
+    # The best per configuration is a set: every row not shown to give less per host than the top one.
+    best = {id(r) for group in cap.configurations(rows).values() for r in cap.best_set(group)}
+    result["best"] = [i for i, r in enumerate(rows) if id(r) in best]
+    result["table"] = _table(
+        ["Model", "Data", "Framework", "Batch", "Machine", "Platform", "Instances per host", "n",
+         "Per instance (images/s)", "95 % interval", "Degradation %", "95 % interval", "Per host (images/s)",
+         "95 % interval", "Cost per 1000 images", "Flags"],
+        [[html.escape(r.model), html.escape(r.data or "-"), html.escape(r.framework), html.escape(r.batch or "-"),
+          html.escape(r.machine or "-"), html.escape(r.platform) + (" ★" if id(r) in best else ""),
+          str(r.instances_per_host),
+          (f"{r.n} runs" if r.n_of == "runs" else str(r.n)) + (f" / {r.degradation_n}" if r.degradation_n else ""),
+          _fmt(r.per_instance),
+          _interval(r.per_instance_ci_low, r.per_instance_ci_high, 4), _fmt(r.degradation_pct, 3),
+          _interval(r.degradation_ci_low, r.degradation_ci_high), _fmt(r.per_host),
+          _interval(r.per_host_ci_low, r.per_host_ci_high, 4),
+          "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {html.escape(r.currency or '')} "
+          f"{_interval(r.cost_ci_low, r.cost_ci_high)}", _flag_cell(r.flags)] for r in rows],
+        "capacity-table", empty=result["note"] or "no data for this selection")
+    result["svg"] = "".join(
+        cap.density_chart_svg(mine, title=f"density vs degradation: {config}", chart_id=f"capacity-chart-{i}")
+        for i, (config, mine) in enumerate(cap.configurations(rows).items())) or cap.density_chart_svg(
+        [], chart_id="capacity-chart-empty")
+    return result
+
+
+def change_pin(engine: Engine, request: PinRequest) -> list[dict[str, Any]]:
+    """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
+    _check(request.run_id, _RUN_ID)
+    suite = _check(request.suite)
+    if request.remove:
+        regression.unpin(engine, suite=suite)
+    else:
+        try:
+            regression.pin(engine, request.run_id, suite=suite, note=(request.note or "")[:500] or None)
+        except LookupError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from None
+    return regression.pins(engine)
+
+
+def report_file(run_id: str, name: str) -> Response:
+    """A file of a run's report, from the shared store (404 for anything that is not one)."""
+    if not _RUN_ID.match(run_id) or not _FILE.match(name) or ".." in run_id:
+        raise HTTPException(status_code=404, detail="no such report")
+    store = storage.store()
+    key = f"reports/{run_id}/{name}"
+    local = store.local_path(key)
+    if local is not None:
+        if not local.is_file():
+            raise HTTPException(status_code=404, detail="no such report")
+        return FileResponse(local)
+    try:
+        data = store.read_bytes(key)
+    except FileNotFoundError:
+        raise HTTPException(status_code=404, detail="no such report") from None
+    return Response(content=data, media_type=mimetypes.guess_type(name)[0] or "application/octet-stream")
+
+
+
 def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: bool = False) -> FastAPI:
     """The app; ``engine`` (or a factory) defaults to :func:`default_engine`, opened on first use.
-    ``airflow``: running inside Airflow (the plugin), so Airflow Variables can be read."""
+    ``airflow``: running inside Airflow (the plugin), so Airflow Variables can be read. Each route
+    is one call of the view function above that does its work."""
     app = FastAPI(title="dlbench explorer", description="Benchmark results explorer and reports",
                   # Inside Airflow: every route needs an Airflow user who may read the DAG (auth.py), and
                   # no schema or docs page answers without one.
@@ -183,29 +304,10 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
 
     def warehouse() -> Engine:
         if "engine" not in holder:
-            if isinstance(engine, Engine):
-                holder["engine"] = engine
-            else:
-                holder["engine"] = (engine or default_engine)()
+            holder["engine"] = engine if isinstance(engine, Engine) else (engine or default_engine)()
         return holder["engine"]
 
-    def filters(runs: list[str], since: str | None, until: str | None, suite: str | None, model: str | None,
-                data: str | None, scenario: str | None, platforms: list[str], metric: str | None,
-                scheduled_only: bool = False, framework: str | None = None) -> explorer.Filters:
-        return explorer.Filters(
-            runs=[r for r in (_check(r, _RUN_ID) for r in runs) if r], since=_date(since), until=_date(until),
-            scheduled_only=scheduled_only, suite=_check(suite) or "tf_cnn", model=_check(model), data=_check(data),
-            framework=_check(framework, _FRAMEWORK), scenario=_check(scenario),
-            platforms=[p for p in (_check(p) for p in platforms) if p], metric=_check(metric))
-
-    @app.get("/", response_class=HTMLResponse)
-    def index() -> str:
-        rows = "".join(
-            f'<tr><td><a href="runs/{html.escape(run)}/report.html">{html.escape(run)}</a></td>'
-            f"<td>{when:%Y-%m-%d %H:%M} UTC</td></tr>"
-            for run, when, _ in _reports()
-        ) or '<tr><td colspan="2">No report yet: trigger the dlbench_benchmark DAG.</td></tr>'
-        return PAGE.replace("{{REPORT_ROWS}}", rows)
+    app.get("/", response_class=HTMLResponse)(index_page)
 
     @app.get("/api/reports")
     def list_reports() -> list[dict[str, str]]:
@@ -221,110 +323,33 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
                    suite: str | None = None, model: str | None = None, data: str | None = None,
                    scenario: str | None = None, platforms: list[str] = Query(default=[]),
                    metric: str | None = None, framework: str | None = None) -> dict[str, Any]:
-        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric,
-                    scheduled_only=bool(since or until) and not runs, framework=framework)
-        rows = explorer.comparison(warehouse(), f)
-        for r in rows:
-            r["flag_text"] = _flag_text(r)
-        table = _table(["Case", "Data", "Framework", "Metric", "Platform", "n", "Mean", "×BM", "95 % interval",
-                        "Diff %", "95 % interval", "Verdict", "Flags"], [
-            [html.escape(r["case"]), html.escape(r["data"] or "-"), html.escape(r["framework"]),
-             f'{html.escape(r["metric"])} <span class="direction" title="{DIRECTION_TEXT[Direction(r["direction"])]}">'
-             f'{DIRECTION_TEXT[Direction(r["direction"])][0]}</span>', html.escape(r["platform"]),
-             f'{r["n"]} runs' if r["n_of"] == "runs" else str(r["n"]),
-             f'{_fmt(r["mean"])} {html.escape(r["unit"])}', _fmt(r["normalized"], 3),
-             _interval(r["normalized_ci_low"], r["normalized_ci_high"]), _fmt(r["diff_pct"], 3),
-             _interval(r["diff_pct_ci_low"], r["diff_pct_ci_high"]),
-             f'<span class="verdict {html.escape(r["verdict"])}" title="margin ±{_fmt((r["margin"] or 0) * 100)}%">'
-             f'{html.escape(st.VERDICT_TEXT.get(st.Verdict(r["verdict"]), r["verdict"]))}</span>',
-             _flag_cell(r["flag_text"])]
-            for r in rows], "comparison-table")
-        return {"runs": f.runs, "rows": rows, "table": table, "svg": _comparison_charts(rows),
-                "links": _dag_run_links(explorer.dag_runs(warehouse(), f.runs))}
+        f = _filters(runs, since, until, suite, model, data, scenario, platforms, metric,
+                     scheduled_only=bool(since or until) and not runs, framework=framework)
+        return comparison_view(warehouse(), f)
 
     @app.get("/api/trend")
     def trend(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
               suite: str | None = None, model: str | None = None, data: str | None = None,
               scenario: str | None = None, platforms: list[str] = Query(default=[]), metric: str | None = None,
               case: str | None = None, framework: str | None = None) -> dict[str, Any]:
-        f = filters(runs, since, until, suite, model, data, scenario, platforms, metric, framework=framework)
-        result = explorer.trend(warehouse(), f, _check(case))
-        # Several frameworks among the cases: the title names the chosen case's (its name may not).
-        named = f' ({result["framework"]})' if len(set(result["case_frameworks"].values())) > 1 else ""
-        names = [r["started_at"][:10] or r["run_id"] for r in result["runs"]]
-        result["svg"] = line_chart(result["series"], marks=result["change_points"], x_names=names,
-                                   y_label=f'{result["metric"]} ({result["unit"]})', x_label="run",
-                                   direction=Direction(result["direction"]),
-                                   title=f'trend: {result["case"] or "-"}{named}', chart_id="trend-chart",
-                                   width=860)
-        result["links"] = _dag_run_links(explorer.dag_runs(warehouse(), [r["run_id"] for r in result["runs"]]))
-        return result
+        return trend_view(warehouse(), _filters(runs, since, until, suite, model, data, scenario, platforms, metric,
+                                                framework=framework), _check(case))
 
     @app.get("/api/capacity")
     def capacity(hardware: str | None = None, runs: list[str] = Query(default=[]), since: str | None = None,
                  until: str | None = None, suite: str | None = None, model: str | None = None, data: str | None = None,
                  platforms: list[str] = Query(default=[]), framework: str | None = None) -> dict[str, Any]:
-        """Per model, data kind, framework, platform and density, over the views' selection of runs."""
-        f = filters(runs, since, until, suite, model, data, None, platforms, None, framework=framework)
-        result = explorer.capacity(warehouse(), _check(hardware), f, prices=cap.load_prices(airflow=airflow))
-        rows = [cap.CapacityRow(**r) for r in result["rows"]]
-        # The best per configuration is a set: every row not shown to give less per host than the top one.
-        best = {id(r) for group in cap.configurations(rows).values() for r in cap.best_set(group)}
-        result["best"] = [i for i, r in enumerate(rows) if id(r) in best]
-        result["table"] = _table(
-            ["Model", "Data", "Framework", "Batch", "Machine", "Platform", "Instances per host", "n",
-             "Per instance (images/s)", "95 % interval", "Degradation %", "95 % interval", "Per host (images/s)",
-             "95 % interval", "Cost per 1000 images", "Flags"],
-            [[html.escape(r.model), html.escape(r.data or "-"), html.escape(r.framework), html.escape(r.batch or "-"),
-              html.escape(r.machine or "-"), html.escape(r.platform) + (" ★" if id(r) in best else ""),
-              str(r.instances_per_host),
-              (f"{r.n} runs" if r.n_of == "runs" else str(r.n)) + (f" / {r.degradation_n}" if r.degradation_n else ""),
-              _fmt(r.per_instance),
-              _interval(r.per_instance_ci_low, r.per_instance_ci_high, 4), _fmt(r.degradation_pct, 3),
-              _interval(r.degradation_ci_low, r.degradation_ci_high), _fmt(r.per_host),
-              _interval(r.per_host_ci_low, r.per_host_ci_high, 4),
-              "-" if r.cost_per_1000 is None else f"{r.cost_per_1000:.4g} {html.escape(r.currency or '')} "
-              f"{_interval(r.cost_ci_low, r.cost_ci_high)}", _flag_cell(r.flags)] for r in rows],
-            "capacity-table", empty=result["note"] or "no data for this selection")
-        result["svg"] = "".join(
-            cap.density_chart_svg(mine, title=f"density vs degradation: {config}", chart_id=f"capacity-chart-{i}")
-            for i, (config, mine) in enumerate(cap.configurations(rows).items())) or cap.density_chart_svg(
-            [], chart_id="capacity-chart-empty")
-        return result
+        return capacity_view(warehouse(), _check(hardware), _filters(runs, since, until, suite, model, data, None,
+                                                                     platforms, None, framework=framework),
+                             airflow=airflow)
 
     @app.get("/api/pins")
     def list_pins() -> list[dict[str, Any]]:
         return regression.pins(warehouse())
 
     @app.post("/api/pins", dependencies=auth.edit_access(airflow))
-    def change_pin(request: PinRequest) -> list[dict[str, Any]]:
-        """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
-        _check(request.run_id, _RUN_ID)
-        suite = _check(request.suite)
-        if request.remove:
-            regression.unpin(warehouse(), suite=suite)
-        else:
-            try:
-                regression.pin(warehouse(), request.run_id, suite=suite, note=(request.note or "")[:500] or None)
-            except LookupError as exc:
-                raise HTTPException(status_code=404, detail=str(exc)) from None
-        return regression.pins(warehouse())
+    def pin(request: PinRequest) -> list[dict[str, Any]]:
+        return change_pin(warehouse(), request)
 
-    @app.get("/runs/{run_id}/{name}")
-    def report_file(run_id: str, name: str) -> Response:
-        if not _RUN_ID.match(run_id) or not _FILE.match(name) or ".." in run_id:
-            raise HTTPException(status_code=404, detail="no such report")
-        store = storage.store()
-        key = f"reports/{run_id}/{name}"
-        local = store.local_path(key)
-        if local is not None:
-            if not local.is_file():
-                raise HTTPException(status_code=404, detail="no such report")
-            return FileResponse(local)
-        try:
-            data = store.read_bytes(key)
-        except FileNotFoundError:
-            raise HTTPException(status_code=404, detail="no such report") from None
-        return Response(content=data, media_type=mimetypes.guess_type(name)[0] or "application/octet-stream")
-
+    app.get("/runs/{run_id}/{name}")(report_file)
     return app
