@@ -18,6 +18,7 @@ and comparison.json (:mod:`dlbench.reports.exports`).
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -490,6 +491,16 @@ def _span_text(values: pd.Series) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
+@dataclass(frozen=True)
+class Section:
+    """One section of the HTML report: its anchor in the navigation (None: listed in none, e.g. the
+    cost table inside the answer), its title there, and its HTML ("" when it has nothing to show)."""
+
+    anchor: str | None
+    title: str
+    html: str
+
+
 def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Path:
     """Write ``report.html`` (self-contained: charts embedded), ``comparison.csv`` and
     ``comparison.json`` for the run; return the HTML path."""
@@ -521,45 +532,57 @@ def build_report(engine: Engine, run_id: str | None, out_dir: str | Path) -> Pat
     framework_rows = frameworks.framework_rows(frame)
     if framework_rows:
         frameworks.table(framework_rows).to_csv(out / "frameworks.csv", index=False)
-    nav = [("answer", "Answer")] + ([("frameworks", "Frameworks")] if framework_rows else []) + (
-        [("gates", "Gates")] if gate_results else []) + (
-        [("regressions", "Regressions")] if regressions else []) + (
-        [("scenarios", "Study figures")] if scenarios.has_training(stats, bad) else []) + (
-        [("workloads", "Workloads")] if workload_section else []) + (
-        [("micro", "Micro-benchmarks")] if micro else []) + [("environment", "Environment")] + (
-        [("problems", "Failures and skips")] if not bad.empty else [])
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>dlbench report {html.escape(run_id)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>Benchmark report: {html.escape(run_id)}</h1>",
-        "<nav>" + "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in nav) + "</nav>",
-        _emulated_note(engine, run_id),
-        profile_html(profile, grade, f"{reps} repetitions per {cells}" if reps else ""),
-        f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
-        _warnings_html(stats, bad, load_table(engine, run_id)),
-        answer_html(stats, frame),
-        frameworks.html_section(framework_rows),
-        gates.html_section(gate_results),
-        cost,
-        regressions,
-    ]
-    if scenarios.has_training(stats, bad):
-        parts.append(scenarios.section_html(stats, frame, bad, _table_html, profile.requested_list("scenarios")))
-    if scenarios.SUITE in suites:
-        parts.append(_suite_html(engine, run_id, scenarios.SUITE, stats, head))
-    parts.append(workload_section)
-    if micro:
-        parts.append("<h2 id='micro'>Micro-benchmarks</h2><p class='note'>What explains the training numbers: the "
-                     "accelerator, deep-learning kernels, the CPU, the network and the disk, each normalized to bare "
-                     "metal with the same intervals and verdicts.</p>")
-        parts += [_suite_html(engine, run_id, suite, stats, head) for suite in micro]
-    parts.append("<h2 id='environment'>Environment</h2>" + _environments_html(engine, run_id)
-                 + "<h3 id='load'>Machine load</h3>" + _load_html(engine, run_id))
-    if not bad.empty:
-        parts.append("<h2 id='problems' class='bad'>Failed or skipped</h2><ul>" + "".join(
+    def study_figures() -> str:
+        if not scenarios.has_training(stats, bad):
+            return ""
+        return scenarios.section_html(stats, frame, bad, _table_html, profile.requested_list("scenarios"))
+
+    def micro_benchmarks() -> str:
+        if not micro:
+            return ""
+        return ("<h2 id='micro'>Micro-benchmarks</h2><p class='note'>What explains the training numbers: the "
+                "accelerator, deep-learning kernels, the CPU, the network and the disk, each normalized to bare "
+                "metal with the same intervals and verdicts.</p>\n"
+                + "\n".join(x for x in (_suite_html(engine, run_id, suite, stats, head) for suite in micro) if x))
+
+    def problems() -> str:
+        if bad.empty:
+            return ""
+        return "<h2 id='problems' class='bad'>Failed or skipped</h2><ul>" + "".join(
             f"<li class='bad'>{html.escape(r.status)}: {html.escape(r.platform)} {html.escape(r.suite)}/"
             f"{html.escape(r.name)}{html.escape(scenario_note(r.scenario))} repetition {r.repetition}: "
             f"{html.escape(str(r.error))}</li>"
-            for r in bad.itertuples()) + "</ul>")
+            for r in bad.itertuples()) + "</ul>"
+
+    # The report's sections in order, each once: the navigation lists those that have something to
+    # show (an empty section is left out of both), so the nav and the page cannot disagree.
+    sections = [
+        Section("answer", "Answer", "\n".join(p for p in (
+            _emulated_note(engine, run_id),
+            profile_html(profile, grade, f"{reps} repetitions per {cells}" if reps else ""),
+            f"<h2 id='answer'>{'Which platform, at what cost' if cost else 'Which platform'}: this run's answer</h2>",
+            _warnings_html(stats, bad, load_table(engine, run_id)),
+            answer_html(stats, frame)) if p)),
+        Section("frameworks", "Frameworks", frameworks.html_section(framework_rows)),
+        Section("gates", "Gates", gates.html_section(gate_results)),
+        Section(None, "Cost", cost),
+        Section("regressions", "Regressions", regressions),
+        Section("scenarios", "Study figures", study_figures()),
+        Section(None, scenarios.SUITE, _suite_html(engine, run_id, scenarios.SUITE, stats, head)
+                if scenarios.SUITE in suites else ""),
+        Section("workloads", "Workloads", workload_section),
+        Section("micro", "Micro-benchmarks", micro_benchmarks()),
+        Section("environment", "Environment", "<h2 id='environment'>Environment</h2>"
+                + _environments_html(engine, run_id) + "<h3 id='load'>Machine load</h3>" + _load_html(engine, run_id)),
+        Section("problems", "Failures and skips", problems()),
+    ]
+    shown = [section for section in sections if section.html]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>dlbench report {html.escape(run_id)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>Benchmark report: {html.escape(run_id)}</h1>",
+        "<nav>" + "".join(f"<a href='#{x.anchor}'>{html.escape(x.title)}</a>" for x in shown if x.anchor) + "</nav>",
+        *(section.html for section in shown),
+    ]
     parts.append(f"<p class='note'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the warehouse. Values are "
                  "means over repetitions (n); the uncertainty shown is the 95% interval of each comparison, in the "
                  "tables and as the charts' error bars (the std is in comparison.csv); CV = std / mean; robust "
