@@ -280,3 +280,30 @@ def test_the_serialised_form_is_unchanged() -> None:
     """The questions are properties, not fields: XCom carries what it carried before."""
     assert LocalProcess().model_dump(mode="json") == {"gpus": None, "kind": "process", "python": None}
     assert set(SSHDocker.model_fields) == {*SSHHost.model_fields, *ContainerLimits.model_fields, "image", "engine"}
+
+
+@pytest.mark.parametrize("cls", ACCESS_TYPES, ids=lambda c: c.__name__)
+def test_machine_facts_are_the_access_types_answers(cls: type) -> None:
+    """Where other instances reach a target and how many CPUs its machine has (the shared
+    scenario halves them) are answers of the types, not isinstance tests in the scenario code:
+    an SSH machine's address is its access's unless the target names one; a machine of this host
+    has os.cpu_count(); an access that neither runs here nor reaches its machine refuses to guess.
+    (An SSH machine's ``nproc`` runs on the devcloud: tests/ironic, the shared scenario.)"""
+    import os
+
+    from dlbench.errors import ExecutionError
+    from dlbench.execution.targets import Target
+
+    access = ACCESSES[cls]
+    target = Target(name="t", platform="bare_metal", access=access)
+    if isinstance(access, SSHHost):
+        assert target.reach_address == "198.18.1.2"
+    else:
+        with pytest.raises(ExecutionError, match="t has no address other instances reach"):
+            _ = target.reach_address
+    assert Target(name="t", platform="bare_metal", access=access, address="198.18.9.9").reach_address == "198.18.9.9"
+    if access.runs_on_this_host:
+        assert access.machine_cpus() == (os.cpu_count() or 1)
+    elif not isinstance(access, SSHHost):
+        with pytest.raises(ExecutionError, match="the CPU count of its machine is not known"):
+            access.machine_cpus()
