@@ -1,6 +1,9 @@
 """What does the container cost? The same smoke TF job on the host and in the workload image.
 
-Both sides go through the real executors the pipeline uses (``LocalProcessExecutor`` for bare
+Three sides: the host in its workload environment (``build/workload-env``, what ``make run``
+uses), the host in the controller's own interpreter (what it used before issue 39: the gap between
+these two is the environment's, not the platform's), and the container. All go through the real
+executors the pipeline uses (``LocalProcessExecutor`` for bare
 metal, ``DockerExecutor`` for the container), so the numbers include what a benchmark row
 includes: interpreter start and TF import, plus container create/start/remove on the Docker side.
 Rounds are interleaved and alternate their order (this 2-core machine is noisy: compare side by
@@ -17,6 +20,7 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -73,16 +77,20 @@ def compare(args: argparse.Namespace, image: str, work: Path) -> int:
         data_dir = str(work / "tfrecords")
         write_imagenet_tfrecords(Path(data_dir), images=64, shards=2, image_size=80)
 
+    host = Target(name="host", platform=Platform.BARE_METAL, access=LocalProcess(), data_dir=data_dir)
     sides = {
-        "host": (LocalProcessExecutor(), Platform.BARE_METAL,
-                 Target(name="host", platform=Platform.BARE_METAL, access=LocalProcess(), data_dir=data_dir)),
+        # The host's workload environment (what make run uses: execution/workload_env.py) ...
+        "host": (LocalProcessExecutor(), Platform.BARE_METAL, host),
+        # ... and the controller's own interpreter (Airflow and every framework beside TensorFlow): what
+        # bare-metal jobs ran in before issue 39, item 8. The two host sides differ only by the environment.
+        "controller": (LocalProcessExecutor(python=sys.executable), Platform.BARE_METAL, host),
         "container": (DockerExecutor(image), Platform.CONTAINER_ON_BARE_METAL,
                       Target(name="docker", platform=Platform.CONTAINER_ON_BARE_METAL,
                              access=LocalDocker(image=image), data_dir=data_dir)),
     }
     values: dict[str, dict[str, list[float]]] = {side: {m: [] for m in METRICS} for side in sides}
     for round_ in range(args.rounds):
-        order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+        order = list(sides)[round_ % len(sides):] + list(sides)[:round_ % len(sides)]  # each side first in turn
         for side in order:
             executor, platform, target = sides[side]
             job = Job(job_id=f"bench-{side}-{round_}", run_id="bench-ct", platform=platform, suite="tf_cnn",
@@ -98,11 +106,12 @@ def compare(args: argparse.Namespace, image: str, work: Path) -> int:
 
     print(f"\n{args.model} / {args.data} data / {args.profile} profile, {args.rounds} interleaved rounds, "
           f"image {image} (medians)")
-    print(f"{'metric':26s} {'host':>10s} {'container':>10s} {'ratio c/h':>10s}")
+    print(f"host = the workload environment ({LocalProcessExecutor().env_label}), controller = {sys.executable}")
+    print(f"{'metric':26s} {'host':>10s} {'controller':>10s} {'container':>10s} {'c/host':>8s} {'c/ctrl':>8s}")
     for metric, (label, _higher) in METRICS.items():
-        host, container = (statistics.median(values[s][metric]) for s in ("host", "container"))
-        ratio = container / host if host else float("nan")
-        print(f"{label:26s} {host:10.3f} {container:10.3f} {ratio:10.3f}")
+        h, ctl, container = (statistics.median(values[s][metric]) for s in ("host", "controller", "container"))
+        print(f"{label:26s} {h:10.3f} {ctl:10.3f} {container:10.3f} {container / h if h else float('nan'):8.3f} "
+              f"{container / ctl if ctl else float('nan'):8.3f}")
     overhead = statistics.median(values["container"]["launch_to_end_time"]) - statistics.median(
         values["host"]["launch_to_end_time"])
     print(f"container launch-to-end overhead: {overhead:+.2f} s per job")
