@@ -1,5 +1,5 @@
 # The local container platform: Docker engine and the workload image (docs/container.md).
-APT_PACKAGES += debootstrap zstd
+APT_PACKAGES += debootstrap zstd python3-venv
 RUN_PREREQS += image workload-env
 CI_PREREQS += docker-up image workload-env
 
