@@ -18,6 +18,7 @@ from dlbench import settings
 from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.settings import Kind
 from tests.conftest import ROOT
+from tools.settings_docs import accessor_path
 
 PACKAGE = ROOT / "include" / "dlbench"
 SCANNED = sorted([*PACKAGE.rglob("*.py"), *(ROOT / "dags").glob("*.py"), *(ROOT / "plugins").glob("*.py")])
@@ -223,10 +224,9 @@ def test_every_setting_is_declared_once_with_an_accessor_that_exists():
     assert len(keys) == len(set(keys))
     for setting in settings.SETTINGS:
         assert setting.doc and setting.type and setting.default_doc and setting.read_by and setting.sources
-        for accessor in setting.accessors:  # settings' own, or a hook's (dotted, under dlbench)
-            module, _, name = accessor.split("(")[0].rpartition(".")
-            owner = importlib.import_module(f"dlbench.{module}") if module else settings
-            assert callable(getattr(owner, name)), accessor
+        for accessor in setting.accessors:  # settings' own, or a hook's: the name docs/settings.md prints
+            module, _, name = accessor_path(accessor).split("(")[0].rpartition(".")
+            assert callable(getattr(importlib.import_module(module), name)), accessor
     for name in ("STORAGE_URL", "WAREHOUSE_URL", "PRICES", "ROUTING"):  # settings.X are the declared ones
         assert getattr(settings, name) in settings.SETTINGS
 

@@ -87,9 +87,9 @@ class LocalProcessExecutor(Executor):
         # None: the host's workload environment (build/workload-env, as the images and the node
         # image install the frameworks), else the worker's own interpreter; the job's document
         # says which (workload_env.LABEL).
-        host = workload_env.local()
-        self.python = python or host.python
-        self.env_label = f"given {python}" if python else host.label
+        host = workload_env.Environment(python, f"given {python}") if python else workload_env.local()
+        self.python = host.python
+        self.env_label = host.label
         self.env = env
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL when the job is stopped."""

@@ -40,6 +40,8 @@ latest run, :func:`dlbench.reports.regression.assess`, covers a change in the la
 class ChangePoint:
     index: int
     """The first point of the new level."""
+    start: int
+    """The first point of the level before (the previous change point, or 0)."""
     p_value: float
     """The t test's two-sided p-value of the level before against the level after when the point
     was found, times the number of candidate splits (at most 1)."""
@@ -94,16 +96,20 @@ def e_divisive(values: Sequence[float], *, alpha: float, min_size: int = MIN_SEG
     (Bonferroni over its candidate splits) against its neighbouring levels."""
     cuts = [0, len(values)]
     found: dict[int, float] = {}
+    tested: dict[tuple[int, int], tuple[float, int] | None] = {}  # segment -> (p, split): once each
+
+    def test(a: int, b: int) -> tuple[float, int] | None:
+        split = _best_split(values[a:b], min_size)
+        if split is None:
+            return None
+        tau = a + split[0]
+        return min(1.0, _t_p(values[a:tau], values[tau:b]) * ((b - a) - 2 * min_size + 1)), tau
+
     while True:
-        candidates = []
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            split = _best_split(values[a:b], min_size)
-            if split is None:
-                continue
-            tau = a + split[0]
-            tested = (b - a) - 2 * min_size + 1
-            p = min(1.0, _t_p(values[a:tau], values[tau:b]) * tested)
-            candidates.append((p, tau))
+        for segment in zip(cuts, cuts[1:], strict=False):
+            if segment not in tested:
+                tested[segment] = test(*segment)
+        candidates = [c for c in (tested[s] for s in zip(cuts, cuts[1:], strict=False)) if c is not None]
         significant = [c for c in candidates if c[0] < alpha]
         if not significant:
             break
@@ -115,6 +121,6 @@ def e_divisive(values: Sequence[float], *, alpha: float, min_size: int = MIN_SEG
         a = cuts[cuts.index(tau) - 1]
         b = cuts[cuts.index(tau) + 1]
         before, after = values[a:tau], values[tau:b]
-        out.append(ChangePoint(index=tau, p_value=found[tau], before=sum(before) / len(before),
+        out.append(ChangePoint(index=tau, start=a, p_value=found[tau], before=sum(before) / len(before),
                                after=sum(after) / len(after)))
     return out

@@ -216,7 +216,7 @@ def check_series(series: Sequence[Sequence[float]], *, higher_is_better: bool, w
     means = [pystats.fmean(v) for v in series]
     current = len(series) - 1
     points = changepoints.e_divisive(means, alpha=alpha)
-    start = max((c.index for c in points if c.index < current), default=0)
+    start = points[-1].index if points else 0  # a change point leaves MIN_SEGMENT runs after it: before current
     earlier = list(range(start, current))[-window:] if window > 0 else []
     found = []
     if len(earlier) >= min_history:
@@ -228,9 +228,8 @@ def check_series(series: Sequence[Sequence[float]], *, higher_is_better: bool, w
     bad = [c for c in points if sign * c.change_pct <= -min_change_pct]
     if bad:
         last = bad[-1]
-        before = max((c.index for c in points if c.index < last.index), default=0)
         outcome = Outcome(last.before, last.after, last.change_pct, last.p_value, "e-divisive", True)
-        found.append(Finding(outcome, tuple(range(before, last.index)), level_since=last.index))
+        found.append(Finding(outcome, tuple(range(last.start, last.index)), level_since=last.index))
     elif len(series) >= 2 * changepoints.MIN_SEGMENT:
         # The series was tested and showed no bad change point: the test still counts in the run's
         # family (p = 1), or Benjamini-Hochberg would divide alpha among fewer tests than were made
