@@ -33,3 +33,25 @@ def test_image_has_the_runner_and_the_tools(workload_image):
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "tf-cnn" in proc.stdout and "/fio" in proc.stdout
     assert workload_image == DEFAULT_TAG
+
+
+def test_the_wheelhouse_downloads_once_per_set_of_requirement_files(monkeypatch, tmp_path):
+    """The stamp of a complete download: the next call for the same files downloads nothing (a
+    fresh CI calls it from several targets); another requirement file downloads again."""
+    from dlbench.execution import image
+    from dlbench.workloads.profiles import Framework
+
+    wheelhouse, requirements = tmp_path / "wheelhouse", tmp_path / "requirements.txt"
+    requirements.write_text("six==1.17.0\n")
+    monkeypatch.setattr(image, "WHEELHOUSE", wheelhouse)
+    monkeypatch.setattr(image, "REQUIREMENTS", {Framework.TENSORFLOW: requirements})
+    image.build_wheelhouse()
+    (wheel,) = wheelhouse.glob("six-*.whl")
+    assert len(list(wheelhouse.glob(".complete-*"))) == 1
+    wheel.unlink()
+    image.build_wheelhouse()  # the same files: trusted, nothing downloaded
+    assert not list(wheelhouse.glob("six-*.whl"))
+    requirements.write_text("six==1.16.0\n")
+    image.build_wheelhouse()
+    assert [w.name for w in wheelhouse.glob("six-*.whl")] == ["six-1.16.0-py2.py3-none-any.whl"]
+    assert len(list(wheelhouse.glob(".complete-*"))) == 1  # the old stamp went

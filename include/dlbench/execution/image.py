@@ -170,14 +170,32 @@ def build_wheelhouse() -> Path:
     Each file is resolved on its own (as each image installs it), so the wheelhouse holds every
     version any one of them picks. One download at a time (a lock beside it): the workload image
     and the node image both need it and are built side by side (``make -j``); a second pip
-    would read half-written wheels."""
+    would read half-written wheels.
+
+    A stamp named for the requirement files' digest is written once every download succeeded:
+    the next call for the same files returns at once (pip's resolve of all three took 17-30 s each
+    time, and a fresh CI's prerequisites call it from several targets)."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     with (WHEELHOUSE.parent / "wheelhouse.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = WHEELHOUSE / f".complete-{_requirements_digest()}"
+        if stamp.exists():
+            return WHEELHOUSE
         for requirements in REQUIREMENTS.values():
             subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d",
                             str(WHEELHOUSE), "-r", str(requirements)], check=True, timeout=3600)
+        for old in WHEELHOUSE.glob(".complete-*"):
+            old.unlink()
+        stamp.touch()
     return WHEELHOUSE
+
+
+def _requirements_digest() -> str:
+    """What the wheelhouse was downloaded for: every framework's requirement file, by content."""
+    digest = hashlib.sha256()
+    for framework, requirements in sorted(REQUIREMENTS.items(), key=lambda item: item[0].value):
+        digest.update(framework.value.encode() + b"\0" + requirements.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def build_image(tag: str = DEFAULT_TAG, base: str | None = None,
