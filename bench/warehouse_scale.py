@@ -2,7 +2,7 @@
 
 A year of weekly scheduled runs (52) x 4 platforms x (2 models x 2 data kinds x single + 2 and 4
 tenants) x 3 repetitions, each execution with its case samples plus per-step samples (the bulk of
-a real warehouse) up to ``--samples`` rows, on SQLite and on a private PostgreSQL server (tests/pg.py;
+a real warehouse) up to ``--samples`` rows, on SQLite and on a private PostgreSQL server (tests/support/pg.py;
 skipped when its binaries are missing). Prints, per database: the load time, the report's time
 (goal < 10 s) and each explorer query's time through the real FastAPI app (goal < 1 s; first call
 and the median of ``--repeat``), and the regression step's.
@@ -108,7 +108,7 @@ def main() -> int:
             slow += [r for r in bench(f"sqlite:///{out / 'warehouse.db'}", args.samples, args.repeat, out)
                      if max(r[1], r[2]) >= r[3]]
         if args.only in (None, "postgresql"):
-            from tests.pg import pg_bin, postgres_server
+            from tests.support.pg import pg_bin, postgres_server
 
             if pg_bin() is None:
                 print("  postgresql: skipped (no server binaries: apt-get install postgresql)")

@@ -1,10 +1,6 @@
-"""Shared test plumbing.
-
-Prerequisite skips: a tier that needs something this machine may lack (root, Docker, the
-PostgreSQL server binaries, the devcloud) calls :func:`require`. On a user's machine it skips
-with the reason printed; with ``DLBENCH_REQUIRE_ALL=1`` (set by ``.ci/run``) it fails instead,
-so CI can never go green by skipping.
-"""
+"""The session's set-up (a private Airflow home and DLBENCH_HOME, set before anything imports
+Airflow), the stream rule and the fixtures every tier uses. What tests share as code is in
+:mod:`tests.support` (the prerequisite rule: :func:`tests.support.prereqs.require`)."""
 
 from __future__ import annotations
 
@@ -14,16 +10,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.streams import LAST, SECOND_POOL, STREAMS
+from tests.support.prereqs import REQUIRE_ALL, ROOT, require
 from tests.turns import settle, turn
-
-ROOT = Path(__file__).resolve().parents[1]
-REQUIRE_ALL = os.environ.get("DLBENCH_REQUIRE_ALL", "") not in ("", "0", "false", "no")
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -52,18 +47,21 @@ from dlbench.settings import RETRY_DELAY  # noqa: E402 - this checkout's (the pa
 os.environ.setdefault(RETRY_DELAY.env, "1")
 
 
-def require(condition: bool, reason: str) -> None:
-    """Skip (or, under DLBENCH_REQUIRE_ALL, fail) when a prerequisite is missing."""
-    if condition:
-        return
-    if REQUIRE_ALL:
-        pytest.fail(f"prerequisite missing and DLBENCH_REQUIRE_ALL is set: {reason}", pytrace=False)
-    pytest.skip(f"prerequisite missing: {reason}")
-
-
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
+
+
+RUN_ID_PREFIX = {"kubernetes": "k", "execution": "x"}
+"""A test run id's first letter by tier (``t`` elsewhere): a run id is a Kubernetes namespace's name
+there (a letter first), and a glance at a leftover tells which tier made it."""
+
+
+@pytest.fixture
+def run_id(request: pytest.FixtureRequest) -> str:
+    """A fresh run id of this test (what the product's ``safe_run_id`` of a DAG run looks like)."""
+    tier = request.path.relative_to(ROOT / "tests").parts[0]
+    return f"{RUN_ID_PREFIX.get(tier, 't')}{uuid.uuid4().hex[:10]}"
 
 
 # -- streams (tests/streams.py: `make test` runs them side by side) ---------------------------------

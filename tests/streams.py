@@ -14,7 +14,7 @@ or left out.
 
 Isolation (each stream is its own pytest process): its own Airflow home and metadata DB and
 DLBENCH_HOME (``tests/conftest.py`` makes both per process), its own PostgreSQL server
-(``tests/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
+(``tests/support/pg.py``, per process), its own machine-lock path (``DLBENCH_MACHINE_LOCK``) and its own
 name for the tests that look at host-global state (``DLBENCH_TEST_STREAM``). The two streams
 that deploy devcloud nodes use disjoint pools (``DLBENCH_IRONIC_TEST_RESOURCE_CLASS``) and one
 Ironic: a test that stops or restarts it (``ironic_wide``) waits for the Kubernetes stream's

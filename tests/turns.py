@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.knobs import fault
+from tests.support.knobs import fault
 
 ENV = "DLBENCH_TEST_IRONIC_LOCK"
 

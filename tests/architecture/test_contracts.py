@@ -12,7 +12,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 PACKAGE = ROOT / "include" / "dlbench"
 BIN = Path(sys.executable).parent

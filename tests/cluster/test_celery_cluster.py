@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.cluster.conftest import JOB_TASK, NEAR_WORKERS
+from tests.support.cluster import JOB_TASK, NEAR_WORKERS
 
 CONF = {"provider": "local", "platforms": ["bare_metal"], "suites": ["cpu", "disk"], "profile": "smoke",
         "repetitions": 2}

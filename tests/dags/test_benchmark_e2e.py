@@ -10,7 +10,7 @@ from dlbench import paths
 from dlbench.pipeline.embedded import in_plan_order
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import db
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture(scope="module")

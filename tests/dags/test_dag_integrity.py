@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dlbench import settings
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 HEAVY = ("tensorflow", "pandas", "openstack", "docker", "matplotlib", "paramiko")
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture

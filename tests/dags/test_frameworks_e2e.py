@@ -11,7 +11,7 @@ from dlbench.pipeline.steps import safe_run_id
 from dlbench.reports import text_table
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from dlbench import storage
 from dlbench.pipeline.steps import safe_run_id
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 CONF = {"profile": "smoke", "platforms": ["bare_metal", "container_on_bare_metal"], "suites": ["cpu"],
         "repetitions": 3}

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 def start_embedded(conf: dict) -> subprocess.Popen:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dlbench.pipeline.routing import ENV, JOB_TASK, jobs_for_task, load_routing, parse_routing
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 ROUTING = {"setup_queue": "setup-q",
            "routes": [{"name": "near", "providers": ["local"], "queue": "near-q", "pool": "dlbench_near"},

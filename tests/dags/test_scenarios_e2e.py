@@ -12,7 +12,7 @@ from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal")
 

@@ -15,7 +15,7 @@ from dlbench.pipeline.steps import safe_run_id
 from dlbench.reports import text_table
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal")
 FATHOM = ("alexnet", "memnet")

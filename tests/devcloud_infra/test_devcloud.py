@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.devcloud_infra.conftest import (
+from tests.support.devcloud import (
     ENDPOINT,
-    RESOURCE_CLASS,
+    MAIN_POOL_CLASS,
     SECOND_POOL_CLASS,
     STATE,
     allocate,
@@ -37,9 +37,9 @@ from tests.devcloud_infra.conftest import (
 def test_nodes_are_enrolled_as_the_contract_says(conn):
     # A node another test just released is still cleaning (Ironic's automated cleaning): wait for it.
     wait_until("no node of the main pool cleaning", lambda: not [
-        n for n in conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS)
+        n for n in conn.baremetal.nodes(details=True, resource_class=MAIN_POOL_CLASS)
         if n.provision_state in ("cleaning", "clean wait")], 120)
-    nodes = sorted(conn.baremetal.nodes(details=True, resource_class=RESOURCE_CLASS), key=node_index)
+    nodes = sorted(conn.baremetal.nodes(details=True, resource_class=MAIN_POOL_CLASS), key=node_index)
     second = sorted(conn.baremetal.nodes(details=True, resource_class=SECOND_POOL_CLASS), key=node_index)
     # the main pool is nodes 1..N, the second pool (DEVCLOUD_SECOND_POOL, 2 by default) the next ones
     assert [node_index(n) for n in nodes] == list(range(1, len(nodes) + 1))
@@ -50,7 +50,7 @@ def test_nodes_are_enrolled_as_the_contract_says(conn):
         assert node.name == f"devcloud-node-{i}"
         assert (node.driver, node.boot_interface, node.power_interface) == ("fake-hardware", "fake", "fake")
         # The devcloud is shared (the Kubernetes stream deploys the second pool): skip nodes in use.
-        if node.resource_class == RESOURCE_CLASS and not (node.allocation_id or node.instance_id):
+        if node.resource_class == MAIN_POOL_CLASS and not (node.allocation_id or node.instance_id):
             assert node.deploy_interface == "fake", node.name
             assert node.provision_state == "available" and node.power_state == "power off", node.name
             assert not node.is_maintenance, node.name
@@ -66,7 +66,7 @@ def test_nodes_are_enrolled_as_the_contract_says(conn):
 
 
 def test_allocation_picks_an_available_node_and_honours_traits(conn):
-    available = {n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS, provision_state="available")}
+    available = {n.id for n in conn.baremetal.nodes(resource_class=MAIN_POOL_CLASS, provision_state="available")}
     plain = allocate(conn, "devcloud-infra-plain", ["CUSTOM_DLBENCH_TEST"])
     gpu = None
     try:
@@ -122,7 +122,7 @@ def test_config_drive_key_opens_the_host_and_no_other_key_does(conn, keypair, dr
 
 
 def test_links_are_shaped_to_1_gbit_on_both_ends(conn):
-    for node in conn.baremetal.nodes(resource_class=RESOURCE_CLASS):
+    for node in conn.baremetal.nodes(resource_class=MAIN_POOL_CLASS):
         i = node_index(node)
         inside = subprocess.run(["ip", "netns", "exec", node.name, "tc", "qdisc", "show", "dev", f"dc{i}n"],
                                 capture_output=True, text=True, check=True).stdout
@@ -214,13 +214,13 @@ def test_ssh_and_link_knobs_make_the_node_unreachable(conn, keypair):
 @pytest.mark.ironic_wide  # tests/turns.py
 def test_api_knobs_stop_freeze_and_bring_back_the_same_cloud(conn):
     # Same DB: the same nodes (their states may move meanwhile: the devcloud is shared).
-    before = {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)}
+    before = {n.name: n.id for n in conn.baremetal.nodes(resource_class=MAIN_POOL_CLASS)}
     devcloud("fault", "api-stop")
     try:
         assert not api_answers()
     finally:
         devcloud("fault", "api-start")
-    assert {n.name: n.id for n in conn.baremetal.nodes(resource_class=RESOURCE_CLASS)} == before
+    assert {n.name: n.id for n in conn.baremetal.nodes(resource_class=MAIN_POOL_CLASS)} == before
     devcloud("fault", "api-freeze")
     try:
         with pytest.raises(OSError):  # a frozen API accepts the connection but never answers

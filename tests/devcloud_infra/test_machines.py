@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
-from tests.devcloud_infra.conftest import (
+from tests.support.devcloud import (
     NODE_IMAGE,
     STATE,
     STOCK_IMAGE,
@@ -36,6 +35,7 @@ from tests.devcloud_infra.conftest import (
     wait_state,
     wait_until,
 )
+from tests.support.prereqs import require
 
 
 @pytest.fixture(scope="module", autouse=True)

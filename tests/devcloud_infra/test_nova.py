@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
-from tests.devcloud_infra.conftest import CLOUDS_FILE, STATE, STOCK_IMAGE, devcloud, ssh, ssh_ok, wait_until
+from tests.support.devcloud import CLOUDS_FILE, STATE, STOCK_IMAGE, devcloud, ssh, ssh_ok, wait_until
+from tests.support.prereqs import require
 
 KEYSTONE = "http://127.0.0.1:5000/v3"
 NOVA = "http://127.0.0.1:8774/"

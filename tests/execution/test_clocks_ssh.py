@@ -19,9 +19,9 @@ import pytest
 
 from dlbench.execution import ssh
 from dlbench.workloads.result import Status
-from tests.conftest import require
-from tests.execution.conftest import job
 from tests.execution.test_ssh_executor import engine_image, workload_access
+from tests.support.fleet import job
+from tests.support.prereqs import require
 
 SLEEP_S = 1.0
 TEARDOWN_S = 0.7

@@ -30,7 +30,7 @@ from dlbench.execution.targets import KubernetesAccess, LocalDocker, Target
 from dlbench.jobs import Job, Suite, framework_of
 from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import Platform, ResultDocument, Status
-from tests.conftest import require
+from tests.support.prereqs import require
 
 
 def tf_cnn_job(run_id: str, framework: Framework | None = None, **args: object) -> Job:

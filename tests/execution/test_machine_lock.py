@@ -19,7 +19,7 @@ import pytest
 from dlbench.errors import MachineBusy
 from dlbench.execution.machine_lock import THIS_HOST, claim_machines, machines_of
 from dlbench.execution.targets import KubernetesAccess, LocalDocker, LocalProcess, SSHHost, Target
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -131,7 +131,7 @@ def test_a_workload_left_by_a_killed_executor_keeps_the_machine_busy_until_it_en
     code = ("import sys, pathlib; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
             "from dlbench.execution.local import LocalProcessExecutor;"
             "from dlbench.execution.targets import LocalProcess, Target;"
-            "from tests.execution.conftest import job;"
+            "from tests.support.fleet import job;"
             "t = Target(name='local', platform='bare_metal', access=LocalProcess());"
             "j = job('orphanrun', measured_steps=100000);"
             "LocalProcessExecutor().execute(j, t, pathlib.Path(sys.argv[3]), timeout=600)")
@@ -168,7 +168,7 @@ def test_an_orphaned_container_keeps_the_machine_busy_until_its_own_timeout(tmp_
             "import dlbench.execution.container as c; c.ORPHAN_MARGIN_S = 1;"
             "from dlbench.execution.docker import DockerExecutor;"
             "from dlbench.execution.targets import LocalDocker, Target;"
-            "from tests.execution.conftest import job;"
+            "from tests.support.fleet import job;"
             "t = Target(name='local-docker', platform='container_on_bare_metal',"
             f" access=LocalDocker(image={workload_image!r}, network='none'));"
             f"j = job({run_id!r}, platform='container_on_bare_metal', measured_steps=100000);"
@@ -244,7 +244,7 @@ def test_two_jobs_on_this_host_never_overlap(tmp_path, monkeypatch):
     workers would): one waits, their measured windows do not overlap, the wait is labelled."""
     from dlbench.pipeline import steps
     from dlbench.workloads.result import ResultDocument
-    from tests.execution.conftest import job
+    from tests.support.fleet import job
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     target = local().to_xcom()

@@ -11,9 +11,9 @@ from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.peer import network_peer
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import Status
-from tests.conftest import require
-from tests.execution.conftest import NODE_IMAGE, job
 from tests.execution.test_ssh_executor import workload_access
+from tests.support.fleet import NODE_IMAGE, job
+from tests.support.prereqs import require
 
 
 def listening(machine, port: int) -> str:

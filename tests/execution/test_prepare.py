@@ -18,8 +18,8 @@ from dlbench.execution.prepare import SUITE_TOOLS, Preparation, prepare, prepare
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.execution.transport import RemoteHost
 from dlbench.workloads.result import Status
-from tests.conftest import require
-from tests.execution.conftest import NODE_IMAGE, job
+from tests.support.fleet import NODE_IMAGE, job
+from tests.support.prereqs import require
 
 
 def missing_on(host: RemoteHost) -> list[str]:

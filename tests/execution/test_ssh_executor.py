@@ -8,8 +8,8 @@ from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.prepare import local_image_context, prepare, remote_image_context
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import require
-from tests.execution.conftest import NODE_IMAGE, controller_python_access, job
+from tests.support.fleet import NODE_IMAGE, controller_python_access, job
+from tests.support.prereqs import require
 
 
 def engine_image() -> str:

@@ -17,8 +17,8 @@ from dlbench.execution.image import DEFAULT_TAG
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import ResultDocument, Status
 from tests.container.test_stop import stop_later
-from tests.execution.conftest import job
 from tests.execution.test_ssh_executor import containers_of, engine_image, no_job_dirs, workload_access
+from tests.support.fleet import job
 
 GRACE = 4.0
 STOP_AFTER = 8.0

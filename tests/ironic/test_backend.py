@@ -26,8 +26,8 @@ from dlbench.providers.machines import generate_keypair, key_dir
 from dlbench.providers.registry import backend_for
 from dlbench.request import parse_request, plan_jobs
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import ROOT
-from tests.ironic.conftest import SSH_KEY, assert_no_leaks, node_image, settings
+from tests.support.ironic import SSH_KEY, assert_no_leaks, node_image, settings
+from tests.support.prereqs import ROOT
 
 
 def request(nodes: int = 2, platforms: tuple[str, ...] = ("bare_metal",), data: str = "synthetic",
@@ -151,7 +151,8 @@ def test_ssh_unreachable_releases_everything_and_removes_the_key(clean_cloud, ru
 
 def test_sshd_down_on_the_nodes_releases_everything(clean_cloud, run_id):
     """The real test hosts refuse SSH (knob ssh-down on every node): deployed, never reachable."""
-    from tests.ironic.conftest import RESOURCE_CLASS, fault, node_index
+    from tests.support.ironic import RESOURCE_CLASS, node_index
+    from tests.support.knobs import fault
 
     for node in clean_cloud.baremetal.nodes(resource_class=RESOURCE_CLASS):
         fault("ssh-down", node_index(node))
@@ -213,7 +214,7 @@ def test_setup_budget_runs_out_mid_deploy_and_the_rollback_fits_in_it(clean_clou
     import time
 
     from dlbench.errors import WaitTimeout
-    from tests.ironic.conftest import fault
+    from tests.support.knobs import fault
 
     fault("slow-deploy", 2)  # a slower Ironic: every fake deploy step takes 2-3 s (restored by reset)
     try:

@@ -13,8 +13,8 @@ from sqlalchemy import text
 
 from dlbench import paths
 from dlbench.warehouse import db
-from tests.conftest import ROOT
-from tests.ironic.conftest import assert_no_leaks, node_image, settings
+from tests.support.ironic import assert_no_leaks, node_image, settings
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.ironic.conftest import assert_no_leaks, fault, node_index, own_allocations, settings
+from tests.support.ironic import assert_no_leaks, node_index, own_allocations, settings
+from tests.support.knobs import fault
 
 pytestmark = pytest.mark.ironic_wide  # slow-clean and its reset restart Ironic (tests/turns.py)
 

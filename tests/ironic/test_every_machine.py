@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import text
 
 from dlbench.warehouse import db
-from tests.conftest import ROOT
-from tests.ironic.conftest import assert_no_leaks, node_image, settings
+from tests.support.ironic import assert_no_leaks, node_image, settings
+from tests.support.prereqs import ROOT
 
 NODES = 3
 

@@ -15,8 +15,8 @@ from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import archive
 from dlbench.workloads.profiles import PROFILES_FILE_ENV
 from dlbench.workloads.result import ResultDocument, Status
-from tests.ironic.conftest import assert_no_leaks, node_image, settings
 from tests.ironic.test_benchmark_dag import dag  # noqa: F401 - the module's DAG fixture
+from tests.support.ironic import assert_no_leaks, node_image, settings
 
 DDP3 = """
 ddp3:

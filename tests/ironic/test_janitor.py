@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from dlbench.providers.base import Tags
-from tests.conftest import ROOT
-from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
 from tests.ironic.test_provisioner import Prov
+from tests.support.ironic import CLOUD, CLOUDS_FILE, RESOURCE_CLASS, assert_no_leaks, settings
+from tests.support.prereqs import ROOT
 
 KILLED_RUN = """
 import json, sys
@@ -133,7 +133,7 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def _run_conf(lease_s: float, **more: object) -> dict:
-    from tests.ironic.conftest import node_image
+    from tests.support.ironic import node_image
 
     ironic = settings(nodes={"bare_metal": 1}, image_source=node_image(), lease_minutes=lease_s / 60)
     return {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["tf_cnn"], "data": ["synthetic"],

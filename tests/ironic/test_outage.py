@@ -13,8 +13,9 @@ import pytest
 from dlbench.hooks.openstack import resolve
 from dlbench.providers.base import Tags
 from dlbench.providers.ironic import IronicDriver
-from tests.ironic.conftest import CLOUD, CLOUDS_FILE, assert_no_leaks, fault, settings
 from tests.ironic.test_provisioner import Prov
+from tests.support.ironic import CLOUD, CLOUDS_FILE, assert_no_leaks, settings
+from tests.support.knobs import fault
 
 pytestmark = pytest.mark.ironic_wide  # every test stops, freezes or kills Ironic (tests/turns.py)
 

@@ -17,7 +17,7 @@ from dlbench.errors import ProvisioningError
 from dlbench.polling import Deadline
 from dlbench.providers.base import BootConfig, Demand, Instance, Tags
 from dlbench.providers.ironic import IronicDriver
-from tests.ironic.conftest import CLOUD, CLOUDS_FILE, RELEASED, RESOURCE_CLASS, assert_no_leaks, settings
+from tests.support.ironic import CLOUD, CLOUDS_FILE, RELEASED, RESOURCE_CLASS, assert_no_leaks, settings
 
 
 class Prov:
@@ -341,7 +341,8 @@ def test_deploy_failed_on_two_nodes_of_three_names_both_and_releases_all(clean_c
     one: wait_ready() raises naming both failed nodes with Ironic's last_error (issue 38: only the
     first was named), and release by tag frees all three. Other nodes are parked in maintenance
     so the allocation must take the failing ones."""
-    from tests.ironic.conftest import fault, node_index
+    from tests.support.ironic import node_index
+    from tests.support.knobs import fault
 
     conn = clean_cloud
     nodes = sorted(provisioner(conn).matching_nodes(), key=node_index)

@@ -10,8 +10,8 @@ import json
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import archive
 from dlbench.workloads.result import ResultDocument, Status
-from tests.ironic.conftest import assert_no_leaks, node_image, settings
 from tests.ironic.test_benchmark_dag import dag  # noqa: F401 - the module's DAG fixture
+from tests.support.ironic import assert_no_leaks, node_image, settings
 
 
 def test_distributed_and_shared_on_three_nodes(dag, clean_cloud, workload_image):  # noqa: F811

@@ -4,54 +4,22 @@
 kube-scheduler 1.20.2 (built from Debian's source, ``make kube``) and our node agent
 (``devcloud/k8s_node.py``) in the kubelet's place: the agent runs each pod the real scheduler
 bound to a node as a container of the pod's image on that node's own Docker engine. The node is
-deployed through the devcloud's real Ironic (``tests.execution.conftest.Fleet``) with the
+deployed through the devcloud's real Ironic (``tests.support.fleet.Fleet``) with the
 dlbench-node image, and the workload image is loaded into its engine by ``prepare`` (about a
 minute, once for the tier).
 """
 
 from __future__ import annotations
 
-import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from dlbench.workloads.profiles import Framework
-from tests.conftest import ROOT, require
-from tests.execution.conftest import NODE_IMAGE, Fleet, conn  # noqa: F401 - conn is a fixture used here
-
-sys.path.insert(0, str(ROOT / "devcloud"))
-import k8s_control  # noqa: E402 - devcloud/k8s_control.py (stdlib only)
-
-
-@dataclass
-class Cluster:
-    kubeconfig: str
-    api: Any
-    machine: Any
-    node_name: str
-    plane: Any
-
-    def target(self, namespace: str, image: str = "dlbench-workload:latest", **access: Any) -> Any:
-        from dlbench.execution.targets import KubernetesAccess, Target
-
-        fields = {"node_name": self.node_name, **access}
-        return Target(name=self.node_name, platform="container_on_bare_metal", address=self.machine.address,
-                      access=KubernetesAccess(image=image, namespace=namespace, kubeconfig=self.kubeconfig, **fields))
-
-    def namespace(self, run_id: str) -> str:
-        from kubernetes import client
-
-        from dlbench.execution.kubernetes.labels import k8s_labels
-        from dlbench.execution.kubernetes.namespaces import await_namespace
-
-        name = f"t-{run_id}".lower()
-        client.CoreV1Api(self.api).create_namespace({"metadata": {"name": name, "labels": k8s_labels(run_id)}})
-        await_namespace(self.api, name)  # what the provider does after creating a run's namespace
-        return name
+from tests.support.fleet import NODE_IMAGE, Fleet, conn  # noqa: F401 - conn is a fixture used here
+from tests.support.kubernetes import Cluster, TwoNodes, k8s_control
+from tests.support.prereqs import require
 
 
 @pytest.fixture(scope="package")
@@ -84,28 +52,6 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
         if plane is not None:
             k8s_control.stop(plane)
         nodes.release()
-
-
-@dataclass
-class TwoNodes:
-    """A second cluster over two devcloud nodes (the tier's node and one more): pods of one run on
-    different nodes, reached at each other's pod IP (the node address: host network)."""
-
-    kubeconfig: str
-    api: Any
-    machines: list[Any]
-    node_names: list[str]
-
-    def targets(self, namespace: str, image: str = "dlbench-workload:latest", **access: Any) -> list[Any]:
-        from dlbench.execution.targets import KubernetesAccess, Target
-
-        return [Target(name=node, platform="container_on_bare_metal", address=machine.address, instance_id=node,
-                       access=KubernetesAccess(image=image, namespace=namespace, kubeconfig=self.kubeconfig,
-                                               node_name=node, **access))
-                for machine, node in zip(self.machines, self.node_names, strict=True)]
-
-    def namespace(self, run_id: str) -> str:
-        return Cluster.namespace(self, run_id)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +87,3 @@ def two_nodes(cluster: Cluster, conn: Any, tmp_path_factory: pytest.TempPathFact
             k8s_control.stop(plane)
         nodes.release()
 
-
-@pytest.fixture
-def run_id() -> str:
-    return f"k{uuid.uuid4().hex[:10]}"

@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubernetes.conftest import k8s_control
+from tests.support.kubernetes import k8s_control
 
 
 def _raw(cluster, path: str, model: str):

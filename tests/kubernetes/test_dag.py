@@ -9,8 +9,8 @@ import pytest
 from kubernetes import client
 
 from dlbench.pipeline.steps import safe_run_id
-from tests.conftest import ROOT
 from tests.ironic.test_benchmark_dag import rows_by_platform
+from tests.support.prereqs import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from dlbench.execution.kubernetes.executor import KubernetesExecutor
 from dlbench.execution.kubernetes.labels import k8s_labels
 from dlbench.execution.kubernetes.results import RESULT_PATH, decode_result
 from dlbench.workloads.result import ResultDocument, Status
-from tests.execution.conftest import job
+from tests.support.fleet import job
 
 
 def _pods(cluster, ns: str) -> list:

@@ -18,7 +18,7 @@ from dlbench.execution.kubernetes.executor import KubernetesExecutor
 from dlbench.execution.kubernetes.services import role_group, service_name
 from dlbench.execution.placement import network_endpoint
 from dlbench.workloads.result import ResultDocument, Status
-from tests.execution.conftest import job
+from tests.support.fleet import job
 
 
 def _pods_gone(api, ns: str, timeout: float = 60) -> list:

@@ -9,11 +9,11 @@ import csv
 
 from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
-from tests.ironic.conftest import assert_no_leaks, clean_cloud, cloud_conn, node_image  # noqa: F401
-from tests.ironic.conftest import settings as ironic_settings
 from tests.ironic.test_benchmark_dag import rows_by_platform
-from tests.magnum.conftest import settings, wait_clean
 from tests.nova.test_benchmark_dag import dag  # noqa: F401 - the DAG fixture
+from tests.support.ironic import assert_no_leaks, clean_cloud, cloud_conn, node_image  # noqa: F401
+from tests.support.ironic import settings as ironic_settings
+from tests.support.magnum import settings, wait_clean
 
 PLATFORMS = ["bare_metal", "container_on_bare_metal"]
 

@@ -15,7 +15,7 @@ import pytest
 from dlbench.polling import Deadline
 from dlbench.providers.base import BootConfig, Demand, Tags
 from dlbench.providers.magnum import MagnumDriver, MagnumError
-from tests.magnum.conftest import TEMPLATE, fault, settings
+from tests.support.magnum import TEMPLATE, fault, settings
 
 DEMAND = Demand(role="k8s", platform="container_on_bare_metal", count=1)
 BOOT = BootConfig(public_key="")

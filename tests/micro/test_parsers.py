@@ -10,7 +10,7 @@ import pytest
 from dlbench.workloads.micro import cpu, disk, network
 from dlbench.workloads.micro.tools import ToolError, ToolOutputError, require_tool
 from dlbench.workloads.profiles import get_profile
-from tests.conftest import require
+from tests.support.prereqs import require
 
 
 def tool(name: str) -> None:

@@ -52,7 +52,7 @@ def test_gpu_suite_without_a_gpu_says_not_available(tmp_path, monkeypatch):
 
 def test_cuda_programs_compile_with_nvcc(tmp_path):
     from dlbench.workloads.gpu import runner
-    from tests.conftest import require
+    from tests.support.prereqs import require
 
     require(runner.find_nvcc() is not None, "nvcc (CUDA toolkit) is not installed")
     binary, implementation = runner.build(cache=tmp_path)

@@ -15,11 +15,11 @@ import pytest
 
 from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
-from tests.conftest import ROOT
-from tests.ironic.conftest import assert_no_leaks, node_image
-from tests.ironic.conftest import settings as ironic_settings
 from tests.ironic.test_benchmark_dag import rows_by_platform
-from tests.nova.conftest import settings, wait_clean
+from tests.support.ironic import assert_no_leaks, node_image
+from tests.support.ironic import settings as ironic_settings
+from tests.support.nova import settings, wait_clean
+from tests.support.prereqs import ROOT
 
 FOUR = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
 

@@ -13,7 +13,8 @@ from dlbench.polling import Deadline
 from dlbench.providers.base import LEASE_KEY, BootConfig, Demand, Tags
 from dlbench.providers.machines import generate_keypair
 from dlbench.providers.nova import KIND, NovaDriver, NovaError, benchmark_ports, support_name
-from tests.nova.conftest import fault, settings
+from tests.support.knobs import fault
+from tests.support.nova import settings
 
 
 def boot_config(tmp_path: Path) -> tuple[Path, BootConfig]:

@@ -23,8 +23,8 @@ from dlbench.polling import Deadline
 from dlbench.providers.base import Demand, Tags
 from dlbench.providers.nova import NovaDriver, support_name
 from dlbench.workloads.micro.network import DEFAULT_PORT
-from tests.nova.conftest import settings
 from tests.nova.test_driver import boot_config
+from tests.support.nova import settings
 
 CUSTOM_PORT = 29517
 """A distributed port no built-in profile uses (what a user profile may choose)."""

@@ -126,7 +126,7 @@ def test_an_unknown_machine_count_is_refused_naming_the_field() -> None:
 def test_the_flag_is_off_by_default_and_a_dag_param() -> None:
     import importlib.util
 
-    from tests.conftest import ROOT
+    from tests.support.prereqs import ROOT
 
     assert parse_request({"suites": ["cpu"]}).every_machine is False
     spec = importlib.util.spec_from_file_location("dag_under_test", ROOT / "dags" / "dlbench_benchmark.py")

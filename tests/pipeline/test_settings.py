@@ -17,7 +17,7 @@ import pytest
 from dlbench import settings
 from dlbench.hooks import warehouse as warehouse_hook
 from dlbench.settings import Kind
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 from tools.settings_docs import accessor_path
 
 PACKAGE = ROOT / "include" / "dlbench"

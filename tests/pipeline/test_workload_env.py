@@ -14,7 +14,7 @@ from dlbench.execution.local import LocalProcessExecutor
 from dlbench.execution.targets import LocalProcess, Target
 from dlbench.jobs import Job
 from dlbench.workloads.result import Status
-from tests.conftest import require
+from tests.support.prereqs import require
 
 
 def _built() -> None:

@@ -226,7 +226,7 @@ def record_call(context: dict) -> None:
 def test_the_dag_has_a_regressions_task_after_the_report(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
-    from tests.conftest import ROOT
+    from tests.support.prereqs import ROOT
 
     bag = DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py"))
     assert bag.import_errors == {}

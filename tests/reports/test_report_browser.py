@@ -17,8 +17,8 @@ from dlbench.reports import palette, scenarios
 from dlbench.reports.compare import samples_frame, statistics
 from dlbench.reports.figures import chart_data
 from dlbench.warehouse import db
-from tests.conftest import require
 from tests.reports.demo_run import PLATFORMS, RUN, build
+from tests.support.prereqs import require
 from tests.ui.cdp import Browser, chromium_binary
 
 WIDTH = 1280

@@ -285,8 +285,8 @@ def test_the_comparison_carries_intervals_verdicts_and_flags(engine, tmp_path):
 
 def test_report_renders_in_a_headless_browser(tmp_path):
     """The report is one self-contained page a browser draws (no external resource)."""
-    from tests.conftest import require
     from tests.reports.demo_run import build
+    from tests.support.prereqs import require
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     require(browser is not None, "chromium is not installed (apt-get install chromium; `make prereqs` installs it "

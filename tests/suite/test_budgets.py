@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import budgets, streams
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="tests.reports.test_a" name="test_ok" time="{reports}"/>

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tests import streams, turns
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 COLLECT = """
 import json, sys

@@ -1,2 +1,2 @@
-from tests.pg import postgres_url  # noqa: F401 - fixture
-from tests.warehouse.conftest import engine, warehouse_url  # noqa: F401 - fixtures
+from tests.support.pg import postgres_url  # noqa: F401 - fixture
+from tests.support.warehouse import engine, warehouse_url  # noqa: F401 - fixtures

@@ -24,8 +24,8 @@ from fastapi.routing import APIRoute
 from dlbench import jobs
 from dlbench.ui.app import create_app
 from dlbench.warehouse import db
-from tests.airflow_api_server import api_server
-from tests.conftest import ROOT, require
+from tests.support.airflow_api_server import api_server
+from tests.support.prereqs import ROOT, require
 from tests.ui.cdp import Browser, chromium_binary
 from tools.ui_history import generate_history
 

@@ -25,7 +25,7 @@ from dlbench.reports.metrics import Direction, direction
 from dlbench.reports.palette import platform_color
 from dlbench.ui.app import create_app
 from dlbench.warehouse.models import Execution, Run, Sample
-from tests.conftest import require
+from tests.support.prereqs import require
 from tests.ui.cdp import Browser, chromium_binary
 from tools.ui_history import PLATFORMS, Step, generate_history
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from dlbench import paths
 from dlbench.ui.app import create_app
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 def test_lists_and_serves_reports_and_refuses_traversal():

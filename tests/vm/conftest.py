@@ -7,38 +7,14 @@ one guest for the whole lifecycle and the cheapest real workload (the ``cpu`` su
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from dlbench.providers.qemu import DEFAULT_VM_IMAGE_DIR, QEMU, VMImage
-from tests.conftest import require
-
-BUILD_LOCK = Path(DEFAULT_VM_IMAGE_DIR).parent / "vm-image.lock"
-"""Held by a VM image build running beside the tests (.ci/run builds it so)."""
-
-
-def wait_for_build(timeout: float = 1200) -> None:
-    """Wait (bounded) for a VM image build that holds :data:`BUILD_LOCK` to end."""
-    if not BUILD_LOCK.exists():
-        return
-    fd = os.open(BUILD_LOCK, os.O_RDONLY)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the VM image build holding {BUILD_LOCK} did not end in {timeout:.0f} s")
-                time.sleep(2)
-    finally:
-        os.close(fd)
+from tests.support.prereqs import require
+from tests.support.vm import wait_for_build
 
 
 @pytest.fixture(scope="session")
@@ -52,24 +28,3 @@ def vm_image() -> VMImage:
     except FileNotFoundError as exc:
         require(False, str(exc))
         raise
-
-
-def qemu_pids() -> set[int]:
-    """Every running QEMU process on this host (leak checks compare before and after)."""
-    pids = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if (proc / "cmdline").read_bytes().split(b"\0")[0].endswith(QEMU.encode()):
-                    pids.add(int(proc.name))
-            except OSError:
-                continue
-    return pids
-
-
-def alive(pid: int) -> bool:
-    """A running process (a zombie waiting for this host's init to reap it is not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
-from tests.airflow_api_server import api_server as running_api_server
-from tests.conftest import ROOT
+from tests.support.airflow_api_server import api_server as running_api_server
+from tests.support.prereqs import ROOT
 
 LEASE_S = 30
 USER = "janitor"

@@ -25,7 +25,7 @@ from dlbench.providers.base import BootConfig, Demand, Tags
 from dlbench.providers.machines import generate_keypair
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, guest_hostname, kvm_usable, sweep_local_vms, vms_dir
 from dlbench.workloads.result import ResultDocument, Status
-from tests.vm.conftest import alive, qemu_pids
+from tests.support.vm import alive, qemu_pids
 
 RUN_ID = "manual__2026-11-23T01:00:00+00:00"
 CONF = {"platforms": ["virtual_machine", "container_on_vm"], "suites": ["cpu"], "data": ["synthetic", "real"],

@@ -15,7 +15,7 @@ import pytest
 
 from dlbench.workloads.environment import collect
 from dlbench.workloads.result import ResultDocument, Status
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("nvidia-smi") is None,
                                 reason="no NVIDIA GPU on this machine (nvidia-smi missing): GPU-only checks skipped")

@@ -16,16 +16,13 @@ import jsonschema
 import pytest
 
 from dlbench.workloads.result import ResultDocument, Status, json_schema
+from tests.support.cli import run_cli
 from tests.workloads.test_distributed import Role, free_ports, overlap_share, run_workers, steps, window
 
 COMMON = ("tf-cnn", "--framework", "jax", "--profile", "smoke", "--platform", "bare_metal", "--run-id", "t")
 FEW_STEPS = ("--warmup-steps", "1", "--measured-steps", "2")
 SMOKE_BATCH = {"inception3": 4, "resnet50": 4, "alexnet": 8}
 
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlbench.workloads", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, env={**os.environ, **(env or {})})
 
 
 def run_job(tmp_path, model: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, ResultDocument, str]:

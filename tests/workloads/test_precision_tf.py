@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 
 
 def _tf_cnn(tmp_path: Path, *args: str) -> tuple[int, dict]:

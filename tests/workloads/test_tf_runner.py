@@ -13,13 +13,10 @@ import jsonschema
 import pytest
 
 from dlbench.workloads.result import ResultDocument, Status, json_schema
+from tests.support.cli import run_cli
 
 MODELS = ["inception3", "resnet50", "alexnet"]
 
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlbench.workloads", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from dlbench.workloads.result import ResultDocument, Status, json_schema
+from tests.support.cli import run_cli
 from tests.workloads.test_distributed import STOPPED, Role, free_ports, overlap_share, run_workers, steps, window
 
 MODELS = ["inception3", "resnet50", "alexnet"]
@@ -29,10 +30,6 @@ SMOKE_PARAMETERS = {  # trainable parameters at the smoke profile's sizes and 10
 }
 PYTORCH = ("tf-cnn", "--framework", "pytorch", "--profile", "smoke", "--platform", "bare_metal", "--run-id", "t")
 
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlbench.workloads", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")

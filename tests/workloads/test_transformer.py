@@ -17,6 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from dlbench.workloads.profiles import ProfileError, TransformerSpec, get_profile, load_profiles, resolve_profiles
 from dlbench.workloads.result import ResultDocument, Status, json_schema
 from dlbench.workloads.transformer import generate, model
+from tests.support import cli
 from tests.workloads.test_distributed import Role, free_ports, overlap_share, run_workers, steps, window
 
 SMOKE = get_profile("smoke").transformer
@@ -24,8 +25,8 @@ COMMON = ("transformer", "--profile", "smoke", "--platform", "bare_metal", "--ru
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlbench.workloads", *COMMON, *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    """The workload CLI with the common arguments of this module's jobs first."""
+    return cli.run_cli(*COMMON, *args, timeout=timeout)
 
 
 def layer_norm(d: int) -> int:

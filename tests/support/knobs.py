@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-FAULT_SCRIPT = Path(__file__).resolve().parents[1] / "devcloud" / "fault.sh"
+FAULT_SCRIPT = Path(__file__).resolve().parents[2] / "devcloud" / "fault.sh"
 
 
 def fault(knob: str, *args: object, timeout: float = 120) -> None:

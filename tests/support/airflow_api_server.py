@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import ROOT
+from tests.support.prereqs import ROOT
 from tools.cluster import free_port
 
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"

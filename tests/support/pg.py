@@ -6,7 +6,7 @@ databases are created through SQLAlchemy.
 
 Any test area can use it::
 
-    from tests.pg import postgres_url  # noqa: F401  (in your conftest.py)
+    from tests.support.pg import postgres_url  # noqa: F401  (in your conftest.py)
 
     def test_something(postgres_url): ...   # a fresh, empty database on the shared server
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.support.prereqs import require
 
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin/initdb"
 
