@@ -7,16 +7,33 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import archive
+from dlbench.workloads.profiles import PROFILES_FILE_ENV
 from dlbench.workloads.result import ResultDocument, Status
 from tests.ironic.test_benchmark_dag import dag  # noqa: F401 - the module's DAG fixture
 from tests.support.ironic import assert_no_leaks, node_image, settings
 
+SMOKE_LEAD5 = """
+smoke-lead5:
+  extends: smoke
+  description: smoke, the shared cells' background leading by 5 s
+  scenarios:
+    shared: {lead_seconds: 5}
+"""
+"""The test's own profile: smoke with the background 5 s ahead, not 12 (8 shared cells of 25-36 s,
+12 s of each the lead; the coverage is the local scenarios test's assertion, at smoke's lead)."""
 
-def test_distributed_and_shared_on_three_nodes(dag, clean_cloud, workload_image):  # noqa: F811
+
+def test_distributed_and_shared_on_three_nodes(dag, clean_cloud, workload_image, tmp_path,  # noqa: F811
+                                               monkeypatch: pytest.MonkeyPatch):
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text(SMOKE_LEAD5)
+    monkeypatch.setenv(PROFILES_FILE_ENV, str(profiles))
     conf = {"provider": "ironic", "platforms": ["bare_metal", "container_on_bare_metal"], "suites": ["tf_cnn"],
-            "models": ["alexnet"], "data": ["synthetic"], "profile": "smoke", "repetitions": 1,
+            "models": ["alexnet"], "data": ["synthetic"], "profile": "smoke-lead5", "repetitions": 1,
             "scenarios": ["distributed", "shared"],
             "ironic": settings(image_source=node_image(), nodes={"bare_metal": 3}, share_nodes=True,
                                docker_image=workload_image, prepare_timeout=900).model_dump(exclude={"name"})}
