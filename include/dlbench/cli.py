@@ -7,43 +7,21 @@
 
 A thin layer over the Python functions (dlbench.warehouse, dlbench.reports). Adding a
 subcommand: write a function that takes the subparsers object, adds its parser and sets
-``handler`` (a function ``Namespace -> exit status``), decorate it with :func:`subcommand`, and
-make sure its module is imported (define it here, or list the module in ``SUBCOMMAND_MODULES``).
+``handler`` (a function ``Namespace -> exit status``), decorate it with
+:func:`dlbench.commands.subcommand`, and define it here or in a module this one imports (the
+planners' commands are in :mod:`dlbench.planning_cli`).
 Imports of heavy libraries belong inside handlers so ``dlbench --help`` stays instant.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dlbench import paths
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
-Handler = Callable[[argparse.Namespace], int]
-Registrar = Callable[[Any], None]  # receives argparse's subparsers object
-
-REGISTRARS: list[Registrar] = []
-SUBCOMMAND_MODULES: tuple[str, ...] = ("dlbench.planning_cli",)
-"""Other modules whose import registers more subcommands with :func:`subcommand`."""
-
-
-def subcommand(register: Registrar) -> Registrar:
-    REGISTRARS.append(register)
-    return register
-
-
-def warehouse_engine(args: argparse.Namespace) -> Engine:
-    """The migrated warehouse named by ``--url`` (default: $DLBENCH_WAREHOUSE_URL, else SQLite)."""
-    from dlbench.warehouse import db  # heavy: SQLAlchemy and Alembic, for the commands that use the warehouse
-
-    return db.upgrade(db.engine_for(args.url))
+from dlbench import paths, planning_cli  # noqa: F401 - planning_cli: its import registers the planners' subcommands
+from dlbench.commands import REGISTRARS, Handler, subcommand, warehouse_engine
 
 
 @subcommand
@@ -129,8 +107,6 @@ def _report(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(module)
     parser = argparse.ArgumentParser(prog="dlbench", description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=None, help="warehouse SQLAlchemy URL (default: $DLBENCH_WAREHOUSE_URL "
                                                     "or the SQLite file in $DLBENCH_HOME)")

@@ -1,4 +1,5 @@
-"""``dlbench`` subcommands for planners (registered through ``dlbench.cli.SUBCOMMAND_MODULES``):
+"""``dlbench`` subcommands for planners (registered with :func:`dlbench.commands.subcommand`;
+``dlbench.cli`` imports this module):
 
     dlbench compare [--run-id ID] [--baseline RUN] [--window N] [--json]   regressions (exit 3 if any)
     dlbench baseline pin RUN_ID [--suite S] [--note TEXT]                  pin a regression baseline
@@ -15,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from dlbench.cli import subcommand, warehouse_engine
+from dlbench.commands import subcommand, warehouse_engine
 
 
 @subcommand

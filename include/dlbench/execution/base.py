@@ -1,6 +1,6 @@
 """How a workload is started on a target and how its result document comes back.
 
-An executor takes a :class:`~dlbench.request.Job` and a :class:`Target` and returns the job's
+An executor takes a :class:`~dlbench.jobs.Job` and a :class:`Target` and returns the job's
 result document, already archived on the controller's disk (``archive_path``) before anyone
 loads it. A workload that crashes without writing its document still yields one: status
 ``failed`` with the tail of its output, so a failure is a row, not a hole.

@@ -13,7 +13,7 @@ The permission is that of the DAG whose runs fill the warehouse: reading the exp
 that DAG's results (DAG read, ``GET``); pinning a baseline changes how that DAG's regression step
 judges its next runs (DAG edit, ``PUT``, as pausing or editing the DAG needs).
 
-Standalone (``dlbench-plan explorer``, tests, scripts) has no Airflow and so no login: it is a
+Standalone (``dlbench explorer``, tests, scripts) has no Airflow and so no login: it is a
 local tool bound to 127.0.0.1 by default, for someone who can read the warehouse anyway.
 docs/explorer.md "Access control".
 """
