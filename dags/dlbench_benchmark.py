@@ -17,9 +17,9 @@ import pendulum
 from airflow.sdk import Param, dag, get_current_context, setup, task, teardown
 
 from dlbench import settings
-from dlbench.jobs import DEFAULT_SUITES, Suite
 from dlbench.pipeline.routing import JOB_TASK, load_routing
 from dlbench.providers.registry import PROVIDERS, provider_names
+from dlbench.suites import DEFAULT_SUITES, Suite
 from dlbench.workloads.profiles import DataKind, Framework, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 

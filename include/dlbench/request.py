@@ -15,30 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from dlbench.errors import ConfigError
 from dlbench.grammar import AbsolutePath
-from dlbench.jobs import (
-    DEFAULT_SUITES,
-    SUITE_COMMANDS,
-    TRANSFORMER_FRAMEWORK,
-    Job,
-    Suite,
-    framework_arg,
-    framework_of,
-    job_id_for,
-)
+from dlbench.jobs import Job, job_id_for
 from dlbench.profiles import all_profiles, get_profile, profile_names
 from dlbench.providers.local import LocalSettings
 from dlbench.providers.registry import ProviderSettingsUnion, provider_choices, provider_names
 from dlbench.providers.settings import ProviderSettings
+from dlbench.suites import DEFAULT_SUITES, SCENARIO_SUITES, SUITES, Suite
 from dlbench.workloads.profiles import (
     DataKind,
     DistributedMode,
-    DLToolModel,
     Framework,
     ModelName,
     Profile,
     Scenario,
-    TransformerSpec,
-    TransformerTask,
     job_timeout,
     profile_digest,
 )
@@ -258,8 +247,7 @@ class BenchmarkRequest(BaseModel):
                              f"{' and '.join(SCENARIO_SUITES)} suites; add one to suites")
         if Scenario.DISTRIBUTED not in self.scenarios:
             return self
-        modes = [self.distributed_mode_of(f) for f in self.frameworks] if Suite.TF_CNN in self.suites else []
-        modes += [DistributedMode.DDP] if Suite.TRANSFORMER in self.suites else []
+        modes = [mode for suite in self.suites for mode in SUITES[suite].distributed_modes(self)]
         distributed = self.resolved_profile.scenarios.distributed
         roles = max((len(distributed.roles(mode)) for mode in modes), default=0)
         for platform in self.platforms:
@@ -436,70 +424,10 @@ def explain(exc: ValidationError) -> str:
     return "invalid benchmark request:\n  " + "\n  ".join(lines)
 
 
-SCENARIO_SUITES: tuple[Suite, ...] = (Suite.TF_CNN, Suite.TRANSFORMER)
-"""Suites with distributed and shared cells (the others run the single scenario only)."""
-
-
 def suite_cells(request: BenchmarkRequest, suite: Suite, scenario: Scenario = Scenario.SINGLE) -> list[dict[str, Any]]:
-    """The argument sets one suite runs for a request in one scenario (the micro-benchmarks have
-    only the single scenario).
-
-    - single: every model x framework x data;
-    - distributed: the same, in the request's synchronisation mode;
-    - shared: every model x data against the background job, the study's small-batch control
-      (AlexNet batch 32 in ``paper``) against it too, and every model x data as N co-located
-      tenants (study 002).
-
-    ``dltools`` (single only) runs each of study 001's four networks at each batch size of Table VII
-    (the profile's), on its real data set when the request has ``real`` data and the data directory
-    holds it (``data: auto``; else generated data of its shapes, labelled ``data=synthetic``), on
-    generated data otherwise."""
-    if suite is Suite.DLTOOLS:
-        if scenario is not Scenario.SINGLE:
-            return []
-        dltools = request.resolved_profile.dltools
-        data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
-        return [{"model": m.value, "batch_size": b, "data": data}
-                for m in DLToolModel for b in dltools.model(m).batch_sizes]
-    if suite is Suite.FATHOM:
-        if scenario is not Scenario.SINGLE:
-            return []
-        fathom = request.resolved_profile.fathom
-        data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
-        return [{"model": m.value, "task": t.value, "data": data} for m in fathom.models for t in fathom.tasks]
-    if suite is Suite.TRANSFORMER:
-        return transformer_cells(request.resolved_profile.transformer, scenario)
-    if suite is not Suite.TF_CNN:
-        return [{}] if scenario is Scenario.SINGLE else []
-    cells: list[dict[str, Any]] = [{"model": m.value, **framework_arg(f), "data": d.value}
-                                   for m in request.models for f in request.frameworks for d in request.data]
-    if scenario is Scenario.SINGLE:
-        return cells
-    if scenario is Scenario.DISTRIBUTED:
-        return [{**cell, "mode": request.distributed_mode_of(framework_of(cell)).value}
-                for cell in cells]
-    shared = request.resolved_profile.scenarios.shared
-    out = [{**cell, "interference": "background"} for cell in cells]
-    out += [{"model": shared.control_model.value, **framework_arg(f), "data": d.value,
-             "batch_size": shared.control_batch_size, "interference": "background"}
-            for f in request.frameworks for d in request.data]
-    out += [{**cell, "interference": "tenants", "tenants": n} for n in shared.tenants for cell in cells]
-    return out
-
-
-def transformer_cells(spec: TransformerSpec, scenario: Scenario) -> list[dict[str, Any]]:
-    """The transformer's cells: single, each task of the profile; distributed, training data-parallel
-    across the instances (DDP); shared, training alone and then beside a looped generation job on the
-    same machine (the background a serving tenant puts on a training one)."""
-    framework = framework_arg(TRANSFORMER_FRAMEWORK)  # explicit: it picks the job's image and its skips
-    if scenario is Scenario.SINGLE:
-        return [{"task": t.value, **framework} for t in spec.tasks]
-    if TransformerTask.TRAIN not in spec.tasks:
-        return []
-    train = {"task": TransformerTask.TRAIN.value, **framework}
-    if scenario is Scenario.DISTRIBUTED:
-        return [{**train, "mode": DistributedMode.DDP.value}]
-    return [{**train, "interference": "background"}]
+    """The argument sets one suite runs for a request in one scenario ([] where it has no such
+    scenario): the suite's own expansion (:attr:`dlbench.suites.spec.SuiteSpec.cells`)."""
+    return SUITES[suite].cells(request, scenario)
 
 
 def platform_order(platforms: list[Platform], repetition: int) -> list[Platform]:
@@ -534,7 +462,7 @@ def plan_jobs(request: BenchmarkRequest, run_id: str) -> list[Job]:
                                 job_id=job_id_for(run_id, platform.value, suite.value, args, repetition, scenario,
                                                   machine),
                                 run_id=run_id, platform=platform, suite=suite.value,
-                                command=SUITE_COMMANDS[suite.value], args=args, profile=request.profile,
+                                command=SUITES[suite].command, args=args, profile=request.profile,
                                 repetition=repetition, scenario=scenario,
                                 profile_digest=profile_digest(profile, suite.value), timeout_s=timeout,
                                 machine=machine,

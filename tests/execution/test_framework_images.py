@@ -27,7 +27,8 @@ from dlbench.execution.image import (
 from dlbench.execution.kubernetes.executor import KubernetesExecutor
 from dlbench.execution.prepare import requirements_digest
 from dlbench.execution.targets import KubernetesAccess, LocalDocker, Target
-from dlbench.jobs import Job, Suite, framework_of
+from dlbench.jobs import Job
+from dlbench.suites import Suite, framework_of
 from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import Platform, ResultDocument, Status
 from tests.support.prereqs import require

@@ -8,10 +8,10 @@ import pytest
 
 from dlbench.errors import ConfigError
 from dlbench.execution.image import frameworks_needed
-from dlbench.jobs import Suite
 from dlbench.pipeline import steps
 from dlbench.pipeline.scenarios import background_work
 from dlbench.request import BenchmarkRequest, plan_jobs
+from dlbench.suites import Suite
 from dlbench.workloads.profiles import (
     FathomModel,
     Framework,

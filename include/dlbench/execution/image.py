@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench import settings
-from dlbench.jobs import Suite, framework_of, suite_frameworks
+from dlbench.suites import Suite, framework_of, spec_of
 from dlbench.workloads.profiles import Framework
 
 if TYPE_CHECKING:
@@ -83,11 +83,11 @@ def job_image(image: str, job: Job) -> str:
 
 
 def frameworks_needed(frameworks: Iterable[Framework], suites: Iterable[Suite]) -> list[Framework]:
-    """The frameworks whose images a run uses (:func:`~dlbench.jobs.suite_frameworks`: those named for
+    """The frameworks whose images a run uses (:attr:`~dlbench.suites.spec.SuiteSpec.frameworks`: those named for
     ``tf_cnn``, PyTorch's for ``transformer``, TensorFlow's for every other suite). In
     :class:`Framework` order, so the images are built and loaded in a stable order."""
     chosen = list(frameworks)
-    wanted = set().union(*(suite_frameworks(suite, chosen) for suite in suites))
+    wanted = set().union(*(spec_of(suite).frameworks(chosen) for suite in suites))
     return [f for f in Framework if f in wanted]
 
 

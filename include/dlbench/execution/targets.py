@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.errors import ExecutionError
 from dlbench.execution.transport import RemoteHost
-from dlbench.jobs import framework_of
+from dlbench.suites import framework_of
 from dlbench.workloads.result import Platform
 
 

@@ -42,10 +42,11 @@ from dlbench.execution.engine import job_network
 from dlbench.execution.peer import network_peer
 from dlbench.execution.placement import network_endpoint, pick_target
 from dlbench.execution.targets import HOST_LABEL, ContainerLimits, GroupLaunch, NetworkPeer, Target
-from dlbench.jobs import Job, Suite
+from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.profiles import get_profile
+from dlbench.suites import Suite
 from dlbench.workloads.profiles import DistributedMode, Scenario, TransformerTask
 from dlbench.workloads.result import ResultDocument, Status
 

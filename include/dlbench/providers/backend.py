@@ -17,9 +17,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, Self
 
 from dlbench.execution.targets import Target
-from dlbench.jobs import Suite
 from dlbench.providers.base import Tags
 from dlbench.providers.settings import ProviderSettings
+from dlbench.suites import Suite
 from dlbench.workloads.profiles import DataKind, Framework, Profile, Scenario
 from dlbench.workloads.result import Platform
 

@@ -48,7 +48,6 @@ from dlbench.execution.prepare import image_archives, prepare
 from dlbench.execution.staging import check_remote_data, stage_data
 from dlbench.execution.targets import HOST_LABEL, SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost, wait_reachable
-from dlbench.jobs import Suite
 from dlbench.polling import Deadline
 from dlbench.providers import run_secrets
 from dlbench.providers.backend import ProviderBackend, RunRequest
@@ -57,6 +56,7 @@ from dlbench.providers.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.providers.leases import LeaseKeeper
 from dlbench.providers.settings import MachineSettings
 from dlbench.providers.timings import timings_document
+from dlbench.suites import Suite
 from dlbench.warehouse import archive
 from dlbench.workloads.profiles import DataKind, Scenario
 from dlbench.workloads.result import Platform

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from dlbench import storage
+from dlbench.suites import SUITES
 from dlbench.warehouse.archive import archive_files, read_run_info, run_documents, run_info
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 from dlbench.workloads.profiles.enums import Framework
@@ -149,9 +150,10 @@ def _environment(session: Session, doc: ResultDocument, platform: str) -> Enviro
 
 
 FRAMEWORK_SUITES: dict[str, Framework] = {
-    "tf_cnn": Framework.TENSORFLOW, "fathom": Framework.TENSORFLOW, "transformer": Framework.PYTORCH}
+    suite.value: spec.document_framework for suite, spec in SUITES.items() if spec.document_framework is not None}
 """The suites whose documents name the framework they trained with (a ``framework`` parameter),
-with the framework a document without one trained with: every tf_cnn document written before
+with the framework a document without one trained with (each suite's
+:attr:`~dlbench.suites.spec.SuiteSpec.document_framework`): every tf_cnn document written before
 frameworks existed, and every TensorFlow one since (``tf_cnn/main.py`` records the parameter only
 for the others, so a TensorFlow case keeps its identity); Fathom is TensorFlow's; the transformer's
 jobs name theirs (PyTorch). Migration 0005 backfilled tf_cnn with this rule (the other two suites

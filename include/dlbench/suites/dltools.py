@@ -1,0 +1,29 @@
+"""``dltools``: study 001's DL-tool training set (FCN5, AlexNet, ResNet-50 on MNIST/CIFAR-10, LSTM on
+PTB), each network at each batch size of Table VII, single scenario; asked for by name (16 jobs per
+platform even in smoke)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dlbench.suites.spec import Cell, CellRequest, SuiteSpec
+from dlbench.workloads.profiles import DataKind, DLToolModel, Scenario
+
+
+def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
+    """On its real data set when the request has ``real`` data and the data directory holds it
+    (``data: auto``; else generated data of its shapes, labelled ``data=synthetic``), on generated
+    data otherwise."""
+    if scenario is not Scenario.SINGLE:
+        return []
+    spec = request.resolved_profile.dltools
+    data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+    return [{"model": m.value, "batch_size": b, "data": data} for m in DLToolModel for b in spec.model(m).batch_sizes]
+
+
+def reads_data(args: Mapping[str, object]) -> bool:
+    """``auto`` reads the data set when it is there (so does ``real``)."""
+    return args.get("data") != DataKind.SYNTHETIC.value
+
+
+SPEC = SuiteSpec(name="dltools", command="dltools", cells=cells, opt_in=True, reads_data=reads_data)

@@ -1,0 +1,93 @@
+"""What the controller knows of a suite, in one typed value (:class:`SuiteSpec`), and the request
+fields a suite's cells are made from (:class:`CellRequest`: a protocol, so this package sits below
+:mod:`dlbench.request`, which satisfies it).
+
+A suite module declares one :class:`SuiteSpec` (the micro-benchmarks' module, five); the registry
+(:mod:`dlbench.suites`) lists them. Everything below the request reads a suite's facts from there:
+its workload command, whether a request gets it without naming it, the frameworks (images) its
+jobs need, the framework its documents default to, its scenarios, whether a job reads the data
+directory, the distributed synchronisation its cells use, and how it expands into cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dlbench.workloads.profiles import DataKind, DistributedMode, Framework, ModelName, Profile, Scenario
+
+Cell = dict[str, Any]
+"""One cell's workload arguments (the job's ``args``)."""
+
+
+class CellRequest(Protocol):
+    """The request's fields a suite expands into cells (:class:`dlbench.request.BenchmarkRequest`)."""
+
+    @property
+    def models(self) -> list[ModelName]: ...
+
+    @property
+    def frameworks(self) -> list[Framework]: ...
+
+    @property
+    def data(self) -> list[DataKind]: ...
+
+    @property
+    def resolved_profile(self) -> Profile: ...
+
+    def distributed_mode_of(self, framework: Framework) -> DistributedMode: ...
+
+
+def framework_arg(framework: Framework) -> dict[str, str]:
+    """A cell's ``framework`` argument (tf_cnn's choice, the transformer's PyTorch): absent for
+    tensorflow, so a TensorFlow job's id, arguments and documents are what they were before
+    frameworks existed (old runs stay comparable)."""
+    return {} if framework is Framework.TENSORFLOW else {"framework": framework.value}
+
+
+def framework_of(args: Mapping[str, object]) -> Framework:
+    """The framework a job's arguments name (:func:`framework_arg`'s inverse): none is TensorFlow."""
+    return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
+
+
+def single_cell(request: CellRequest, scenario: Scenario) -> list[Cell]:
+    """A suite with no dimension of its own: one cell, single scenario (the micro-benchmarks)."""
+    return [{}] if scenario is Scenario.SINGLE else []
+
+
+def tensorflow_only(chosen: Iterable[Framework]) -> set[Framework]:
+    """Jobs of a suite whose code is TensorFlow's, or a tool in TensorFlow's image."""
+    return {Framework.TENSORFLOW}
+
+
+def reads_real_data(args: Mapping[str, object]) -> bool:
+    """A job reads the data directory when its cell asks for real data."""
+    return args.get("data") == DataKind.REAL.value
+
+
+def never(args: Mapping[str, object]) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    """The suite's id: the requests', the warehouse's, the result documents' ``benchmark.suite``."""
+    command: str
+    """The workload CLI's subcommand that runs it (``python -m dlbench.workloads <command>``)."""
+    cells: Callable[[CellRequest, Scenario], list[Cell]] = single_cell
+    """The argument sets it runs for a request in one scenario ([] where it has no such scenario)."""
+    opt_in: bool = False
+    """Run only when a request names it (the default suites are the core study and its micro-benchmarks)."""
+    frameworks: Callable[[Iterable[Framework]], set[Framework]] = tensorflow_only
+    """The frameworks its jobs run with, given the request's (which workload images a run needs)."""
+    document_framework: Framework | None = None
+    """The framework a document of it trained with when it names none (the warehouse's
+    ``benchmarks.framework``); None: the suite has no framework dimension (a micro-benchmark)."""
+    scenarios: frozenset[Scenario] = frozenset({Scenario.SINGLE})
+    """The scenarios it has cells for (distributed and shared need roles the suite's workload plays)."""
+    distributed_modes: Callable[[CellRequest], list[DistributedMode]] = lambda request: []
+    """How its distributed cells synchronise, for a request (how many roles, hence instances, they need)."""
+    reads_data: Callable[[Mapping[str, object]], bool] = reads_real_data
+    """Whether a job with these arguments reads the data directory (the executor stages it then)."""

@@ -1,0 +1,87 @@
+"""The suite registry (issue 40, item 2): a suite is declared whole in its own module of
+``dlbench/suites/`` plus its line in the registry, and the controller reads its facts from there.
+
+The rule, checked on the suites whose ids are unambiguous words (``dltools``, ``fathom``,
+``transformer``, ``deepbench``; ``cpu`` or ``network`` are also plain words): outside the workloads
+(the benchmarked machine's code) and the registry, no module names them, except those listed in
+:data:`NOT_YET` (the reports' per-suite metrics, figures and captions, and two scenario details,
+still to move behind the registry). The list may only shrink: a new module naming a suite fails.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dlbench.jobs import Job
+from dlbench.request import BenchmarkRequest, plan_jobs
+from dlbench.suites import DEFAULT_SUITES, OPT_IN_SUITES, SCENARIO_SUITES, SUITES, Suite, spec_of
+from dlbench.workloads.profiles import Framework, Scenario
+from tests.support.prereqs import ROOT
+
+PACKAGE = ROOT / "include" / "dlbench"
+NAMED = ("dltools", "fathom", "transformer", "deepbench")
+NOT_YET = {
+    "reports/compare.py": {"dltools", "fathom", "transformer"},
+    "reports/metrics.py": {"dltools", "fathom", "transformer", "deepbench"},
+    "reports/answer.py": {"fathom", "transformer"},
+    "reports/text.py": {"fathom", "transformer"},
+    "reports/workloads.py": {"fathom", "transformer"},
+    "reports/html.py": {"fathom", "transformer", "deepbench"},
+    "warehouse/load.py": {"fathom", "transformer"},
+    "pipeline/scenarios.py": {"transformer"},
+    "pipeline/aggregate.py": {"transformer"},
+    "execution/image.py": {"transformer"},
+}
+"""Modules that still name a suite, and which (the rest of item 2: their facts into the suites'
+specs)."""
+
+
+def _naming() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        where = str(path.relative_to(PACKAGE))
+        if where.startswith(("workloads/", "suites/")):
+            continue
+        text = path.read_text().lower()
+        names = {name for name in NAMED if re.search(rf"\b{name}\b", text)}
+        if names:
+            found[where] = names
+    return found
+
+
+def test_a_suite_is_named_only_by_its_module_and_the_registry():
+    found = _naming()
+    new = {where: names - NOT_YET.get(where, set()) for where, names in found.items()}
+    assert not {w: n for w, n in new.items() if n}, "read the suite's facts from dlbench.suites instead"
+    gone = {where: names - found.get(where, set()) for where, names in NOT_YET.items()}
+    assert not {w: n for w, n in gone.items() if n}, "moved behind the registry: drop them from NOT_YET"
+
+
+def test_every_suite_has_its_spec_under_its_own_id():
+    assert set(SUITES) == set(Suite)
+    assert all(spec.name == suite.value for suite, spec in SUITES.items())
+    assert set(DEFAULT_SUITES) | set(OPT_IN_SUITES) == set(Suite) and not set(DEFAULT_SUITES) & set(OPT_IN_SUITES)
+    assert set(SCENARIO_SUITES) == {Suite.TF_CNN, Suite.TRANSFORMER}
+    assert len({spec.command for spec in SUITES.values()}) == len(SUITES)
+
+
+def test_planning_reads_the_registry():
+    """Each planned job runs its suite's command with the suite's own cells, and stages the data
+    directory exactly when the suite's rule says so."""
+    request = BenchmarkRequest.model_validate({
+        "suites": [s.value for s in Suite], "models": ["alexnet"], "data": ["synthetic", "real"],
+        "frameworks": ["tensorflow", "pytorch"], "repetitions": 1, "platforms": ["bare_metal"]})
+    jobs = plan_jobs(request, "t-registry")
+    by_suite: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_suite.setdefault(job.suite, []).append(job)
+    assert set(by_suite) == {s.value for s in Suite}
+    for suite, spec in SUITES.items():
+        planned = by_suite[suite.value]
+        assert {j.command for j in planned} == {spec.command}
+        assert [j.args for j in planned] == spec.cells(request, Scenario.SINGLE)
+        for job in planned:
+            staged = "--data-dir" in job.workload_argv("/tmp/out.json", data_dir="/data")
+            assert staged is spec.reads_data(job.args), (suite, job.args)
+    assert spec_of("transformer").frameworks([Framework.JAX]) == {Framework.PYTORCH}
+    assert spec_of("tf_cnn").frameworks([Framework.JAX]) == {Framework.JAX}
