@@ -46,8 +46,8 @@ from dlbench.jobs import Job
 from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.profiles import get_profile
-from dlbench.suites import Suite
-from dlbench.workloads.profiles import DistributedMode, Scenario, TransformerTask
+from dlbench.suites import spec_of
+from dlbench.workloads.profiles import DistributedMode, Scenario
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -303,16 +303,12 @@ def co_located_pair(targets: Sequence[Target]) -> tuple[Target, Target] | None:
 
 
 def background_work(cell: Job, base: dict[str, Any]) -> dict[str, Any]:
-    """What the background job runs (looped), beside the foreground cell's job. tf_cnn: the study's
-    big-batch network (the profile's ``background_model`` and batch), in the foreground's framework
-    (a tenant's stack beside the same stack); transformer: generation with the same model, the
-    serving tenant a training job meets on a shared GPU machine."""
-    framework = {"framework": base["framework"]} if "framework" in base else {}
-    if cell.suite == Suite.TRANSFORMER.value:
-        return {"task": TransformerTask.GENERATE.value, **framework}
-    spec = get_profile(cell.profile).scenarios.shared
-    return {"model": spec.background_model.value, "data": base.get("data", "synthetic"), **framework,
-            "batch_size": spec.background_batch_size}
+    """What the background job runs (looped), beside the foreground cell's job: its suite's
+    (:attr:`~dlbench.suites.spec.SuiteSpec.background`)."""
+    background = spec_of(cell.suite).background
+    if background is None:
+        raise ValueError(f"{cell.label}: suite {cell.suite!r} has no shared scenario")
+    return background(get_profile(cell.profile), base)
 
 
 def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Archive) -> ResultDocument:

@@ -30,6 +30,7 @@ from sqlalchemy import Engine, select
 
 from dlbench.reports import load, metrics
 from dlbench.reports import stats as st
+from dlbench.suites import SUITES
 from dlbench.warehouse.load import FRAMEWORK_SUITES
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
@@ -49,16 +50,12 @@ any warehouse without importing the pipeline)."""
 PER_STEP = metrics.EXCLUDED
 """Excluded in SQL already: the bulk of the rows (one per training step)."""
 
-CASE_PARAMETERS = {"tf_cnn": {"framework": "{}", "precision": "{}", "data": "{}", "batch_size_per_device": "batch {}",
-                              "image_size": "{}px"},
-                   "dltools": {"dataset": "{}", "batch_size": "batch {}"},
-                   "fathom": {"task": "{}", "data": "{}", "batch_size": "batch {}"},
-                   "transformer": {"task": "{}", "framework": "{}", "precision": "{}", "batch_size": "batch {}",
-                                   "context": "ctx {}", "prompt_length": "prompt {}", "new_tokens": "+{} tokens"}}
-"""Which requested parameters name a case in the report, and how (the rest are in the warehouse):
+CASE_PARAMETERS = {suite.value: spec.case_parameters for suite, spec in SUITES.items() if spec.case_parameters}
+"""Which requested parameters name a case in the report, and how (each suite's
+:attr:`~dlbench.suites.spec.SuiteSpec.case_parameters`; the rest are in the warehouse):
 ``seq2seq train synthetic batch 128``, ``gpt generate bf16 batch 8 ctx 1024 prompt 128 +128 tokens``."""
 
-DATA_AS_RUN = frozenset({"fathom"})
+DATA_AS_RUN = frozenset(suite.value for suite, spec in SUITES.items() if spec.data_as_run)
 """Suites whose ``data`` parameter may be the request's ``auto`` (real data when the data directory
 holds it, else generated): their case names say the data the job ran on (its ``data`` label)."""
 

@@ -52,6 +52,7 @@ from dlbench.reports.run_data import (
     run_request,
     run_statistics,
 )
+from dlbench.suites import MICRO_ORDER as MICRO_SUITES
 from dlbench.warehouse.models import Environment, Execution, Run
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px;overflow-wrap:break-word}
@@ -71,9 +72,8 @@ nav a{margin-right:1em}
 """ + scenarios.STYLE + gates.STYLE
 
 
-MICRO_ORDER = ["gpu", "deepbench", "cpu", "network", "disk"]
-"""The micro-benchmarks in the order that explains training: the accelerator, DL kernels, the CPU,
-then the network and the disk."""
+MICRO_ORDER = [suite.value for suite in MICRO_SUITES]
+"""The micro-benchmarks in the order that explains training (:data:`dlbench.suites.MICRO_ORDER`)."""
 
 
 ANSWER_METRICS = answer.ANSWER_METRICS

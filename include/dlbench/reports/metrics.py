@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from dlbench.suites import SUITES
+
 
 class Direction(StrEnum):
     HIGHER = "higher"
@@ -72,23 +74,9 @@ DIRECTION: dict[str, Direction] = {
 
 TIME_UNITS = frozenset({"s", "ms", "us", "ns"})
 
-HEADLINE: dict[str, list[str]] = {
-    # The core study's figures: throughput and elapsed time (figures 2-9), degradation (figure 10).
-    "tf_cnn": ["throughput", "elapsed_time", "degradation_elapsed_time", "degradation_throughput"],
-    "cpu": ["hpl", "hpcg", "dgemm", "stream_triad"],
-    "disk": ["dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"],
-    "network": ["tcp_throughput", "tcp_latency"],
-    "gpu": ["gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"],
-    "deepbench": ["deepbench_tflops", "deepbench_allreduce_busbw"],
-    # Study 001's Table IX (seconds per batch) and Table XIII (first vs second epoch).
-    "dltools": ["seconds_per_batch", "first_epoch_excess", "throughput", "elapsed_time"],
-    # Study 003's Fathom figure: each workload's speed, native vs each platform, training and inference.
-    "fathom": ["throughput", "step_time_mean"],
-    # What a planner sizes a GPU cloud by: training tokens/s and MFU, serving's latencies, and
-    # training's loss of throughput beside a generation job (the shared scenario).
-    "transformer": ["throughput", "mfu", "time_to_first_token", "inter_token_latency", "degradation_throughput"],
-}
-"""Per suite, the metrics the report leads with (in this order); unknown suites lead with all
+HEADLINE: dict[str, list[str]] = {suite.value: list(spec.headline) for suite, spec in SUITES.items() if spec.headline}
+"""Per suite, the metrics the report leads with (in this order: each suite's
+:attr:`~dlbench.suites.spec.SuiteSpec.headline`); unknown suites lead with all
 non-diagnostic metrics. Everything else is in the report's detail table and the warehouse."""
 
 DIAGNOSTIC = frozenset({

@@ -38,21 +38,19 @@ import pandas as pd
 
 from dlbench.reports import answer, compare, palette
 from dlbench.reports.formatting import ratio
-from dlbench.workloads.profiles import TransformerTask
+from dlbench.suites import SUITES
+from dlbench.suites.spec import SuiteFigure
 
 METRIC = "throughput"
 """What the figures draw: each workload's headline rate, in its natural unit."""
 
-PANEL_BY = {"fathom": "name", "transformer": "task"}
-"""Per suite, what a panel is: the benchmark (Fathom's workload) or a parameter (the transformer's task)."""
-
-PANEL_ORDER: dict[str, list[str]] = {"fathom": answer.NAME_ORDER, "transformer": [t.value for t in TransformerTask]}
-"""Panels in the order a reader knows them: Fathom's own (the paper's table 1), the transformer's
-tasks; groups within a panel: training first (:data:`~dlbench.reports.answer.TASK_ORDER`)."""
-
-TITLES = {"fathom": "Fathom (study 003): each workload's throughput, native (bare metal) vs each platform",
-          "transformer": "Transformer (GPT): tokens/s per platform, training and generation"}
-"""Each suite's figure title and its part of the section's heading."""
+FIGURES: dict[str, SuiteFigure] = {suite.value: spec.figure for suite, spec in SUITES.items() if spec.figure}
+"""Per suite with a figure (:attr:`~dlbench.suites.spec.SuiteSpec.figure`): what a panel is (the
+benchmark, or a parameter), the panels in the order a reader knows them, the title; groups within a
+panel: training first (:data:`~dlbench.reports.answer.TASK_ORDER`)."""
+PANEL_BY = {suite: figure.panel_by for suite, figure in FIGURES.items()}
+PANEL_ORDER: dict[str, list[str]] = {suite: list(figure.panel_order) for suite, figure in FIGURES.items()}
+TITLES = {suite: figure.title for suite, figure in FIGURES.items()}
 
 MARKS = {"better": " +", "worse": " −"}
 """After a bar's ×BM: significantly better / worse than bare metal (the comparison's verdict)."""

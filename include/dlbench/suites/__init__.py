@@ -53,8 +53,11 @@ OPT_IN_SUITES: tuple[Suite, ...] = tuple(s for s, spec in SUITES.items() if spec
 DEFAULT_SUITES: tuple[Suite, ...] = tuple(s for s, spec in SUITES.items() if not spec.opt_in)
 """What a request without ``suites`` runs: the core study and the micro-benchmarks that explain it."""
 
+MICRO_ORDER: tuple[Suite, ...] = tuple(Suite(spec.name) for spec in micro.REPORT_ORDER)
+"""The micro-benchmarks in the order that explains training (the report's sections)."""
+
 SCENARIO_SUITES: tuple[Suite, ...] = tuple(s for s, spec in SUITES.items() if len(spec.scenarios) > 1)
 """Suites with distributed and shared cells (the others run the single scenario only)."""
 
-__all__ = ["DEFAULT_SUITES", "OPT_IN_SUITES", "SCENARIO_SUITES", "SUITES", "CellRequest", "Suite", "SuiteSpec",
-           "framework_arg", "framework_of", "spec_of"]
+__all__ = ["DEFAULT_SUITES", "MICRO_ORDER", "OPT_IN_SUITES", "SCENARIO_SUITES", "SUITES", "CellRequest", "Suite",
+           "SuiteSpec", "framework_arg", "framework_of", "spec_of"]

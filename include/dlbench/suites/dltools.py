@@ -26,4 +26,8 @@ def reads_data(args: Mapping[str, object]) -> bool:
     return args.get("data") != DataKind.SYNTHETIC.value
 
 
-SPEC = SuiteSpec(name="dltools", command="dltools", cells=cells, opt_in=True, reads_data=reads_data)
+SPEC = SuiteSpec(
+    name="dltools", command="dltools", cells=cells, opt_in=True, reads_data=reads_data,
+    # Study 001's Table IX (seconds per batch) and Table XIII (first vs second epoch).
+    headline=("seconds_per_batch", "first_epoch_excess", "throughput", "elapsed_time"),
+    case_parameters={"dataset": "{}", "batch_size": "batch {}"})

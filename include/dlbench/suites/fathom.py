@@ -4,8 +4,8 @@ asked for by name."""
 from __future__ import annotations
 
 from dlbench.suites.dltools import reads_data
-from dlbench.suites.spec import Cell, CellRequest, SuiteSpec
-from dlbench.workloads.profiles import DataKind, Framework, Scenario
+from dlbench.suites.spec import Cell, CellRequest, SuiteFigure, SuiteSpec
+from dlbench.workloads.profiles import DataKind, FathomModel, Framework, Scenario
 
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
@@ -16,5 +16,11 @@ def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
     return [{"model": m.value, "task": t.value, "data": data} for m in spec.models for t in spec.tasks]
 
 
-SPEC = SuiteSpec(name="fathom", command="fathom", cells=cells, opt_in=True, document_framework=Framework.TENSORFLOW,
-                 reads_data=reads_data)
+SPEC = SuiteSpec(
+    name="fathom", command="fathom", cells=cells, opt_in=True, document_framework=Framework.TENSORFLOW,
+    reads_data=reads_data,
+    # Study 003's Fathom figure: each workload's speed, native vs each platform, training and inference.
+    headline=("throughput", "step_time_mean"),
+    case_parameters={"task": "{}", "data": "{}", "batch_size": "batch {}"}, data_as_run=True,
+    figure=SuiteFigure(panel_by="name", panel_order=tuple(m.value for m in FathomModel),  # its paper's table 1
+                       title="Fathom (study 003): each workload's throughput, native (bare metal) vs each platform"))

@@ -12,9 +12,16 @@ def _always(args: Mapping[str, object]) -> bool:
     return True
 
 
-CPU = SuiteSpec(name="cpu", command="cpu", reads_data=never)
-GPU = SuiteSpec(name="gpu", command="gpu", reads_data=never)
-DEEPBENCH = SuiteSpec(name="deepbench", command="deepbench", reads_data=never)
-DISK = SuiteSpec(name="disk", command="disk", reads_data=_always)
+CPU = SuiteSpec(name="cpu", command="cpu", reads_data=never, headline=("hpl", "hpcg", "dgemm", "stream_triad"))
+GPU = SuiteSpec(name="gpu", command="gpu", reads_data=never,
+                headline=("gpu_bandwidth", "gpu_convolution", "gpu_gemm", "gpu_histogram", "gpu_transpose"))
+DEEPBENCH = SuiteSpec(name="deepbench", command="deepbench", reads_data=never,
+                      headline=("deepbench_tflops", "deepbench_allreduce_busbw"))
+DISK = SuiteSpec(name="disk", command="disk", reads_data=_always,
+                 headline=("dd_write_bandwidth", "ioping_latency", "fio_bandwidth", "fio_iops"))
 """The disk suite measures the directory real data is read from (it gets the data directory)."""
-NETWORK = SuiteSpec(name="network", command="network", reads_data=never)
+NETWORK = SuiteSpec(name="network", command="network", reads_data=never, headline=("tcp_throughput", "tcp_latency"))
+
+REPORT_ORDER = (GPU, DEEPBENCH, CPU, NETWORK, DISK)
+"""The micro-benchmarks in the order that explains training: the accelerator, DL kernels, the CPU,
+then the network and the disk (the report's sections)."""

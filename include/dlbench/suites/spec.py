@@ -12,7 +12,7 @@ directory, the distributed synchronisation its cells use, and how it expands int
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlbench.workloads.profiles import DataKind, DistributedMode, Framework, ModelName, Profile, Scenario
@@ -71,6 +71,18 @@ def never(args: Mapping[str, object]) -> bool:
 
 
 @dataclass(frozen=True)
+class SuiteFigure:
+    """A suite's figure in the report: one panel per benchmark or parameter value, bars per platform."""
+
+    panel_by: str
+    """What a panel is: ``name`` (the benchmark: Fathom's workload) or a parameter (the transformer's ``task``)."""
+    panel_order: tuple[str, ...]
+    """Panels in the order a reader knows them."""
+    title: str
+    """The figure's title and its part of the section's heading."""
+
+
+@dataclass(frozen=True)
 class SuiteSpec:
     name: str
     """The suite's id: the requests', the warehouse's, the result documents' ``benchmark.suite``."""
@@ -91,3 +103,17 @@ class SuiteSpec:
     """How its distributed cells synchronise, for a request (how many roles, hence instances, they need)."""
     reads_data: Callable[[Mapping[str, object]], bool] = reads_real_data
     """Whether a job with these arguments reads the data directory (the executor stages it then)."""
+    headline: tuple[str, ...] = ()
+    """The metrics the report, the explorer and the regression check lead with, in this order (empty:
+    every non-diagnostic metric)."""
+    case_parameters: dict[str, str] = field(default_factory=dict)
+    """Which requested parameters name a case in the report, and how (``{"batch_size": "batch {}"}``);
+    the rest are in the warehouse."""
+    data_as_run: bool = False
+    """Its ``data`` parameter may be the request's ``auto``: a case name says the data the job ran on
+    (its ``data`` label)."""
+    figure: SuiteFigure | None = None
+    """Its figure in the report's model-workloads section (None: the tables only)."""
+    background: Callable[[Profile, Mapping[str, Any]], Cell] | None = None
+    """What the looped background job of its shared cells runs, given the profile and the foreground
+    cell's arguments (None: a suite without the shared scenario)."""

@@ -3,10 +3,11 @@ request names, in all three scenarios."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from dlbench.suites.spec import Cell, CellRequest, SuiteSpec, framework_arg, framework_of
-from dlbench.workloads.profiles import DistributedMode, Framework, Scenario
+from dlbench.workloads.profiles import DistributedMode, Framework, Profile, Scenario
 
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
@@ -30,6 +31,15 @@ def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
     return out
 
 
+def background(profile: Profile, cell: Mapping[str, Any]) -> Cell:
+    """The study's big-batch network (the profile's ``background_model`` and batch), in the
+    foreground's framework (a tenant's stack beside the same stack)."""
+    spec = profile.scenarios.shared
+    framework = {"framework": cell["framework"]} if "framework" in cell else {}
+    return {"model": spec.background_model.value, "data": cell.get("data", "synthetic"), **framework,
+            "batch_size": spec.background_batch_size}
+
+
 def _frameworks(chosen: Iterable[Framework]) -> set[Framework]:
     return set(chosen)
 
@@ -38,5 +48,10 @@ def _modes(request: CellRequest) -> list[DistributedMode]:
     return [request.distributed_mode_of(f) for f in request.frameworks]
 
 
-SPEC = SuiteSpec(name="tf_cnn", command="tf-cnn", cells=cells, frameworks=_frameworks,
-                 document_framework=Framework.TENSORFLOW, scenarios=frozenset(Scenario), distributed_modes=_modes)
+SPEC = SuiteSpec(
+    name="tf_cnn", command="tf-cnn", cells=cells, frameworks=_frameworks, document_framework=Framework.TENSORFLOW,
+    scenarios=frozenset(Scenario), distributed_modes=_modes, background=background,
+    # The core study's figures: throughput and elapsed time (figures 2-9), degradation (figure 10).
+    headline=("throughput", "elapsed_time", "degradation_elapsed_time", "degradation_throughput"),
+    case_parameters={"framework": "{}", "precision": "{}", "data": "{}", "batch_size_per_device": "batch {}",
+                     "image_size": "{}px"})
