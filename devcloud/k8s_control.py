@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import procs  # devcloud/procs.py, next to this file
+import common  # devcloud/common.py, next to this file
 
 KUBE_SOURCE_VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 """Debian's ``kubernetes`` source package the servers are built from (the cache key)."""
@@ -205,7 +205,7 @@ def _wait(what: str, ready: Any, pids: dict[str, int], logs: Path, timeout: floa
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for name, pid in pids.items():
-            if not procs.alive(pid):
+            if not common.alive(pid):
                 tail = (logs / f"{name}.log").read_text(errors="replace")[-1500:] if (logs / f"{name}.log").exists() \
                     else ""
                 raise RuntimeError(f"{name} exited while waiting for {what}; its log ends:\n{tail}")
@@ -349,9 +349,9 @@ def stop(plane: ControlPlane, timeout: float = 60) -> None:
     """The node agent first (it removes its pods' containers), then the servers, then etcd."""
     for name in ("node-agent", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         pid = plane.pids.get(name)
-        if pid is not None and procs.alive(pid) and _ours(pid, plane):
-            procs.stop_group([pid], timeout if name == "node-agent" else 15)
-            procs.alive(pid)  # reaps it when it is our child (the conductor's, a test's): no zombie left
+        if pid is not None and common.alive(pid) and _ours(pid, plane):
+            common.stop_group([pid], timeout if name == "node-agent" else 15)
+            common.alive(pid)  # reaps it when it is our child (the conductor's, a test's): no zombie left
     shutil.rmtree(plane.state_dir / "etcd", ignore_errors=True)
 
 

@@ -20,10 +20,9 @@ import subprocess
 import time
 from pathlib import Path
 
+import common as dc  # devcloud/common.py: what every part shares
 import k8s_control  # devcloud/k8s_control.py: a cluster's control plane
 import novacloud
-
-import devcloud as dc
 
 MAGNUM_VENV = dc.STATE / "magnum-venv"
 MAGNUM_DIR = novacloud.OS_DIR / "magnum"

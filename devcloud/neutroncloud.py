@@ -25,10 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import common as dc  # devcloud/common.py: what every part shares
 import ovn
-import procs
-
-import devcloud as dc  # devcloud/devcloud.py (its helpers: sh, wait_for, pid_alive...)
 
 MARIADB_DIR = dc.STATE / "mariadb"
 MARIADB_PORT = 33065
@@ -158,7 +156,7 @@ def alive_or_die(name: str) -> bool:
         pid = int((dc.RUN / f"{name}.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         pid = 0
-    if not (pid and procs.alive(pid)):
+    if not (pid and dc.alive(pid)):
         dc.exited(name, also=f" and {name}.log")
     return True
 

@@ -20,10 +20,9 @@ import subprocess
 import time
 from pathlib import Path
 
+import common as dc  # devcloud/common.py: what every part shares
 import machine
 import neutroncloud
-
-import devcloud as dc  # devcloud/devcloud.py (its helpers: sh, spawn, pid_alive, psql...)
 
 NOVA_VENV = dc.STATE / "nova-venv"
 OS_DIR = dc.STATE / "openstack"

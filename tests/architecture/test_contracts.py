@@ -88,6 +88,31 @@ def test_no_import_cycle_between_modules():
     assert _cycles(edges) == []
 
 
+def _devcloud_imports() -> dict[str, set[str]]:
+    """devcloud/'s scripts import each other by bare name (they run as scripts, beside each other):
+    every import statement, function-local ones too, of a sibling module."""
+    here = ROOT / "devcloud"
+    siblings = {p.stem for p in here.glob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in here.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+        edges[path.stem] = (found & siblings) - {path.stem}
+    return edges
+
+
+def test_no_import_cycle_in_the_devcloud():
+    """The devcloud's parts import its common helpers and each other downwards only (issue 40: the
+    parts used to import devcloud.py back for its helpers)."""
+    edges = _devcloud_imports()
+    assert edges["common"] <= {"machine"}, edges["common"]
+    assert _cycles(edges) == []
+
+
 HEAVY_OR_OPTIONAL = {
     "tensorflow", "keras", "numpy", "torch", "jax", "docker", "openstack", "keystoneauth1", "kubernetes", "paramiko",
     "cryptography", "pandas", "matplotlib", "scipy", "airflow", "fastapi", "uvicorn", "starlette", "sqlalchemy",
