@@ -137,7 +137,10 @@ def services(hypervisors: list[str]) -> list[tuple[str, list[str], str]]:
 
 
 def running(name: str, marker: str) -> bool:
-    return bool(dc.pid_alive(name, marker))
+    """By its pid file, or by its marker: ovs-vswitchd's monitor retitles itself, so its pid file's
+    process no longer shows the marker, while its daemon child does (an ``up`` that missed it
+    started a second vswitchd on the same database: "another ovs-vswitchd process is running")."""
+    return bool(dc.pid_alive(name, marker)) or bool(dc.pids_with(marker))
 
 
 def start(name: str, cmd: list[str], marker: str) -> None:
