@@ -120,25 +120,27 @@ def pid_alive(name: str, marker: str) -> int | None:
     return pid if marker in cmdline else None
 
 
-def pids_with(marker: str) -> list[int]:
-    """Every process whose command line contains ``marker``, and the monitor of each (Open vSwitch's
-    ``--monitor`` parent retitles itself "ovs-vswitchd: monitoring pid N": its command line no
-    longer holds the marker, so :func:`pid_alive` cannot find it by its pid file)."""
-    found = []
+def pids_with(*markers: str) -> list[int]:
+    """Every process whose command line contains one of ``markers``, and the monitor of each (Open
+    vSwitch's ``--monitor`` parent retitles itself "ovs-vswitchd: monitoring pid N": its command
+    line no longer holds the marker, so :func:`pid_alive` cannot find it by its pid file). One
+    pass over /proc for all of them."""
+    found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if not any(marker in cmdline for marker in markers):
+                continue
+            found.add(int(entry.name))
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             parent = Path(f"/proc/{ppid}/cmdline").read_bytes().decode(errors="replace") if ppid > 1 else ""
         except (OSError, IndexError, ValueError):
             continue
-        if marker in cmdline:
-            found.append(int(entry.name))
-            if f"monitoring pid {entry.name} " in parent or parent.endswith(f"monitoring pid {entry.name}"):
-                found.append(ppid)
-    return sorted(set(found))
+        if f"monitoring pid {entry.name} " in parent or parent.endswith(f"monitoring pid {entry.name}"):
+            found.add(ppid)
+    return sorted(found)
 
 
 def stop_services(named: list[tuple[str, str]], timeout: float = 10) -> None:
@@ -146,12 +148,11 @@ def stop_services(named: list[tuple[str, str]], timeout: float = 10) -> None:
     its workers at once, SIGKILL to what is left after ``timeout``; their pid files go. A process of
     ours that its pid file no longer names (a retitled monitor, an earlier ``up``'s) is found by its
     marker (:func:`pids_with`): ``down`` leaves none of them running."""
-    group = []
+    group = pids_with(*(marker for _, marker in named)) if named else []
     for name, marker in named:
         pid = pid_alive(name, marker)
         if pid:
             group += [pid, *children(pid)]
-        group += pids_with(marker)
     stop_group(sorted(set(group)), timeout)
     for name, _ in named:
         (RUN / f"{name}.pid").unlink(missing_ok=True)

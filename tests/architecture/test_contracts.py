@@ -12,6 +12,7 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests.support.imports import imported_modules
 from tests.support.prereqs import ROOT
 
 PACKAGE = ROOT / "include" / "dlbench"
@@ -93,16 +94,8 @@ def _devcloud_imports() -> dict[str, set[str]]:
     every import statement, function-local ones too, of a sibling module."""
     here = ROOT / "devcloud"
     siblings = {p.stem for p in here.glob("*.py")}
-    edges: dict[str, set[str]] = {}
-    for path in here.glob("*.py"):
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module.split(".")[0])
-        edges[path.stem] = (found & siblings) - {path.stem}
-    return edges
+    return {path.stem: ({m.split(".")[0] for m in imported_modules(path)} & siblings) - {path.stem}
+            for path in here.glob("*.py")}
 
 
 def test_no_import_cycle_in_the_devcloud():

@@ -29,12 +29,8 @@ NOT_YET: dict[str, set[str]] = {}
 def code_text(source: str) -> str:
     """The module's code without its comments and docstrings (prose may name a suite as an example:
     the rule is about what the code knows)."""
-    docstrings = {(node.body[0].value.lineno, node.body[0].value.col_offset)
-                  for node in ast.walk(ast.parse(source))
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    tree = ast.parse(source)  # attribute docstrings: a string statement right after an assignment
-    for node in ast.walk(tree):
+    docstrings = set()  # every string statement: the docstrings and the attribute docstrings after assignments
+    for node in ast.walk(ast.parse(source)):
         for body in (getattr(node, "body", None), getattr(node, "orelse", None)):
             if isinstance(body, list):
                 docstrings |= {(stmt.value.lineno, stmt.value.col_offset) for stmt in body

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.devcloud import CLOUDS_FILE, STATE, STOCK_IMAGE, devcloud, ssh, ssh_ok, wait_until
+from tests.support.devcloud import CLOUDS_FILE, ENDPOINT, STATE, STOCK_IMAGE, devcloud, ssh, ssh_ok, wait_until
 from tests.support.prereqs import require
 
 KEYSTONE = "http://127.0.0.1:5000/v3"
@@ -52,7 +52,7 @@ def clouds() -> Iterator[tuple[Any, Any]]:
     if not (answers(KEYSTONE) and answers(NOVA) and nova_configured()):
         require(os.geteuid() == 0, "the devcloud needs root; run `make devcloud-up`")
         require((STATE / "nova-venv" / ".installed").exists(), "no .devcloud/nova-venv: run `make devcloud-install`")
-        started = "nova-down" if answers("http://127.0.0.1:6385/v1") else "down"
+        started = "nova-down" if answers(f"{ENDPOINT}/v1") else "down"
         devcloud("nova-up" if started == "nova-down" else "up", timeout=900)
     require(STOCK_IMAGE.exists(), f"no stock image {STOCK_IMAGE}: run `make devcloud-images`")
     import openstack

@@ -14,20 +14,11 @@ from dlbench.providers import janitor
 from dlbench.providers.base import Driver
 from dlbench.providers.registry import PROVIDERS
 from dlbench.request import parse_request
+from tests.support.imports import imported_modules
 
 PACKAGE = Path(__file__).resolve().parents[2] / "include" / "dlbench"
 GENERIC = ["pipeline/steps.py", "providers/machines.py", "providers/backend.py", "providers/composite.py",
            "providers/janitor.py", "providers/datasets.py", "jobs.py", "execution/targets.py"]
-
-
-def imported_modules(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
 
 
 @pytest.mark.parametrize("module", GENERIC)

@@ -4,25 +4,15 @@ imports a conftest, and a tier's conftest holds only fixtures and pytest's hooks
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
+from tests.support.imports import imported_modules
 from tests.support.prereqs import ROOT
 
 TESTS = ROOT / "tests"
 
 
-def _imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
 def test_no_module_imports_a_conftest():
-    offenders = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.split(".")[-1] == "conftest")
+    offenders = {str(p.relative_to(ROOT)): sorted(m for m in imported_modules(p) if m.split(".")[-1] == "conftest")
                  for p in TESTS.rglob("*.py")}
     assert not {p: m for p, m in offenders.items() if m}, "import it from tests/support instead"
 

@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 
+from tests.support import devcloud
 from tests.support.devcloud import NODE_IMAGE
 from tests.support.knobs import fault
 from tests.support.leaks import LeakGuard
-from tests.support.prereqs import ROOT, require
+from tests.support.prereqs import require
 
 CLOUD = os.environ.get("DLBENCH_IRONIC_TEST_CLOUD", "devcloud")
-CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
-RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", "dlbench-bm")
+CLOUDS_FILE = os.environ.get("DLBENCH_IRONIC_TEST_CLOUDS_FILE", str(devcloud.CLOUDS_FILE))
+RESOURCE_CLASS = os.environ.get("DLBENCH_IRONIC_TEST_RESOURCE_CLASS", devcloud.MAIN_POOL_CLASS)
 POLL = 0.2
 SSH_KEY = os.environ.get("DLBENCH_IRONIC_TEST_SSH_KEY") or None
 """Only for an Ironic whose hosts do not install the config drive's key (the devcloud does)."""

@@ -12,15 +12,15 @@ import os
 import urllib.request
 from typing import Any
 
+from tests.support import devcloud
 from tests.support.knobs import fault as shared_fault
 from tests.support.leaks import LeakGuard
-from tests.support.prereqs import ROOT
 
 CLOUD = os.environ.get("DLBENCH_MAGNUM_TEST_CLOUD", "devcloud-nova")
-CLOUDS_FILE = os.environ.get("DLBENCH_MAGNUM_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
+CLOUDS_FILE = os.environ.get("DLBENCH_MAGNUM_TEST_CLOUDS_FILE", str(devcloud.CLOUDS_FILE))
 TEMPLATE = "dlbench-test-k8s"
 POLL = 0.3
-IRONIC = "http://127.0.0.1:6385"
+IRONIC = devcloud.ENDPOINT
 
 
 def settings(**overrides: Any) -> Any:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tests.support import devcloud
 from tests.support.knobs import fault
 from tests.support.leaks import LeakGuard
-from tests.support.prereqs import ROOT
 
 CLOUD = os.environ.get("DLBENCH_NOVA_TEST_CLOUD", "devcloud-nova")
 ADMIN_CLOUD = os.environ.get("DLBENCH_NOVA_TEST_ADMIN_CLOUD", "devcloud-admin")
-CLOUDS_FILE = os.environ.get("DLBENCH_NOVA_TEST_CLOUDS_FILE", str(ROOT / ".devcloud" / "clouds.yaml"))
+CLOUDS_FILE = os.environ.get("DLBENCH_NOVA_TEST_CLOUDS_FILE", str(devcloud.CLOUDS_FILE))
 FLAVOR = os.environ.get("DLBENCH_NOVA_TEST_FLAVOR", "dlbench.small")
 NETWORK = os.environ.get("DLBENCH_NOVA_TEST_NETWORK", "devcloud-net")
 POLL = 0.3

@@ -464,7 +464,7 @@ def _suite_html(engine: Engine, run_id: str, suite: str, stats: pd.DataFrame, he
     # Each chart once: training is drawn in the study figures (every scenario), so not again here;
     # nor a workload's throughput, which its figure draws (dlbench.reports.workloads).
     charted = suite_head.iloc[0:0] if suite == scenarios.SUITE else suite_head
-    if suite in workloads.PANEL_BY:
+    if suite in workloads.FIGURES:
         charted = charted[charted["metric"] != workloads.METRIC]
     for metric in list(dict.fromkeys(charted["metric"]))[:6]:
         rows = charted[charted["metric"] == metric]

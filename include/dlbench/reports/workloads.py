@@ -48,9 +48,11 @@ FIGURES: dict[str, SuiteFigure] = {suite.value: spec.figure for suite, spec in S
 """Per suite with a figure (:attr:`~dlbench.suites.spec.SuiteSpec.figure`): what a panel is (the
 benchmark, or a parameter), the panels in the order a reader knows them, the title; groups within a
 panel: training first (:data:`~dlbench.reports.answer.TASK_ORDER`)."""
-PANEL_BY = {suite: figure.panel_by for suite, figure in FIGURES.items()}
-PANEL_ORDER: dict[str, list[str]] = {suite: list(figure.panel_order) for suite, figure in FIGURES.items()}
-TITLES = {suite: figure.title for suite, figure in FIGURES.items()}
+
+
+def title_of(suite: str) -> str:
+    """The suite's figure title and its part of the section's heading (its id when it has no figure)."""
+    return FIGURES[suite].title if suite in FIGURES else suite
 
 MARKS = {"better": " +", "worse": " −"}
 """After a bar's ×BM: significantly better / worse than bare metal (the comparison's verdict)."""
@@ -120,14 +122,14 @@ def _group(cell: str, remove: Sequence[str], scenario: str) -> str:
 
 def figure_data(stats: pd.DataFrame, frame: pd.DataFrame, suite: str, metric: str = METRIC) -> WorkloadFigure | None:
     """The bars of ``suite``'s figure (module docstring), or None when the run has no such rows."""
-    if stats.empty or frame.empty or suite not in PANEL_BY:
+    if stats.empty or frame.empty or suite not in FIGURES:
         return None
     rows = stats[(stats["suite"] == suite) & (stats["metric"] == metric)]
     if rows.empty:
         return None
     cells = frame[frame["suite"] == suite].drop_duplicates(["name", "case_key"])
     parameters = {(r.name, r.case_key): dict(r.parameters or {}) for r in cells.itertuples()}
-    by = PANEL_BY[suite]
+    by = FIGURES[suite].panel_by
     found: dict[str, dict[str, Any]] = {}
     for r in rows.itertuples():
         params = parameters.get((r.name, r.case_key), {})
@@ -144,7 +146,7 @@ def figure_data(stats: pd.DataFrame, frame: pd.DataFrame, suite: str, metric: st
             low=base * low if math.isfinite(low) else math.nan, high=base * high if math.isfinite(high) else math.nan,
             normalized=float(r.normalized), verdict=str(r.verdict), n=int(r.n),
             color=palette.platform_color(str(r.platform))))
-    order = PANEL_ORDER.get(suite, [])
+    order = FIGURES[suite].panel_order
     panels = []
     for name in sorted(found, key=lambda p: (_index(order, p), p)):
         entry = found[name]
@@ -196,7 +198,7 @@ def draw(figure: WorkloadFigure) -> bytes:
         ax.set_title(panel.title, fontsize=9)
     for ax in list(axes.flat)[len(figure.panels):]:
         ax.set_visible(False)
-    title = textwrap.fill(TITLES.get(figure.suite, figure.suite) + "; ×BM (95% interval) and n above each bar, "
+    title = textwrap.fill(title_of(figure.suite) + "; ×BM (95% interval) and n above each bar, "
                           "+ / − = significantly better / worse", int(fig_w * 15))
     fig.suptitle(title, fontsize=8)
     handles, labels = next(((h, lab) for ax in axes.flat for h, lab in [ax.get_legend_handles_labels()]
@@ -234,8 +236,8 @@ def table(figure: WorkloadFigure) -> pd.DataFrame:
 
 
 def figures(stats: pd.DataFrame, frame: pd.DataFrame) -> list[WorkloadFigure]:
-    """The run's workload figures: one per suite of :data:`PANEL_BY` that has results."""
-    return [f for suite in PANEL_BY if (f := figure_data(stats, frame, suite)) is not None]
+    """The run's workload figures: one per suite of :data:`FIGURES` that has results."""
+    return [f for suite in FIGURES if (f := figure_data(stats, frame, suite)) is not None]
 
 
 def html_section(found: Sequence[WorkloadFigure], out: Path, suite_html: Mapping[str, str]) -> str:
@@ -253,7 +255,7 @@ def html_section(found: Sequence[WorkloadFigure], out: Path, suite_html: Mapping
              "its ×BM with the comparison's 95% interval as the error bar, + / − when significantly better / worse, "
              f"and n (the bars: {CSV}). The cases are listed by name in the answer above.</p>"]
     for suite in suites:
-        parts.append(f"<h3 id='workload-{html.escape(suite)}'>{html.escape(TITLES.get(suite, suite))}</h3>")
+        parts.append(f"<h3 id='workload-{html.escape(suite)}'>{html.escape(title_of(suite))}</h3>")
         if suite in figured:
             png = draw(figured[suite])
             (out / f"{suite}.png").write_bytes(png)

@@ -4,10 +4,8 @@ platform even in smoke)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from dlbench.suites.spec import Cell, CellRequest, SuiteSpec
-from dlbench.workloads.profiles import DataKind, DLToolModel, Scenario
+from dlbench.suites.spec import Cell, CellRequest, SuiteSpec, auto_or_synthetic, reads_data_set
+from dlbench.workloads.profiles import DLToolModel, Scenario
 
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
@@ -17,17 +15,12 @@ def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
     if scenario is not Scenario.SINGLE:
         return []
     spec = request.resolved_profile.dltools
-    data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+    data = auto_or_synthetic(request)
     return [{"model": m.value, "batch_size": b, "data": data} for m in DLToolModel for b in spec.model(m).batch_sizes]
 
 
-def reads_data(args: Mapping[str, object]) -> bool:
-    """``auto`` reads the data set when it is there (so does ``real``)."""
-    return args.get("data") != DataKind.SYNTHETIC.value
-
-
 SPEC = SuiteSpec(
-    name="dltools", command="dltools", cells=cells, opt_in=True, reads_data=reads_data,
+    name="dltools", command="dltools", cells=cells, opt_in=True, reads_data=reads_data_set,
     # Study 001's Table IX (seconds per batch) and Table XIII (first vs second epoch).
     headline=("seconds_per_batch", "first_epoch_excess", "throughput", "elapsed_time"),
     case_parameters={"dataset": "{}", "batch_size": "batch {}"})

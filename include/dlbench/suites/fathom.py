@@ -3,22 +3,21 @@ asked for by name."""
 
 from __future__ import annotations
 
-from dlbench.suites.dltools import reads_data
-from dlbench.suites.spec import Cell, CellRequest, SuiteFigure, SuiteSpec
-from dlbench.workloads.profiles import DataKind, FathomModel, Framework, Scenario
+from dlbench.suites.spec import Cell, CellRequest, SuiteFigure, SuiteSpec, auto_or_synthetic, reads_data_set
+from dlbench.workloads.profiles import FathomModel, Framework, Scenario
 
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
     if scenario is not Scenario.SINGLE:
         return []
     spec = request.resolved_profile.fathom
-    data = "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+    data = auto_or_synthetic(request)
     return [{"model": m.value, "task": t.value, "data": data} for m in spec.models for t in spec.tasks]
 
 
 SPEC = SuiteSpec(
     name="fathom", command="fathom", cells=cells, opt_in=True, document_framework=Framework.TENSORFLOW,
-    reads_data=reads_data,
+    reads_data=reads_data_set,
     # Study 003's Fathom figure: each workload's speed, native vs each platform, training and inference.
     headline=("throughput", "step_time_mean"),
     case_parameters={"task": "{}", "data": "{}", "batch_size": "batch {}"}, data_as_run=True,

@@ -51,6 +51,18 @@ def framework_of(args: Mapping[str, object]) -> Framework:
     return Framework(str(args.get("framework", Framework.TENSORFLOW.value)))
 
 
+def auto_or_synthetic(request: CellRequest) -> str:
+    """A data-set suite's ``data`` argument: ``auto`` (its real data set when the data directory holds
+    it, else generated data of its shapes) when the request has ``real`` data, else ``synthetic``."""
+    return "auto" if DataKind.REAL in request.data else DataKind.SYNTHETIC.value
+
+
+def reads_data_set(args: Mapping[str, object]) -> bool:
+    """A data-set suite's job reads the data directory unless its cell is ``synthetic``
+    (``auto`` reads the data set when it is there, so does ``real``)."""
+    return args.get("data") != DataKind.SYNTHETIC.value
+
+
 def single_cell(request: CellRequest, scenario: Scenario) -> list[Cell]:
     """A suite with no dimension of its own: one cell, single scenario (the micro-benchmarks)."""
     return [{}] if scenario is Scenario.SINGLE else []
@@ -64,10 +76,6 @@ def tensorflow_only(chosen: Iterable[Framework]) -> set[Framework]:
 def reads_real_data(args: Mapping[str, object]) -> bool:
     """A job reads the data directory when its cell asks for real data."""
     return args.get("data") == DataKind.REAL.value
-
-
-def never(args: Mapping[str, object]) -> bool:
-    return False
 
 
 @dataclass(frozen=True)

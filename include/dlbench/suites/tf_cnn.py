@@ -35,7 +35,7 @@ def background(profile: Profile, cell: Mapping[str, Any]) -> Cell:
     """The study's big-batch network (the profile's ``background_model`` and batch), in the
     foreground's framework (a tenant's stack beside the same stack)."""
     spec = profile.scenarios.shared
-    framework = {"framework": cell["framework"]} if "framework" in cell else {}
+    framework = framework_arg(framework_of(cell))
     return {"model": spec.background_model.value, "data": cell.get("data", "synthetic"), **framework,
             "batch_size": spec.background_batch_size}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlbench.suites.spec import Cell, CellRequest, SuiteFigure, SuiteSpec, framework_arg
+from dlbench.suites.spec import Cell, CellRequest, SuiteFigure, SuiteSpec, framework_arg, framework_of
 from dlbench.workloads.profiles import DistributedMode, Framework, Profile, Scenario, TransformerSpec, TransformerTask
 
 FRAMEWORK = Framework.PYTORCH
@@ -34,7 +34,7 @@ def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
 
 def background(profile: Profile, cell: Mapping[str, Any]) -> Cell:
     """Generation with the same model: the serving tenant a training job meets on a shared GPU machine."""
-    framework = {"framework": cell["framework"]} if "framework" in cell else {}
+    framework = framework_arg(framework_of(cell))
     return {"task": TransformerTask.GENERATE.value, **framework}
 
 
