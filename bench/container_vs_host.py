@@ -72,7 +72,7 @@ def compare(args: argparse.Namespace, image: str, work: Path) -> int:
 
     data_dir = None
     if args.data == "real":
-        from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
+        from dlbench.workloads.cnn.tf_data import write_imagenet_tfrecords
 
         data_dir = str(work / "tfrecords")
         write_imagenet_tfrecords(Path(data_dir), images=64, shards=2, image_size=80)

@@ -1,7 +1,7 @@
 """Are our PyTorch and JAX runners as fast as the plainest idiomatic loop of their framework?
 
-Issue 23's speed goal: on the same network (built by the same code: ``torch_models.build`` /
-``jax_runner.build_model``), batch, image size, warm-up and measured steps, synthetic data,
+Issue 23's speed goal: on the same network (built by the same code: ``torch_nets.build`` /
+``jax_trainer.build_model``), batch, image size, warm-up and measured steps, synthetic data,
 each runner (``python -m dlbench.workloads tf-cnn --framework F``) against
 
 * PyTorch: a hand-written training loop (``torch.optim.SGD`` with weight decay on the same
@@ -63,13 +63,13 @@ def plain_pytorch(model: str, batch: int, warmup: int, steps: int) -> float:
     import torch  # heavy: only the plain PyTorch loop's process needs it
     import torch.nn.functional as F  # noqa: N812 - PyTorch's own idiom
 
+    from dlbench.workloads.cnn import torch_nets
     from dlbench.workloads.profiles import get_profile
-    from dlbench.workloads.tf_cnn import torch_models
 
     spec = get_profile("paper").training(model).model_copy(update={"batch_size_per_device": batch})
-    net = torch_models.build(model, spec)
+    net = torch_nets.build(model, spec)
     net.train()
-    decayed = {id(p) for p in torch_models.l2_parameters(net)}
+    decayed = {id(p) for p in torch_nets.l2_parameters(net)}
     groups = [{"params": [p for p in net.parameters() if id(p) in decayed], "weight_decay": 4e-5},
               {"params": [p for p in net.parameters() if id(p) not in decayed], "weight_decay": 0.0}]
     optimizer = torch.optim.SGD(groups, lr=spec.learning_rate)
@@ -92,11 +92,11 @@ def plain_jax(model: str, batch: int, warmup: int, steps: int) -> float:
     import keras  # heavy: only the plain Keras-on-JAX process needs it
     import numpy as np  # heavy enough: only this process needs it
 
+    from dlbench.workloads.cnn import jax_trainer
     from dlbench.workloads.profiles import get_profile
-    from dlbench.workloads.tf_cnn import jax_runner
 
     spec = get_profile("paper").training(model).model_copy(update={"batch_size_per_device": batch})
-    net = jax_runner.build_model(model, spec)
+    net = jax_trainer.build_model(model, spec)
     net.compile(optimizer=keras.optimizers.SGD(learning_rate=spec.learning_rate),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
     rng = np.random.default_rng(0)

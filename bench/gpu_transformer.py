@@ -119,9 +119,9 @@ def ratio_one(precision: Any, args: argparse.Namespace) -> dict[str, Any]:
     import torch  # heavy: only the ratio part needs PyTorch in this process
     import torch.nn.functional as F  # noqa: N812 - PyTorch's own convention
 
+    from dlbench.workloads.cnn.torch_trainer import local_devices, set_precision
     from dlbench.workloads.profiles import Precision, get_profile
-    from dlbench.workloads.tf_cnn.runner import timed_steps
-    from dlbench.workloads.tf_cnn.torch_runner import local_devices, set_precision
+    from dlbench.workloads.training.measure import timed_steps
     from dlbench.workloads.transformer import model, train
 
     device_type, _ = local_devices()

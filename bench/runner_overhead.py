@@ -21,12 +21,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def keras_fit_images_per_sec(model_name: str, spec, batch_size: int) -> float:  # noqa: ANN001
     import tensorflow as tf
 
-    from dlbench.workloads.tf_cnn import data, models
+    from dlbench.workloads.cnn import tf_data, tf_nets
 
-    model = models.build(model_name, spec)
+    model = tf_nets.build(model_name, spec)
     model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=spec.learning_rate),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    images, labels = data.synthetic_batch(batch_size, spec.image_size, spec.num_classes)
+    images, labels = tf_data.synthetic_batch(batch_size, spec.image_size, spec.num_classes)
     dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
     times: list[float] = []
 
@@ -44,12 +44,12 @@ def keras_fit_images_per_sec(model_name: str, spec, batch_size: int) -> float:  
 
 
 def ours_images_per_sec(model_name: str, spec) -> float:  # noqa: ANN001
+    from dlbench.workloads.cnn import tf_train
     from dlbench.workloads.profiles import DataKind, ModelName
     from dlbench.workloads.result import Benchmark, Environment, ResultDocument
-    from dlbench.workloads.tf_cnn import runner
 
     doc = ResultDocument(benchmark=Benchmark(suite="tf_cnn", name=model_name), environment=Environment(hostname="b"))
-    return runner.train(doc, model_name=ModelName(model_name), spec=spec, data=DataKind.SYNTHETIC).images_per_sec
+    return tf_train.train(doc, model_name=ModelName(model_name), spec=spec, data=DataKind.SYNTHETIC).images_per_sec
 
 
 def main() -> None:

@@ -196,8 +196,8 @@ def test_pytorch_job_runs_in_the_pytorch_image(docker_client, tmp_path):
     dlbench-workload-pytorch (from the TensorFlow reference the target carries)."""
     from dlbench.execution.docker import DockerExecutor
 
-    require(importlib.util.find_spec("dlbench.workloads.tf_cnn.torch_runner") is not None,
-            "dlbench/workloads/tf_cnn/torch_runner.py (the PyTorch runner) is not there")
+    require(importlib.util.find_spec("dlbench.workloads.cnn.torch_trainer") is not None,
+            "dlbench/workloads/cnn/torch_trainer.py (the PyTorch trainer) is not there")
     pytorch = _framework_image(docker_client, Framework.PYTORCH)
     job = tf_cnn_job("fi4", Framework.PYTORCH, measured_steps=3, warmup_steps=1)
     doc = DockerExecutor(DEFAULT_TAG).execute(job, docker_target(DEFAULT_TAG), tmp_path / "r.json", timeout=900)

@@ -8,8 +8,8 @@ import pytest
 from dlbench.errors import ConfigError
 from dlbench.jobs import job_id_for
 from dlbench.request import parse_request, plan_jobs
+from dlbench.workloads.cnn.main import parameters_of
 from dlbench.workloads.profiles import Framework, Precision, get_profile, profile_digest
-from dlbench.workloads.tf_cnn.main import parameters_of
 
 BASE = {"suites": ["tf_cnn"], "models": ["resnet50"], "data": ["synthetic"], "platforms": ["bare_metal"],
         "repetitions": 1}

@@ -20,7 +20,7 @@ from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDoc
 
 def training_doc(job_id: str, framework: str | None, throughput: float, *, run_id: str = "fw-run",
                  platform: str = "bare_metal", precision: str = "fp32") -> ResultDocument:
-    """A tf_cnn document as ``tf_cnn/main.py`` writes it: ``framework`` None is one written before
+    """A tf_cnn document as ``workloads/cnn/main.py`` writes it: ``framework`` None is one written before
     frameworks existed (no framework anywhere); ``tensorflow`` has the labels but, like every
     TensorFlow document, no ``framework`` parameter; the others have both."""
     parameters = {"model": "resnet50", "data": "synthetic", "batch_size_per_device": 32, "profile": "smoke"}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.workloads.profiles import ModelName
 from dlbench.workloads.result import ResultDocument, Status
 
 COMMON = ("tf-cnn", "--model", "alexnet", "--profile", "smoke", "--platform", "bare_metal", "--run-id", "t")
@@ -316,11 +317,11 @@ def test_graph_models_are_the_keras_models(model):
     variables (trainable and moving averages), same shapes, same output."""
     import tensorflow as tf
 
+    from dlbench.workloads.cnn import tf_nets
     from dlbench.workloads.profiles import get_profile
-    from dlbench.workloads.tf_cnn import models
 
     spec = get_profile("smoke").training(model)
-    keras_model = models.build(model, spec)
+    keras_model = tf_nets.build(model, spec)
     keras_shapes = sorted(tuple(w.shape) for w in keras_model.trainable_weights)
     keras_moving = sum(math.prod(w.shape) for w in keras_model.non_trainable_weights)
     graph_shapes, graph_moving = [], 0
@@ -335,7 +336,7 @@ def test_graph_models_are_the_keras_models(model):
 
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [2, spec.image_size, spec.image_size, 3])
-        logits = models.GRAPH_MODELS[models.ModelName(model)](models.GraphBuilder(variable), images, spec.num_classes)
+        logits = tf_nets.GRAPH_MODELS[ModelName(model)](tf_nets.GraphBuilder(variable), images, spec.num_classes)
     assert sorted(graph_shapes) == keras_shapes
     assert graph_moving == keras_moving
     assert logits.shape.as_list() == [2, spec.num_classes]
@@ -346,16 +347,16 @@ def test_global_variables_are_spread_over_the_parameter_servers_by_size():
     fewest bytes so far, and a local copy on the worker's device; the two tasks end up balanced."""
     import tensorflow as tf
 
+    from dlbench.workloads.cnn import tf_cluster, tf_nets
     from dlbench.workloads.profiles import ModelName, get_profile
-    from dlbench.workloads.tf_cnn import distributed, models
 
     spec = get_profile("smoke").training("resnet50")
     ps = ["/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
     local = "/job:worker/replica:0/task:1/device:CPU:0"
     with tf.Graph().as_default():
-        variables = distributed._ReplicatedVariables(ps)
+        variables = tf_cluster._ReplicatedVariables(ps)
         images = tf.compat.v1.placeholder(tf.float32, [2, spec.image_size, spec.image_size, 3])
-        models.GRAPH_MODELS[ModelName.RESNET50](models.GraphBuilder(variables.factory(0, local)), images, 10)
+        tf_nets.GRAPH_MODELS[ModelName.RESNET50](tf_nets.GraphBuilder(variables.factory(0, local)), images, 10)
         pairs = variables.pairs[0]
         # tf_cnn_benchmarks' ResNet-50 v1: 53 unbiased convolutions, each with batch norm (gamma,
         # beta), and the final affine layer (weights, biases): 53 + 2 * 53 + 2 variables.

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from dlbench.workloads.result import ResultDocument, Status
-from dlbench.workloads.tf_cnn.runner import EXPLODING_FACTOR, loss_trajectory
+from dlbench.workloads.training.measure import EXPLODING_FACTOR, loss_trajectory
 
 
 def test_finite_loss_near_chance_is_not_diverged():

@@ -21,8 +21,8 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
 from dlbench.workloads.profiles import get_profile
-from dlbench.workloads.tf_cnn import models
-from dlbench.workloads.tf_cnn.runner import strategy_for, variable_copies, variable_device
+from dlbench.workloads.cnn import tf_nets
+from dlbench.workloads.cnn.tf_train import strategy_for, variable_copies, variable_device
 base = get_profile("smoke").training("alexnet")
 out = {}
 for devices in (["/device:CPU:1"], ["/device:CPU:1", "/device:CPU:2"]):
@@ -30,7 +30,7 @@ for devices in (["/device:CPU:1"], ["/device:CPU:1", "/device:CPU:2"]):
         spec = base.model_copy(update={"variable_update": update, "local_parameter_device": param})
         strategy, label, replicas = strategy_for(devices, spec)
         with strategy.scope():
-            model = models.build("alexnet", spec)
+            model = tf_nets.build("alexnet", spec)
         copies = variable_copies(model)
         out[f"{len(devices)}|{update}|{param}"] = {
             "label": label, "replicas": replicas, "device": variable_device(model), "copies": copies,
@@ -68,7 +68,7 @@ def test_mirrored_keeps_a_copy_on_every_device(placements):
 
 
 def test_a_gpu_machine_never_trains_on_its_cpu_silently():
-    from dlbench.workloads.tf_cnn.runner import gpus_unused
+    from dlbench.workloads.cnn.tf_train import gpus_unused
 
     assert gpus_unused(0, 0, False, None) is None  # no GPU: the CPU is the device
     assert gpus_unused(2, 2, True, None) is None  # TensorFlow uses them

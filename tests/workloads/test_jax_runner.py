@@ -66,13 +66,13 @@ def test_parameter_counts_equal_tf_cnn_benchmarks_at_the_paper_shapes():
     code = """
 import json, math
 from dlbench.workloads.profiles import get_profile
-from dlbench.workloads.tf_cnn import jax_runner, models
+from dlbench.workloads.cnn import jax_trainer, keras_nets
 import keras
 counts, decayed = {}, {}
 for name in ("resnet50", "inception3", "alexnet"):
-    model = jax_runner.build_model(name, get_profile("paper").training(name))
+    model = jax_trainer.build_model(name, get_profile("paper").training(name))
     counts[name] = sum(math.prod(v.shape) for v in model.trainable_variables)
-    l2 = {id(v) for v in models.l2_variables(model)}
+    l2 = {id(v) for v in keras_nets.l2_variables(model)}
     decayed[name] = [len(l2), len(model.trainable_variables),
                      all(isinstance(layer, keras.layers.BatchNormalization) for layer in model.layers
                          for v in layer.trainable_variables if id(v) not in l2)]
@@ -176,8 +176,8 @@ def test_keras_on_another_backend_is_refused_clearly():
     """TensorFlow's Keras imported first fixes the backend: the JAX runner says so instead of
     training on TensorFlow under JAX's name."""
     code = ("import os; os.environ['KERAS_BACKEND'] = 'tensorflow'; import keras\n"
-            "from dlbench.workloads.tf_cnn import jax_runner\n"
-            "try:\n    jax_runner.build_model('alexnet', None)\n"
+            "from dlbench.workloads.cnn import jax_trainer\n"
+            "try:\n    jax_trainer.build_model('alexnet', None)\n"
             "except RuntimeError as exc:\n    print('refused:', exc)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]

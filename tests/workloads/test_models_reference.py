@@ -201,13 +201,13 @@ def test_reference_counter_is_pinned(model):
 @pytest.mark.parametrize("model", sorted(REFERENCE))
 def test_our_model_equals_the_reference(model):
     """Same trainable parameters and FLOPs as tf_cnn_benchmarks at the paper profile's shapes."""
+    from dlbench.workloads.cnn import tf_nets
     from dlbench.workloads.profiles import get_profile
-    from dlbench.workloads.tf_cnn import models
 
     builder, size, params, _ = REFERENCE[model]
     spec = get_profile("paper").training(model)
     assert (spec.image_size, spec.num_classes) == (size, IMAGENET_CLASSES)
-    ours = models.build(model, spec)
+    ours = tf_nets.build(model, spec)
     ref = builder()
     assert sum(math.prod(w.shape) for w in ours.trainable_weights) == ref.params == params
     assert keras_macs(ours) == ref.macs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.workloads.tf_cnn.runner import summarize_steps, timed_steps
+from dlbench.workloads.training.measure import summarize_steps, timed_steps
 
 
 class ScriptedClock:

@@ -73,7 +73,7 @@ def test_bad_arguments_exit_2_naming_the_choices(tmp_path):
 
 
 def test_workloads_never_import_airflow():
-    code = ("import sys, dlbench.workloads.cli as c, dlbench.workloads.tf_cnn.runner; c.load_commands(); "
+    code = ("import sys, dlbench.workloads.cli as c, dlbench.workloads.cnn.tf_trainer; c.load_commands(); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'pandas', 'openstack', 'sqlalchemy')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -1,6 +1,6 @@
 """The TFRecord reader of the PyTorch and JAX runners against files TensorFlow wrote.
 
-The files come from :func:`data.write_imagenet_tfrecords` (tf.io.TFRecordWriter, tf.train.Example);
+The files come from :func:`tf_data.write_imagenet_tfrecords` (tf.io.TFRecordWriter, tf.train.Example);
 TensorFlow itself reads them back for the expected values, so the reader is checked against the
 format's owner, not against our own writer of it.
 """
@@ -13,13 +13,13 @@ import sys
 import numpy as np
 import pytest
 
-from dlbench.workloads.tf_cnn import data, tfrecord
+from dlbench.workloads.cnn import tf_data, tfrecord
 
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     out = tmp_path_factory.mktemp("tfrecords")
-    return data.write_imagenet_tfrecords(out, images=12, shards=2, image_size=40, num_classes=10, seed=3)
+    return tf_data.write_imagenet_tfrecords(out, images=12, shards=2, image_size=40, num_classes=10, seed=3)
 
 
 def tensorflow_examples(path) -> list[tuple[bytes, int]]:
@@ -107,7 +107,7 @@ def test_no_files_names_the_pattern_and_the_fix(tmp_path):
 
 
 def test_reading_needs_no_tensorflow(shards):
-    code = (f"import sys; from dlbench.workloads.tf_cnn import tfrecord; "
+    code = (f"import sys; from dlbench.workloads.cnn import tfrecord; "
             f"images, labels = next(tfrecord.batches({str(shards[0].parent)!r}, 3, 16, 10)); "
             f"assert images.shape == (3, 16, 16, 3); "
             f"bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'torch', 'jax', 'keras')]; "

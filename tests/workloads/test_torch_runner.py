@@ -34,10 +34,10 @@ PYTORCH = ("tf-cnn", "--framework", "pytorch", "--profile", "smoke", "--platform
 
 @pytest.fixture(scope="module")
 def tfrecords(tmp_path_factory):
-    from dlbench.workloads.tf_cnn import data
+    from dlbench.workloads.cnn import tf_data
 
     out = tmp_path_factory.mktemp("tfrecords")
-    data.write_imagenet_tfrecords(out, images=24, shards=2, image_size=80, num_classes=10)
+    tf_data.write_imagenet_tfrecords(out, images=24, shards=2, image_size=80, num_classes=10)
     return out
 
 
@@ -166,11 +166,11 @@ def test_ddp_with_one_process_per_device_on_one_instance(tmp_path):
         from dlbench.workloads import harness
         from dlbench.workloads.profiles import DataKind, ModelName, get_profile
         from dlbench.workloads.result import Benchmark
-        from dlbench.workloads.tf_cnn import torch_runner
+        from dlbench.workloads.cnn import torch_trainer
 
         spec = get_profile("smoke").training("alexnet").model_copy(update={{"warmup_steps": 1, "measured_steps": 2}})
         with harness.workload(Benchmark(suite="tf_cnn", name="alexnet", parameters={{}}), out={str(out)!r}) as doc:
-            torch_runner.train(doc, model_name=ModelName.ALEXNET, spec=spec, data=DataKind.SYNTHETIC, processes=2)
+            torch_trainer.train(doc, model_name=ModelName.ALEXNET, spec=spec, data=DataKind.SYNTHETIC, processes=2)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -207,7 +207,7 @@ def test_loop_background_runs_until_stopped(tmp_path):
 
 
 def test_a_gpu_machine_with_a_cpu_build_fails_naming_the_image():
-    from dlbench.workloads.tf_cnn.torch_runner import gpus_unused
+    from dlbench.workloads.cnn.torch_trainer import gpus_unused
 
     assert "PyTorch is a CPU build: use the GPU workload image" in gpus_unused(2, 0, False, None)
     assert "PyTorch sees none" in gpus_unused(1, 0, True, None)

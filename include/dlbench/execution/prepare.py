@@ -54,7 +54,7 @@ from dlbench.errors import ExecutionError
 from dlbench.execution.gpus import GpuFacts, parse_probe, probe_argv
 from dlbench.execution.image import CONTEXT_LABEL, REQUIREMENTS, ROOT, WHEELHOUSE, context_digest, workload_image
 from dlbench.workloads.profiles import Framework
-from dlbench.workloads.tf_cnn.frameworks import PACKAGES
+from dlbench.workloads.training.frameworks import PACKAGES
 
 if TYPE_CHECKING:
     from dlbench.execution.transport import RemoteHost

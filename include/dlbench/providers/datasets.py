@@ -12,8 +12,8 @@ from pathlib import Path
 
 from dlbench import paths
 from dlbench.providers.backend import RunRequest
+from dlbench.workloads.cnn.tf_data import write_imagenet_tfrecords
 from dlbench.workloads.profiles import DataKind
-from dlbench.workloads.tf_cnn.data import write_imagenet_tfrecords
 
 log = logging.getLogger(__name__)
 

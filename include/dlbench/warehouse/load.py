@@ -154,7 +154,7 @@ FRAMEWORK_SUITES: dict[str, Framework] = {
 """The suites whose documents name the framework they trained with (a ``framework`` parameter),
 with the framework a document without one trained with (each suite's
 :attr:`~dlbench.suites.spec.SuiteSpec.document_framework`): every tf_cnn document written before
-frameworks existed, and every TensorFlow one since (``tf_cnn/main.py`` records the parameter only
+frameworks existed, and every TensorFlow one since (``workloads/cnn/main.py`` records the parameter only
 for the others, so a TensorFlow case keeps its identity); Fathom is TensorFlow's; the transformer's
 jobs name theirs (PyTorch). Migration 0005 backfilled tf_cnn with this rule (the other two suites
 came after it, with the column)."""

@@ -140,7 +140,7 @@ def _make_tfrecords_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=int, default=10)
 
 
-SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.tf_cnn.command", "dlbench.workloads.micro.commands",
+SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.cnn.command", "dlbench.workloads.micro.commands",
                  "dlbench.workloads.dltools.command", "dlbench.workloads.transformer.command",
                  "dlbench.workloads.fathom.command")
 """Modules whose import registers counter hooks and subcommands (light: heavy imports happen in the run)."""
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.bind, args.port, args.seconds)
         return 0
     if args.command == "make-tfrecords":
-        write: Callable[..., list[Path]] = load("dlbench.workloads.tf_cnn.data").write_imagenet_tfrecords
+        write: Callable[..., list[Path]] = load("dlbench.workloads.cnn.tf_data").write_imagenet_tfrecords
         paths = write(
             args.out, images=args.images, shards=args.shards, image_size=args.image_size, num_classes=args.num_classes
         )

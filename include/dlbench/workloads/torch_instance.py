@@ -1,5 +1,5 @@
 """One instance's PyTorch data-parallel training, shared by every PyTorch trainer (tf-cnn's
-:mod:`~dlbench.workloads.tf_cnn.torch_runner`, the transformer's :mod:`~dlbench.workloads.transformer.train`).
+:mod:`~dlbench.workloads.cnn.torch_trainer`, the transformer's :mod:`~dlbench.workloads.transformer.train`).
 
 What is the same whatever the model: the machine (which devices, a GPU machine whose PyTorch cannot
 use them, the precision's arithmetic), the DDP process group and its rendezvous, and the lifecycle
@@ -11,7 +11,7 @@ reported. A suite brings its trainer (:class:`Replica`, built in every process b
 factory) and what it records of the steps (:func:`record_instance` records what both record).
 
 Compiler: eager (label ``compiler``), for every PyTorch trainer; why (``torch.compile`` measured):
-:mod:`~dlbench.workloads.tf_cnn.torch_runner`'s docstring and docs/frameworks.md.
+:mod:`~dlbench.workloads.cnn.torch_trainer`'s docstring and docs/frameworks.md.
 
 This module imports torch at the top: only PyTorch trainers import it.
 """
@@ -35,8 +35,8 @@ import torch.distributed as dist
 from dlbench.workloads import harness
 from dlbench.workloads.profiles import Precision
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import Clock, StepCounts, add_loss_samples, warmup_and_measure
+from dlbench.workloads.training.cluster import ClusterRole
+from dlbench.workloads.training.measure import Clock, StepCounts, add_loss_samples, warmup_and_measure
 
 COMPILER = "eager"
 """How the training step runs (the ``compiler`` label): eager PyTorch (see the module docstring)."""

@@ -16,7 +16,7 @@ from dlbench.workloads.dltools import runner
 from dlbench.workloads.dltools.command import usage_problem
 from dlbench.workloads.profiles import DLToolModel, get_profile
 from dlbench.workloads.result import Benchmark
-from dlbench.workloads.tf_cnn.runner import versions
+from dlbench.workloads.tf_instance import versions
 
 
 def main(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from dlbench.workloads.dltools import data as datasets
 from dlbench.workloads.dltools import models
 from dlbench.workloads.profiles import LSTM_SEQUENCE_LENGTH, DLToolModel, DLToolsSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn.runner import Clock, add_loss_samples, timed_steps
+from dlbench.workloads.training.measure import Clock, add_loss_samples, timed_steps
 
 LSTM_CLIP_NORM = 5.0
 """Gradient clipping by global norm, as the PTB model of Zaremba et al. (and DLBench) trains."""

@@ -17,7 +17,7 @@ from dlbench.workloads.fathom.command import usage_problem
 from dlbench.workloads.fathom.workload import DataMode, workload
 from dlbench.workloads.profiles import FathomModel, FathomTask, get_profile
 from dlbench.workloads.result import Benchmark
-from dlbench.workloads.tf_cnn.runner import versions
+from dlbench.workloads.tf_instance import versions
 
 
 def main(args: argparse.Namespace) -> int:

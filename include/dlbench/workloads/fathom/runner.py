@@ -18,12 +18,12 @@ from typing import Any
 from dlbench.workloads.fathom.workload import Batch, DataMode, FathomWorkload
 from dlbench.workloads.profiles import FathomModelSpec, FathomTask
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn.runner import (
+from dlbench.workloads.tf_instance import framework_labels
+from dlbench.workloads.training.measure import (
     Clock,
     StepCounts,
     StepSummary,
     add_loss_samples,
-    framework_labels,
     summarize_steps,
     warmup_and_measure,
 )

@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
+from dlbench.workloads.cnn.command import CONDITIONS, SCENARIOS, below_minimum, scenario_problem
 from dlbench.workloads.profiles import DistributedMode, DistributedRole, Framework, Precision, TransformerTask
-from dlbench.workloads.tf_cnn.command import CONDITIONS, SCENARIOS, below_minimum, scenario_problem
 
 
 def _transformer_args(parser: argparse.ArgumentParser) -> None:

@@ -30,8 +30,8 @@ import torch
 from dlbench.workloads import harness
 from dlbench.workloads.profiles import Precision, TransformerSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn.runner import Clock, add_training_samples, loop_windows, realtime
 from dlbench.workloads.torch_instance import check_machine, local_devices, process_device, set_precision
+from dlbench.workloads.training.measure import Clock, add_training_samples, loop_windows, realtime
 from dlbench.workloads.transformer import model as models
 from dlbench.workloads.transformer.train import framework_labels
 

@@ -13,7 +13,8 @@ from dlbench.workloads import harness
 from dlbench.workloads.cli import common_kwargs
 from dlbench.workloads.profiles import Precision, TransformerSpec, TransformerTask, get_profile
 from dlbench.workloads.result import Benchmark
-from dlbench.workloads.tf_cnn import distributed, frameworks, scenario
+from dlbench.workloads.training import frameworks, scenario
+from dlbench.workloads.training.cluster import run_worker_interruptibly
 from dlbench.workloads.transformer.command import usage_problem
 
 NAME = "gpt"
@@ -48,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
         elif role is None:
             train.train(doc, spec=spec, loop=args.loop, gpu_gemm=gpu_gemm)
         else:
-            distributed.run_worker_interruptibly(
+            run_worker_interruptibly(
                 doc, lambda d: train.train_distributed(d, role, spec=spec, gpu_gemm=gpu_gemm))
     return 0
 

@@ -11,7 +11,7 @@ Model FLOPs (PaLM, appendix B): :attr:`TransformerSpec.training_flops_per_token`
 the achieved rate over the measured steps is ``model_tflops``, and ``mfu`` divides it by the peak
 GEMM rate this process measured on this device in the same precision (:func:`peak_gemm`).
 
-Where it runs, as :mod:`dlbench.workloads.tf_cnn.torch_runner`: the CPU; one GPU; N GPUs with DDP,
+Where it runs, as :mod:`dlbench.workloads.cnn.torch_trainer`: the CPU; one GPU; N GPUs with DDP,
 one process per GPU (this one records, rank 0); across instances DDP over every process of every
 worker (Gloo on CPUs, NCCL on GPUs), rendezvous at the first worker's address. The machine, the
 precision, the process group and one instance's processes are both trainers' own:
@@ -33,8 +33,6 @@ from dlbench.workloads import harness
 from dlbench.workloads.micro.deepbench import GEMM as DEEPBENCH_GEMM
 from dlbench.workloads.profiles import Precision, TransformerSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import Clock, StepSummary, add_training_samples
 from dlbench.workloads.torch_instance import (
     Group,
     InstanceJob,
@@ -48,6 +46,8 @@ from dlbench.workloads.torch_instance import (
     worker_group,
 )
 from dlbench.workloads.torch_instance import framework_labels as torch_labels
+from dlbench.workloads.training.cluster import ClusterRole
+from dlbench.workloads.training.measure import Clock, StepSummary, add_training_samples
 from dlbench.workloads.transformer import model as models
 
 UNIT = "tokens/s"

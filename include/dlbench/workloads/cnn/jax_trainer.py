@@ -1,19 +1,19 @@
 """JAX image-classification training: the TensorFlow runner's networks and protocol, XLA-compiled.
 
-The networks are :mod:`.models`' architectures built by the same :class:`~.models.KerasNet`, with
+The networks are :mod:`.nets`' architectures built by the same :class:`~.keras_nets.KerasNet`, with
 Keras 3 on its JAX backend (Keras rather than Flax: one definition per network, which the
 architectures already are against Keras, and Keras ``fit`` on JAX is the idiomatic baseline the
 bench compares with). The training step is not ``fit``: it is one ``jax.jit``-compiled function
 of the model's state (``model.stateless_call`` on the trainable and non-trainable variables,
 ``jax.value_and_grad``, plain SGD written out as in Table 1), whose state buffers are donated so
 XLA updates the weights in place. Loss: mean sparse softmax cross entropy from the logits plus the
-harness's weight decay (L2 on every trainable variable but batch norm's, :func:`models.l2_variables`).
+harness's weight decay (L2 on every trainable variable but batch norm's, :func:`.keras_nets.l2_variables`).
 
-Protocol and samples are the TensorFlow runner's (:func:`runner.add_training_samples`,
-:func:`runner.add_loss_samples`): warm-up, then measured steps, each ending by reading the loss to
-the host (a synchronisation, so a step's time is the device's). XLA compiles the step ahead of time,
-before step 0, and that time is in ``setup_time`` and its own ``compile_time`` sample: no step,
-warm-up or measured, ever includes a compilation, so ``--warmup-steps 0`` still measures steps only.
+Protocol and samples are every framework's (:mod:`dlbench.workloads.training.measure`): warm-up,
+then measured steps, each ending by reading the loss to the host (a synchronisation, so a step's
+time is the device's). XLA compiles the step ahead of time, before step 0, and that time is in
+``setup_time`` and its own ``compile_time`` sample: no step, warm-up or measured, ever includes a
+compilation, so ``--warmup-steps 0`` still measures steps only.
 
 Every local device trains (a ``jax.sharding.Mesh`` over them: the batch split, the weights
 replicated); across instances (``jax_distributed``), every process's devices form one global mesh
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dlbench.workloads import harness
+from dlbench.workloads.cnn import keras_nets, nets
 from dlbench.workloads.profiles import DataKind, ModelName, Precision, TrainingSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn import models
-from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import (
+from dlbench.workloads.training.cluster import ClusterRole, run_worker_interruptibly
+from dlbench.workloads.training.measure import (
     Clock,
     StepSummary,
     add_loss_samples,
@@ -101,9 +101,9 @@ def gpus_unused(machine_gpus: int, backend: str, visible: str | None) -> str | N
 
 
 def build_model(model_name: ModelName | str, spec: TrainingSpec) -> Any:
-    """The Keras model the JAX runner trains: :mod:`.models`' network with Keras' batch norm, on JAX."""
+    """The Keras model the JAX runner trains: :mod:`.nets`' network with Keras' batch norm, on JAX."""
     keras = _keras()
-    return models.build(model_name, spec, keras=keras, batch_norm=models.keras_batch_norm(keras))
+    return keras_nets.build(model_name, spec, keras=keras, batch_norm=keras_nets.keras_batch_norm(keras))
 
 
 def _train(
@@ -153,7 +153,7 @@ def _train(
     # The same initial weights in every process (a data-parallel job starts from one model).
     keras.utils.set_random_seed(0)
     model = build_model(model_name, spec)
-    decayed = {id(v) for v in models.l2_variables(model)}
+    decayed = {id(v) for v in keras_nets.l2_variables(model)}
     decay_mask = tuple(id(v) in decayed for v in model.trainable_variables)
     model_params = sum(math.prod(v.shape) for v in model.trainable_variables)
     trainable = [jax.device_put(np.asarray(v.value), replicated) for v in model.trainable_variables]
@@ -164,9 +164,9 @@ def _train(
         logits, state = model.stateless_call(weights, state, images, training=True)
         log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))  # the loss in float32, also under bf16
         cross_entropy = -jnp.mean(jnp.take_along_axis(log_probs, labels[:, None], axis=1))
-        # tf.nn.l2_loss: sum(v^2) / 2 per variable, batch norm's left out (models.l2_variables).
+        # tf.nn.l2_loss: sum(v^2) / 2 per variable, batch norm's left out (keras_nets.l2_variables).
         l2 = sum(jnp.sum(jnp.square(w)) for w, decay in zip(weights, decay_mask, strict=True) if decay) / 2
-        return cross_entropy + models.WEIGHT_DECAY * l2, state
+        return cross_entropy + nets.WEIGHT_DECAY * l2, state
 
     def train_step(weights: list[Any], state: list[Any], images: Any, labels: Any) -> tuple[Any, Any, Any]:
         (loss, state), grads = jax.value_and_grad(loss_of, has_aux=True)(weights, state, images, labels)
@@ -195,7 +195,7 @@ def _train(
     else:
         if not data_dir:
             raise ValueError("data 'real' needs --data-dir pointing at ImageNet-format TFRecords")
-        from dlbench.workloads.tf_cnn import tfrecord  # only real data needs the reader (and its JPEG decoder)
+        from dlbench.workloads.cnn import tfrecord  # only real data needs the reader (and its JPEG decoder)
 
         # Every process reads the whole data set for its own devices (the study replicates it on
         # every node), as the TensorFlow workers do; the reader decodes ahead on its own threads.
@@ -250,7 +250,7 @@ def _train(
         "variable_device": str(state[0][0].addressable_shards[0].device),
         "framework_version": jax.__version__, "backend": backend, "compiler": "xla",
     })
-    # Divergence is a property of the run, not a failure of the timing (runner.LossTrajectory).
+    # Divergence is a property of the run, not a failure of the timing (training.measure.LossTrajectory).
     add_loss_samples(doc, losses, spec.num_classes, **labels)
     return summary
 
@@ -293,3 +293,10 @@ def versions() -> dict[str, str]:
     keras = _keras()
     return {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"), "keras": keras.__version__,
             "jax_backend": jax.default_backend(), "jax_device": jax.devices()[0].device_kind}
+
+
+def run_role(doc: ResultDocument, role: ClusterRole, *, model_name: ModelName, spec: TrainingSpec, data: DataKind,
+             data_dir: str | None = None) -> None:
+    """A worker of a JAX job across instances: :func:`train_distributed` in an interruptible helper."""
+    run_worker_interruptibly(doc, lambda d: train_distributed(d, role, model_name=model_name, spec=spec, data=data,
+                                                              data_dir=data_dir))

@@ -1,12 +1,12 @@
 """PyTorch image-classification training, measured as the TensorFlow runner measures it.
 
-The same networks (:mod:`.torch_models` traces the one definition in :mod:`.models`), the same
-protocol and the same documents as :func:`runner.train`: warm-up steps, then measured steps whose
+The same networks (:mod:`.torch_nets` traces the one definition in :mod:`.nets`), the same
+protocol and the same documents as TensorFlow's (:func:`.tf_train.train`): warm-up steps, then measured steps whose
 throughput alone is reported; every step reads its loss back to the host (a device sync), so a
 step's time is the device's; synthetic data generated once on the device and reused; real data from
 the same ``data_dir`` of TFRecords (:mod:`.tfrecord`, no TensorFlow needed); tf_cnn_benchmarks'
 plain SGD (Table 1: no momentum) on cross entropy + weight decay. The samples are written by the
-TensorFlow runner's own functions (:func:`runner.add_training_samples`, ...).
+same protocol's functions (:func:`dlbench.workloads.training.measure.add_training_samples`, ...).
 
 Where it runs:
 
@@ -45,11 +45,9 @@ import torch.nn.functional as F  # noqa: N812 - PyTorch's own convention
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.workloads import harness
+from dlbench.workloads.cnn import nets, tfrecord, torch_nets
 from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn import models, tfrecord, torch_models
-from dlbench.workloads.tf_cnn.distributed import ClusterRole
-from dlbench.workloads.tf_cnn.runner import Clock, StepSummary, add_training_samples
 from dlbench.workloads.torch_instance import (
     Group,
     InstanceJob,
@@ -63,9 +61,11 @@ from dlbench.workloads.torch_instance import (
     record_instance,
     run_instance,
     set_precision,  # noqa: F401 - re-exported: this trainer's precision (the GPU proof imports it here)
-    versions,  # noqa: F401 - the trainer interface's versions() (frameworks.py)
+    versions,  # noqa: F401 - the Trainer's versions() (training/trainer.py)
     worker_group,
 )
+from dlbench.workloads.training.cluster import ClusterRole, run_worker_interruptibly
+from dlbench.workloads.training.measure import Clock, StepSummary, add_training_samples
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,11 @@ class _Trainer:
 
     def __init__(self, job: _Job, device: torch.device, *, seed: int, ddp: bool) -> None:
         spec = job.spec
-        model = torch_models.build(job.model_name, spec).to(device=device, memory_format=torch.channels_last)
+        model = torch_nets.build(job.model_name, spec).to(device=device, memory_format=torch.channels_last)
         model.train()
         self.model = model
-        self.model_parameters = torch_models.trainable_parameters(model)
-        decayed = torch_models.l2_parameters(model)
+        self.model_parameters = torch_nets.trainable_parameters(model)
+        decayed = torch_nets.l2_parameters(model)
         decayed_ids = {id(p) for p in decayed}
         others = [p for p in model.parameters() if p.requires_grad and id(p) not in decayed_ids]
         # broadcast_buffers off: each replica keeps its own batch-norm moving averages, as
@@ -103,7 +103,7 @@ class _Trainer:
         # with the update instead of squaring every weight in the graph); its value is added to
         # the loss read each step, so the recorded loss is the harness's.
         self.optimizer = torch.optim.SGD(
-            [{"params": decayed, "weight_decay": models.WEIGHT_DECAY}, {"params": others, "weight_decay": 0.0}],
+            [{"params": decayed, "weight_decay": nets.WEIGHT_DECAY}, {"params": others, "weight_decay": 0.0}],
             lr=spec.learning_rate, momentum=0.0)
         self.decayed = decayed
         self.autocast = autocast(spec.precision, device.type)
@@ -142,7 +142,7 @@ class _Trainer:
             loss = F.cross_entropy(self.net(images), labels)
         loss.backward()
         with torch.no_grad():  # the weight-decay term on the weights the gradients were taken at
-            decay = torch.nn.utils.get_total_norm(self.decayed) ** 2 * (models.WEIGHT_DECAY / 2)
+            decay = torch.nn.utils.get_total_norm(self.decayed) ** 2 * (nets.WEIGHT_DECAY / 2)
             total = loss.detach().float() + decay
         self.optimizer.step()
         self.losses.append(float(total))  # to the host: the device has finished the step
@@ -177,7 +177,7 @@ def _train_instance(doc: ResultDocument, job: _Job, *, device_type: str, local: 
     return summary
 
 
-# --- the trainer interface (frameworks.py) ---------------------------------------------------------------------
+# --- the Trainer (training/trainer.py) --------------------------------------------------------------------------
 
 
 def train(
@@ -217,7 +217,7 @@ def train_distributed(
 ) -> StepSummary:
     """One worker of a DDP job across instances (mode ``ddp``): every process of every worker in one
     group (:func:`torch_instance.worker_group`), a barrier between warm-up and the measured steps,
-    the document shaped like :func:`distributed.train_mirrored_worker`'s (this worker's images per
+    the document shaped like :func:`.tf_cluster.train_mirrored_worker`'s (this worker's images per
     step; ``global_batch_size`` over the job)."""
     t0 = clock()
     device_type, local = local_devices()
@@ -230,3 +230,10 @@ def train_distributed(
                               local=local, group=group, placement="ddp", clock=clock, t0=t0, name=name, loop=False)
     harness.progress(f"{name}: {spec.measured_steps} measured steps done")
     return summary
+
+
+def run_role(doc: ResultDocument, role: ClusterRole, *, model_name: ModelName, spec: TrainingSpec, data: DataKind,
+             data_dir: str | None = None) -> None:
+    """A worker of a PyTorch job across instances: :func:`train_distributed` in an interruptible helper."""
+    run_worker_interruptibly(doc, lambda d: train_distributed(d, role, model_name=model_name, spec=spec, data=data,
+                                                              data_dir=data_dir))

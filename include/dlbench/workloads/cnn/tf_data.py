@@ -1,4 +1,4 @@
-"""Input data: synthetic tensors kept on the device, or ImageNet-format TFRecords.
+"""TensorFlow's input data: synthetic tensors kept on the device, or ImageNet-format TFRecords.
 
 Real data follows the layout of the standard ImageNet TFRecord conversion
 (``image/encoded`` JPEG bytes, ``image/class/label`` int64, labels 1..1000 with 0 unused),
@@ -8,12 +8,11 @@ makes a small dataset of that format from generated JPEGs for tests and demos.
 
 from __future__ import annotations
 
-import glob
 import os
 from pathlib import Path
 from typing import Any
 
-TFRECORD_PATTERN = "train-*"
+from dlbench.workloads.cnn.shards import tfrecord_files
 
 
 def synthetic_batch(batch_size: int, image_size: int, num_classes: int, seed: int = 0) -> tuple[Any, Any]:
@@ -24,16 +23,6 @@ def synthetic_batch(batch_size: int, image_size: int, num_classes: int, seed: in
     images = gen.uniform((batch_size, image_size, image_size, 3), dtype=tf.float32)
     labels = gen.uniform((batch_size,), minval=0, maxval=num_classes, dtype=tf.int32)
     return images, labels
-
-
-def tfrecord_files(data_dir: str | os.PathLike[str]) -> list[str]:
-    files = sorted(glob.glob(os.path.join(os.fspath(data_dir), TFRECORD_PATTERN)))
-    if not files:
-        raise FileNotFoundError(
-            f"no TFRecord files matching {TFRECORD_PATTERN!r} in {data_dir!s}; "
-            "create a demo set with `python -m dlbench.workloads make-tfrecords --out DIR`"
-        )
-    return files
 
 
 def real_dataset(data_dir: str | os.PathLike[str], batch_size: int, image_size: int, num_classes: int) -> Any:

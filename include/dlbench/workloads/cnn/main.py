@@ -1,4 +1,4 @@
-"""The ``tf-cnn`` subcommand's run (its arguments: :mod:`dlbench.workloads.tf_cnn.command`).
+"""The ``tf-cnn`` subcommand's run (its arguments: :mod:`dlbench.workloads.cnn.command`).
 
 Imported only when ``tf-cnn`` runs: it loads the training code, which other suites' processes do
 not need (their documents' ``elapsed_time`` counts from process start).
@@ -12,11 +12,12 @@ from typing import Any
 
 from dlbench.workloads import harness
 from dlbench.workloads.cli import common_kwargs
+from dlbench.workloads.cnn import trainers
+from dlbench.workloads.cnn.command import usage_problem
 from dlbench.workloads.profiles import DataKind, Framework, ModelName, Precision, TrainingSpec, get_profile
 from dlbench.workloads.profiles.schema import LATER_TRAINING_FIELDS
 from dlbench.workloads.result import Benchmark, Status
-from dlbench.workloads.tf_cnn import distributed, frameworks, scenario
-from dlbench.workloads.tf_cnn.command import usage_problem
+from dlbench.workloads.training import frameworks, scenario
 
 
 def main(args: argparse.Namespace) -> int:
@@ -44,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
               "precision": spec.precision.value,
               "frameworks_installed": ",".join(f.value for f in frameworks.installed())}
     try:
-        trainer = frameworks.trainer(framework)
+        trainer = trainers.trainer(framework)
     except frameworks.FrameworkMissing as exc:
         # A visible skip (status skipped, the reason naming the image to use), as the GPU suite
         # does on a machine without a GPU: the run goes on and the report lists it.
@@ -57,21 +58,8 @@ def main(args: argparse.Namespace) -> int:
         train = {"model_name": model, "spec": spec, "data": data, "data_dir": args.data_dir}
         if role is None:
             trainer.train(doc, loop=args.loop, **train)
-        elif framework is not Framework.TENSORFLOW:
-            distributed.run_worker_interruptibly(doc, lambda d: trainer.train_distributed(d, role, **train))
-        elif role.role == "ps":
-            distributed.run_parameter_server(doc, role)
-        elif role.mode == "distributed_replicated":
-            import tensorflow as tf  # heavy: seconds to import; only this role needs it here
-
-            # Graph mode for the whole process, before any TF op (and before the helper thread,
-            # which takes its execution mode from this default).
-            tf.compat.v1.disable_eager_execution()
-            distributed.run_worker_interruptibly(
-                doc, lambda d: distributed.train_replicated_worker(d, role, **train))
         else:
-            distributed.run_worker_interruptibly(
-                doc, lambda d: distributed.train_mirrored_worker(d, role, **train))
+            trainer.run_role(doc, role, **train)
     return 0
 
 

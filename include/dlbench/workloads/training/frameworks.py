@@ -1,16 +1,7 @@
-"""Which module trains a ``tf_cnn`` job for each framework, loaded only when a job runs.
-
-Every framework's trainer offers the same three functions, so the command (:mod:`.main`), the
-documents and the controller treat them alike:
-
-- ``train(doc, *, model_name, spec, data, data_dir, loop=False) -> StepSummary``: one instance
-  (every GPU of it), the study's protocol: warm-up, measured steps, the same samples and labels;
-- ``train_distributed(doc, role, *, model_name, spec, data, data_dir) -> StepSummary``: one
-  worker of a job across instances (:class:`~dlbench.workloads.tf_cnn.distributed.ClusterRole`);
-- ``versions() -> dict[str, str]``: the framework's and its backend's versions for the document.
-
-A framework that is not installed on the benchmarked machine is a visible skip naming the image
-that carries it (:class:`FrameworkMissing`), never a silent fallback to another framework.
+"""The frameworks a training suite runs in: which package each is, which image carries it, and
+how a job finds out that its framework is missing (a visible skip naming the image, never a silent
+fallback to another framework). Found, not imported: importing a framework takes seconds, and the
+suite's own trainer module imports it only when a job runs (:func:`load`). Imports no framework.
 """
 
 from __future__ import annotations
@@ -20,13 +11,6 @@ import importlib.util
 from types import ModuleType
 
 from dlbench.workloads.profiles import Framework
-
-MODULES: dict[Framework, str] = {
-    Framework.TENSORFLOW: "dlbench.workloads.tf_cnn.runner",
-    Framework.PYTORCH: "dlbench.workloads.tf_cnn.torch_runner",
-    Framework.JAX: "dlbench.workloads.tf_cnn.jax_runner",
-}
-"""Framework -> its trainer module."""
 
 PACKAGES: dict[Framework, str] = {Framework.TENSORFLOW: "tensorflow", Framework.PYTORCH: "torch",
                                   Framework.JAX: "jax"}
@@ -59,10 +43,11 @@ def installed() -> list[Framework]:
     return [f for f in Framework if importlib.util.find_spec(PACKAGES[f]) is not None]
 
 
-def trainer(framework: Framework) -> ModuleType:
-    """The trainer module of ``framework``; :class:`FrameworkMissing` when its package is absent."""
+def load(framework: Framework, module: str) -> ModuleType:
+    """``module`` (a trainer of ``framework``), imported; :class:`FrameworkMissing` when the
+    framework's package is absent here."""
     try:
         importlib.import_module(PACKAGES[framework])
     except ImportError as exc:
         raise FrameworkMissing(framework, f"{type(exc).__name__}: {exc}") from None
-    return importlib.import_module(MODULES[framework])
+    return importlib.import_module(module)

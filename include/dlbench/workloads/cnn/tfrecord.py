@@ -1,6 +1,6 @@
 """ImageNet-format TFRecords read without TensorFlow, for the PyTorch and JAX runners.
 
-The TensorFlow runner reads ``data_dir`` with ``tf.data`` (:func:`data.real_dataset`); the other
+The TensorFlow runner reads ``data_dir`` with ``tf.data`` (:func:`.tf_data.real_dataset`); the other
 frameworks read the very same files (the staged demo set, users' ImageNet shards) with this module,
 so every framework trains on the same data. A PyTorch or JAX image need not carry TensorFlow for it.
 
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from dlbench.workloads.tf_cnn.data import TFRECORD_PATTERN, tfrecord_files
+from dlbench.workloads.cnn.shards import TFRECORD_PATTERN, tfrecord_files
 
 __all__ = ["TFRECORD_PATTERN", "RecordError", "batches", "crc32c", "decode", "parse_example", "read_records"]
 

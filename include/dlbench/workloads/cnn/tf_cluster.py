@@ -1,4 +1,4 @@
-"""Distributed TF CNN training: one process per role, started together by the executor.
+"""TensorFlow's CNN training across instances: one process per role, started together by the executor.
 
 Two modes (docs/distributed-training.md):
 
@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.workloads import harness
-from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, ModelName, Precision, TrainingSpec
+from dlbench.workloads.cnn import tf_data, tf_nets, tf_train
+from dlbench.workloads.profiles import DataKind, DistributedMode, ModelName, Precision, TrainingSpec
 from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.tf_cnn import data as datasets
-from dlbench.workloads.tf_cnn import models, runner
-from dlbench.workloads.tf_cnn.runner import (
+from dlbench.workloads.tf_instance import framework_labels
+from dlbench.workloads.training.cluster import ClusterRole, run_worker_interruptibly
+from dlbench.workloads.training.measure import (
     Clock,
     StepSummary,
     add_loss_samples,
@@ -49,79 +50,6 @@ from dlbench.workloads.tf_cnn.runner import (
     realtime,
     timed_steps,
 )
-
-MODES = tuple(mode.value for mode in DistributedMode)
-ROLES = tuple(role.value for role in DistributedRole)
-
-
-@dataclass(frozen=True)
-class ClusterRole:
-    """This process's place in the job: mode, role, index, and the whole cluster."""
-
-    mode: str
-    role: str
-    task_index: int
-    cluster: dict[str, list[str]]
-    cluster_json: str
-
-    @property
-    def address(self) -> str:
-        return self.cluster[self.role][self.task_index]
-
-    @property
-    def workers(self) -> int:
-        return len(self.cluster["worker"])
-
-    @property
-    def parameter_servers(self) -> int:
-        return len(self.cluster.get("ps", []))
-
-    @property
-    def is_chief(self) -> bool:
-        return self.role == "worker" and self.task_index == 0
-
-    def labels(self) -> dict[str, str]:
-        return {"role": self.role, "task_index": str(self.task_index), "cluster": self.cluster_json,
-                "address": self.address}
-
-    def parameters(self) -> dict[str, Any]:
-        """What the whole job was asked to be: equal in every role's document (the role is a label)."""
-        return {"mode": self.mode, "workers": self.workers, "parameter_servers": self.parameter_servers,
-                "variable_update": self.mode, "local_parameter_device": "worker_device"}
-
-
-def parse_role(mode: str | None, role: str | None, task_index: int | None, cluster: str | None) -> ClusterRole:
-    """Validate the distributed arguments; ValueError says what is wrong."""
-    if mode not in MODES:
-        raise ValueError(f"--mode is required with --scenario distributed ({' or '.join(MODES)})")
-    if role not in ROLES:
-        raise ValueError("--role is required with --scenario distributed (ps or worker)")
-    if task_index is None or task_index < 0:
-        raise ValueError("--task-index N (N >= 0) is required with --scenario distributed")
-    if not cluster:
-        raise ValueError('--cluster \'{"ps": ["host:port", ...], "worker": ["host:port", ...]}\' is required')
-    try:
-        spec = json.loads(cluster)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--cluster is not JSON: {exc}") from None
-    if not isinstance(spec, dict) or set(spec) - {"ps", "worker"}:
-        raise ValueError('--cluster must be an object with the keys "worker" and (distributed_replicated) "ps"')
-    for job, addresses in spec.items():
-        if not isinstance(addresses, list) or not addresses or not all(
-                isinstance(a, str) and a.rpartition(":")[2].isdigit() and a.rpartition(":")[0] for a in addresses):
-            raise ValueError(f'--cluster "{job}" must be a non-empty list of "host:port" strings')
-    if "worker" not in spec:
-        raise ValueError('--cluster needs a "worker" list')
-    if mode == "distributed_replicated" and "ps" not in spec:
-        raise ValueError('distributed_replicated needs a "ps" list in --cluster')
-    if not DistributedMode(mode).has_parameter_servers:
-        if "ps" in spec:
-            raise ValueError(f'{mode} has no parameter server: no "ps" key in --cluster')
-        if role == "ps":
-            raise ValueError(f"{mode} has workers only (--role worker)")
-    if task_index >= len(spec[role]):
-        raise ValueError(f"--task-index {task_index} is outside the cluster's {len(spec[role])} {role} task(s)")
-    return ClusterRole(mode=mode, role=role, task_index=task_index, cluster=spec, cluster_json=cluster)
 
 
 def _start_server(role: ClusterRole) -> Any:
@@ -267,15 +195,15 @@ def _build_replicated_graph(role: ClusterRole, model_name: ModelName, spec: Trai
                 raise ValueError("data 'real' needs --data-dir pointing at ImageNet-format TFRecords")
             with tf.device(worker_cpu):
                 # Each worker reads the whole data set: the study replicates it on every node.
-                dataset = datasets.real_dataset(data_dir, batch, spec.image_size, spec.num_classes)
+                dataset = tf_data.real_dataset(data_dir, batch, spec.image_size, spec.num_classes)
                 iterator = tf.compat.v1.data.make_one_shot_iterator(dataset)
         losses, tower_grads, updates = [], [], []
         for tower, device in enumerate(towers):
             with tf.device(worker_cpu):
                 images, labels = _tower_inputs(spec, data, data_dir, tower, device, batch, iterator)
             with tf.device(device):
-                builder = models.GraphBuilder(variables.factory(tower, device))
-                logits = models.GRAPH_MODELS[model_name](builder, images, spec.num_classes)
+                builder = tf_nets.GraphBuilder(variables.factory(tower, device))
+                logits = tf_nets.GRAPH_MODELS[model_name](builder, images, spec.num_classes)
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
                 # The harness's weight decay: L2 on every non-batch-norm trainable variable.
                 loss = loss + builder.weight_decay_loss()
@@ -337,11 +265,11 @@ def train_replicated_worker(
         # fp32 under a bf16 label. Refused, naming the mode that has it.
         raise ValueError("precision bf16 is not available in distributed_replicated (TF1 graph mode); use "
                          "distributed_mode multi_worker_mirrored, or fp32/tf32")
-    runner.set_precision(spec.precision)  # fp32: TensorFloat-32 off; tf32: on (and checked)
+    tf_train.set_precision(spec.precision)  # fp32: TensorFloat-32 off; tf32: on (and checked)
     towers, worker_cpu, local_parameter_device = _worker_devices(role)
     doc.labels.update({"local_parameter_device": local_parameter_device, "replicas": str(len(towers)),
                        "placement": "distributed_replicated",
-                       **runner.framework_labels(local_parameter_device == "gpu")})
+                       **framework_labels(local_parameter_device == "gpu")})
     server = _start_server(role)
     built = _build_replicated_graph(role, model_name, spec, data, data_dir, towers, worker_cpu)
     local_batch = spec.batch_size_per_device * len(towers)
@@ -420,21 +348,33 @@ def train_mirrored_worker(
         harness.progress(f"worker {role.task_index}: at the barrier before the measured steps")
         all_reduce_barrier()
 
-    summary = runner.train(doc, model_name=model_name, spec=spec, data=data, data_dir=data_dir, clock=clock,
+    summary = tf_train.train(doc, model_name=model_name, spec=spec, data=data, data_dir=data_dir, clock=clock,
                            strategy=(strategy, "multi_worker_mirrored"), before_measured=barrier)
     harness.progress(f"worker {role.task_index}: {spec.measured_steps} measured steps done")
     return summary
 
 
-def run_worker_interruptibly(doc: ResultDocument, train: Callable[[ResultDocument], StepSummary]) -> StepSummary:
-    """Run ``train`` in a helper thread (:func:`harness.interruptible`) on a scratch document.
+def run_role(
+    doc: ResultDocument,
+    role: ClusterRole,
+    *,
+    model_name: ModelName,
+    spec: TrainingSpec,
+    data: DataKind,
+    data_dir: str | None = None,
+) -> None:
+    """This process's whole part of a TensorFlow job across instances: a parameter server serves
+    until SIGTERM; a worker trains in its mode (distributed_replicated: TF1 graph mode, set for the
+    whole process before any TF op and before the helper thread, which takes its execution mode
+    from this default; multi_worker_mirrored: the single-instance loop on the job's strategy)."""
+    if role.role == "ps":
+        run_parameter_server(doc, role)
+    elif DistributedMode(role.mode) is DistributedMode.DISTRIBUTED_REPLICATED:
+        import tensorflow as tf  # heavy: seconds to import; only a training role needs it
 
-    The helper may still be running when SIGTERM ends the main thread's wait, so it never writes
-    the real document while the harness serialises it: what it recorded is copied over at the end,
-    whatever the end."""
-    scratch = ResultDocument(benchmark=doc.benchmark, environment=doc.environment, labels=dict(doc.labels))
-    try:
-        return harness.interruptible(lambda: train(scratch))
-    finally:
-        doc.samples.extend(list(scratch.samples))
-        doc.labels.update(dict(scratch.labels))
+        tf.compat.v1.disable_eager_execution()
+        run_worker_interruptibly(doc, lambda d: train_replicated_worker(d, role, model_name=model_name, spec=spec,
+                                                                        data=data, data_dir=data_dir))
+    else:
+        run_worker_interruptibly(doc, lambda d: train_mirrored_worker(d, role, model_name=model_name, spec=spec,
+                                                                      data=data, data_dir=data_dir))

@@ -1,6 +1,6 @@
 """The core study's three networks as PyTorch modules, from the same architecture functions.
 
-:data:`models.ARCHITECTURES` are written once against the :class:`models.Net` protocol. Here
+:data:`nets.ARCHITECTURES` are written once against the :class:`nets.Net` protocol. Here
 :class:`TorchNet` implements that protocol on :class:`Symbol` placeholders that carry only a shape:
 running an architecture function on it records one ``torch.nn`` module per call (its input
 channels known from the placeholder's shape) and the edges between them, and :class:`GraphModule`
@@ -13,7 +13,7 @@ torchvision's look-alikes, with the harness's details:
   layer's own symmetric padding. ``SAME_RESNET`` is convnet_builder's explicit padding for strided
   convolutions.
 * Convolutions are unbiased when batch norm follows; :class:`BatchNorm` has beta always and gamma
-  only where the model's :class:`models.BatchNorm` has ``scale`` (InceptionV3 has none: a constant
+  only where the model's :class:`nets.BatchNorm` has ``scale`` (InceptionV3 has none: a constant
   one multiplies instead, so the trainable parameter counts equal TensorFlow's), moving averages
   with momentum ``1 - decay`` (PyTorch's momentum weighs the new batch, TensorFlow's decay the old
   average).
@@ -42,8 +42,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - PyTorch's own convention
 from torch import nn
 
+from dlbench.workloads.cnn import nets
 from dlbench.workloads.profiles import ModelName, TrainingSpec
-from dlbench.workloads.tf_cnn import models
 
 # tf.compat.v1.variance_scaling_initializer's truncated normal: the stddev of a normal truncated at
 # two standard deviations is this fraction of the untruncated one, so TF divides by it.
@@ -76,7 +76,7 @@ def _pads(shape: tuple[int, ...], kh: int, kw: int, stride: int, padding: str) -
     if padding == "VALID":
         return (0, 0), (0, 0)
     if padding == "SAME_RESNET":
-        return models._resnet_pads(kh), models._resnet_pads(kw)  # noqa: SLF001 - the one definition
+        return nets.resnet_pads(kh), nets.resnet_pads(kw)
     return same_pads(shape[0], kh, stride), same_pads(shape[1], kw, stride)
 
 
@@ -95,7 +95,7 @@ def _truncated_normal_(tensor: torch.Tensor, stddev: float) -> None:
 class BatchNorm(nn.Module):
     """``FusedBatchNormV3`` as the harness configures it: gamma only when ``bn.scale``."""
 
-    def __init__(self, channels: int, bn: models.BatchNorm) -> None:
+    def __init__(self, channels: int, bn: nets.BatchNorm) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(channels)) if bn.scale else None
         if not bn.scale:
@@ -117,7 +117,7 @@ class Conv(nn.Module):
     """convnet_builder.conv: (explicit padding) convolution, bias or batch norm, relu."""
 
     def __init__(self, in_channels: int, filters: int, kh: int, kw: int, stride: int,
-                 pads: tuple[tuple[int, int], ...], bn: models.BatchNorm | None, relu: bool) -> None:
+                 pads: tuple[tuple[int, int], ...], bn: nets.BatchNorm | None, relu: bool) -> None:
         super().__init__()
         padding, self.explicit = _layer_padding(pads)
         self.conv = nn.Conv2d(in_channels, filters, (kh, kw), stride, padding=padding, bias=bn is None)
@@ -183,7 +183,7 @@ class Dense(nn.Module):
     def __init__(self, fan_in: int, units: int, relu: bool) -> None:
         super().__init__()
         self.linear = nn.Linear(fan_in, units)
-        _truncated_normal_(self.linear.weight, models._dense_stddev(fan_in, relu))  # noqa: SLF001 - one definition
+        _truncated_normal_(self.linear.weight, nets.dense_stddev(fan_in, relu))
         nn.init.zeros_(self.linear.bias)
         self.relu = relu
 
@@ -215,7 +215,7 @@ class AddRelu(nn.Module):
 
 
 class TorchNet:
-    """:class:`models.Net` on :class:`Symbol` placeholders: each call adds a module and its inputs."""
+    """:class:`nets.Net` on :class:`Symbol` placeholders: each call adds a module and its inputs."""
 
     def __init__(self, image_size: int, channels: int = 3) -> None:
         self.layers: list[nn.Module] = []
@@ -228,7 +228,7 @@ class TorchNet:
         return Symbol(len(self.layers), shape)  # node 0 is the input
 
     def conv(self, x: Symbol, filters: int, kh: int, kw: int, stride: int = 1, padding: str = "SAME", *,
-             bn: models.BatchNorm | None = None, relu: bool = True) -> Symbol:
+             bn: nets.BatchNorm | None = None, relu: bool = True) -> Symbol:
         if padding == "SAME_RESNET" and stride == 1:
             padding = "SAME"  # convnet_builder pads explicitly only for strided convolutions
         pads = _pads(x.shape, kh, kw, stride, padding)
@@ -303,7 +303,7 @@ class GraphModule(nn.Module):
 def trace(model: ModelName | str, image_size: int, num_classes: int) -> GraphModule:
     """The network ``model`` for ``image_size`` x ``image_size`` RGB input and ``num_classes`` logits."""
     net = TorchNet(image_size)
-    logits = models.ARCHITECTURES[ModelName(model)](net, net.input, num_classes)
+    logits = nets.ARCHITECTURES[ModelName(model)](net, net.input, num_classes)
     return GraphModule(net.layers, net.inputs, logits.node)
 
 
@@ -317,7 +317,7 @@ def is_batch_norm(module: nn.Module) -> bool:
 
 
 def l2_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """What weight decay applies to: every trainable parameter but batch norm's (models.l2_variables)."""
+    """What weight decay applies to: every trainable parameter but batch norm's (keras_nets.l2_variables)."""
     excluded = {id(p) for m in model.modules() if is_batch_norm(m) for p in m.parameters(recurse=False)}
     return [p for p in model.parameters() if p.requires_grad and id(p) not in excluded]
 

@@ -1,4 +1,4 @@
-"""The ``tf-cnn`` subcommand: TensorFlow image-classification training (the core study).
+"""The ``tf-cnn`` subcommand: the core study's image-classification training, in any framework.
 
 The scenarios of the study (section 3.3) are arguments, so that a controller can start the
 processes of one job on several machines and aggregate their documents:
@@ -6,12 +6,12 @@ processes of one job on several machines and aggregate their documents:
 - ``single`` (default): one process trains on every GPU of its instance. Its parameters carry no
   ``scenario`` key, so single-instance documents are what they always were.
 - ``distributed``: one process per role of a cluster (``--mode --role --task-index --cluster``,
-  see :mod:`dlbench.workloads.tf_cnn.distributed`). The role is a label: every role's document has
+  see :mod:`dlbench.workloads.training.cluster`). The role is a label: every role's document has
   the same parameters.
 - ``shared``: a job measured alone or beside others on one physical machine (``--condition``,
   ``--tenants``); a background load runs with ``--loop`` until the executor stops it.
 
-This module holds what the command accepts; :mod:`dlbench.workloads.tf_cnn.main` runs it and is
+This module holds what the command accepts; :mod:`dlbench.workloads.cnn.main` runs it and is
 imported only then (:func:`dlbench.workloads.cli.run_from`).
 """
 
@@ -21,9 +21,7 @@ import argparse
 
 from dlbench.workloads.cli import command, run_from
 from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, Framework, ModelName, Precision
-
-SCENARIOS = ("single", "distributed", "shared")
-CONDITIONS = ("alone", "with_background", "background", "tenant")
+from dlbench.workloads.training.scenario import CONDITIONS, SCENARIOS, below_minimum, scenario_problem
 
 
 def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
@@ -56,33 +54,6 @@ def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
                         help="after warm-up, repeat windows of the measured steps until SIGTERM (a background load)")
 
 
-def below_minimum(args: argparse.Namespace, minimums: dict[str, int]) -> str | None:
-    """The first of the optional integer arguments ``minimums`` (dest -> least value, in order) given
-    below its least value, said as the command line spells it."""
-    for dest, least in minimums.items():
-        value = getattr(args, dest)
-        if value is not None and value < least:
-            return f"--{dest.replace('_', '-')} must be at least {least}"
-    return None
-
-
-def scenario_problem(args: argparse.Namespace, cluster_problem: str | None = None) -> str | None:
-    """What is wrong with the scenario arguments together, for every command that takes them (tf-cnn,
-    transformer): cluster arguments outside the distributed scenario, then the command's own
-    ``cluster_problem`` with them, then the shared scenario's arguments."""
-    given = [f"--{n.replace('_', '-')}" for n in ("mode", "role", "task_index", "cluster")
-             if getattr(args, n) is not None]
-    if given and args.scenario != "distributed":
-        return f"{', '.join(given)} need --scenario distributed"
-    if cluster_problem is not None:
-        return cluster_problem
-    if args.scenario != "shared" and (args.condition is not None or args.tenants is not None):
-        return "--condition and --tenants need --scenario shared"
-    if args.scenario == "shared" and args.condition is None:
-        return f"--scenario shared needs --condition ({', '.join(CONDITIONS)})"
-    return below_minimum(args, {"tenants": 1})
-
-
 def usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of arguments (argparse checks each one alone)."""
     distributed = args.scenario == "distributed"
@@ -97,4 +68,4 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-command("tf-cnn")(_tf_cnn_args)(run_from("dlbench.workloads.tf_cnn.main"))
+command("tf-cnn")(_tf_cnn_args)(run_from("dlbench.workloads.cnn.main"))

@@ -1,1 +1,0 @@
-"""TensorFlow image-classification training (InceptionV3, ResNet-50, AlexNet)."""
