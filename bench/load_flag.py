@@ -3,7 +3,7 @@
 Runs the flag's real job (tests/workloads/load_jobs.py: a tf_cnn AlexNet smoke job through the
 CLI in a fresh process, as the local executor starts it) in interleaved rounds: quiet, then
 beside each known competing load (processes of this script offering a fixed fraction of one CPU
-each), then quiet again..., and judges every job with :func:`dlbench.reports.load.load_flag`.
+each), then quiet again..., and judges every job with :func:`dlbench.reports.analysis.machine_load.load_flag`.
 Prints each job's cores (other processes' and the job's own) and, per situation, the flag rate:
 the false-flag rate on the quiet machine and the detection rate under each load.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "include")]
 
-from dlbench.reports import load  # noqa: E402
+from dlbench.reports.analysis import machine_load  # noqa: E402
 from tests.workloads.load_jobs import competing_load, quiet_second, run_job  # noqa: E402
 
 
@@ -47,16 +47,17 @@ def main() -> None:
     situations: list[tuple[str, tuple[int, float] | None]] = [("quiet", None)]
     situations += [(f"{count} x {duty:.2f} CPU", (count, duty)) for count, duty in args.loads]
     results: dict[str, list[tuple[float, float, bool]]] = {name: [] for name, _ in situations}
-    print(f"rule: other cores > max({load.OTHER_CORES_FLOOR} cores, {load.OTHER_SHARE_OF_JOB:.0%} of the job's cores)")
+    print(f"rule: other cores > max({machine_load.OTHER_CORES_FLOOR} cores, "
+          f"{machine_load.OTHER_SHARE_OF_JOB:.0%} of the job's cores)")
     with tempfile.TemporaryDirectory() as tmp:
         for round_no in range(args.rounds):
             for name, offered in situations:  # interleaved: A B C A B C ...
                 quiet_second()
                 with competing_load(*offered) if offered else nullcontext():
                     labels = run_job(Path(tmp), f"{round_no}-{len(results[name])}", args.measured_steps)
-                use = load.cpu_use(labels)
+                use = machine_load.cpu_use(labels)
                 assert use is not None and use.job_cores is not None, labels
-                flagged = load.load_flag(labels) is not None
+                flagged = machine_load.load_flag(labels) is not None
                 results[name].append((use.other_cores, use.job_cores, flagged))
                 print(f"round {round_no + 1} {name:>14}: other {use.other_cores:.3f} cores, job "
                       f"{use.job_cores:.3f} cores, window {labels['host_window_s']} s -> "

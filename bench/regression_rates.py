@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import sys
 
-from dlbench.reports import regression
+from dlbench.reports.analysis import regression
 
 REPS, RUN_SD, REP_SD = 3, 0.01, 0.02
 

@@ -44,7 +44,7 @@ def bench(url: str, samples: int, repeat: int, out: Path) -> list[tuple[str, flo
     from sqlalchemy import func, select
 
     from dlbench.reports import build_report
-    from dlbench.reports.regression import detect
+    from dlbench.reports.analysis.regression import detect
     from dlbench.ui.app import create_app
     from dlbench.warehouse import db
     from dlbench.warehouse.models import Sample

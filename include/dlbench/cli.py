@@ -85,7 +85,7 @@ def _report(sub: Any) -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: $DLBENCH_HOME/reports/<run_id>")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports.compare import latest_run_id  # heavy: pandas, SQLAlchemy; --help stays instant
+        from dlbench.reports.analysis.compare import latest_run_id  # heavy: pandas, SQLAlchemy; --help stays instant
         from dlbench.reports.html import build_report  # heavy: pandas, matplotlib, SQLAlchemy
         from dlbench.reports.text import text_table  # heavy: pandas, SQLAlchemy
 

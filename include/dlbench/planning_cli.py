@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from dlbench.commands import subcommand, warehouse_engine
+from dlbench.suites import Suite
 
 
 @subcommand
@@ -29,8 +30,8 @@ def _compare(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
-        from dlbench.reports.compare import latest_run_id  # heavy: pandas, SQLAlchemy
+        from dlbench.reports.analysis import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
+        from dlbench.reports.analysis.compare import latest_run_id  # heavy: pandas, SQLAlchemy
 
         engine = warehouse_engine(args)
         run_id = args.run_id or latest_run_id(engine)
@@ -64,7 +65,7 @@ def _baseline(sub: Any) -> None:
     parser.add_argument("--note", default=None)
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
+        from dlbench.reports.analysis import regression  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
 
         engine = warehouse_engine(args)
         if args.action == "pin":
@@ -112,13 +113,13 @@ def _capacity(sub: Any) -> None:
     parser.add_argument("--currency", default=None)
 
     def run(args: argparse.Namespace) -> int:
-        from dlbench.reports import capacity  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
+        from dlbench.reports.analysis import capacity  # heavy: pandas, SQLAlchemy; `dlbench --help` stays instant
 
         engine = warehouse_engine(args)
         kinds = capacity.hardware_types(engine)
         hardware = args.hardware or (kinds[0] if kinds else None)
         if hardware is None:
-            print("the warehouse holds no tf_cnn result yet", file=sys.stderr)
+            print(f"the warehouse holds no {Suite.TF_CNN.value} result yet", file=sys.stderr)
             return 1
         prices = (capacity.Prices({"*": args.price}, args.currency) if args.price is not None
                   else capacity.load_prices())

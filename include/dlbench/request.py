@@ -57,7 +57,7 @@ class Gate(BaseModel):
     """A pass/fail threshold on this run's comparison with bare metal, e.g. ``container_on_vm
     throughput >= 0.90 x bare metal at 95 %`` (docs/gates.md). It is part of the request so that it
     is validated before anything is provisioned and archived with the run; the run's last task
-    (``gates``) evaluates it (:mod:`dlbench.reports.gates`) and fails naming it. ``op`` left out:
+    (``gates``) evaluates it (:mod:`dlbench.reports.analysis.gates`) and fails naming it. ``op`` left out:
     the metric's own direction (``>=`` for rates, ``<=`` for times), known at evaluation."""
 
     model_config = ConfigDict(extra="forbid")

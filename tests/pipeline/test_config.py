@@ -84,7 +84,7 @@ def test_the_equivalence_margin_is_the_request_s_else_the_profile_s_and_is_check
     """Issue 39, item 1: the verdicts' margin is declared by the user (request field and form
     Param ``equivalence_margin_pct``, else the profile's, default 3 %), read back by the report
     from the run's archived request, and a bad value is refused before anything runs."""
-    from dlbench.reports.run_data import run_margin
+    from dlbench.reports.analysis.run_data import run_margin
 
     default = parse_request({})
     assert default.equivalence_margin == pytest.approx(0.03)

@@ -142,7 +142,7 @@ def test_the_flag_is_off_by_default_and_a_dag_param() -> None:
 def test_the_report_counts_each_machine_as_a_sample_of_one_case(tmp_path: Any) -> None:
     """Per-node results are repetition-like samples of the same case (n = machines), never
     separate cases, and the warehouse keeps which machine each came from."""
-    from dlbench.reports.compare import samples_frame, statistics
+    from dlbench.reports.analysis.compare import samples_frame, statistics
     from dlbench.warehouse import db
     from dlbench.warehouse.load import load_documents
     from dlbench.workloads.result import Environment

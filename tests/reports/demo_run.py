@@ -2,7 +2,7 @@
 cell with 2, one noisy), the distributed and shared scenarios, micro-benchmarks, machine-load
 labels (one job on a loaded machine), a step-time outlier, a failure and a skip.
 
-Two more runs judge the decision-grade line (:func:`dlbench.reports.answer.decision_grade`):
+Two more runs judge the decision-grade line (:func:`dlbench.reports.analysis.answer.decision_grade`):
 :func:`smoke_documents`, what ``make run`` produces (profile smoke: toy sizes, 2 repetitions, a
 loaded job), and :func:`decision_documents`, a run that answers (the paper's sizes, 5
 repetitions, quiet machines, no noise).

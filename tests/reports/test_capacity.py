@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from dlbench.reports import capacity
+from dlbench.reports.analysis import capacity
+from dlbench.reports.rendering.charts import density_chart_svg
 from tools.ui_history import generate_history
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "capacity.md"
@@ -128,11 +129,11 @@ def test_prices_from_yaml_file_and_environment(monkeypatch, tmp_path):
 
 
 def test_density_chart_is_inline_svg(engine):
-    from dlbench.reports.palette import platform_color
+    from dlbench.reports.rendering.palette import platform_color
 
     generate_history(engine, runs=3, seed=1)  # three runs: intervals on their run means
     rows = capacity.capacity(engine, "NVIDIA V100", "alexnet", data="real")
-    svg = capacity.density_chart_svg(rows)
+    svg = density_chart_svg(rows)
     assert svg.startswith("<svg") and "density vs degradation" in svg and svg.count('class="series"') == 4
     for platform in ("bare_metal", "virtual_machine"):
         assert f'data-series="{platform}" fill="none" stroke="{platform_color(platform)}"' in svg

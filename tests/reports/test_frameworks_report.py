@@ -11,8 +11,8 @@ import statistics as st
 from scipy import stats as sps
 
 from dlbench.reports import build_report, text_table
-from dlbench.reports.compare import samples_frame
-from dlbench.reports.frameworks import framework_rows
+from dlbench.reports.analysis.compare import samples_frame
+from dlbench.reports.sections.frameworks import framework_rows
 from dlbench.warehouse.load import load_documents
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument
 
@@ -91,7 +91,7 @@ def test_one_framework_has_no_frameworks_section(engine, tmp_path):
 
 
 def test_the_decision_run_keeps_the_frameworks_asked_about():
-    from dlbench.reports.answer import decision_command
+    from dlbench.reports.analysis.answer import decision_command
 
     assert decision_command("smoke", True) == """make run RUN_CONF='{"profile": "paper", "repetitions": 5}'"""
     assert decision_command("smoke", True, ["tensorflow"]) == decision_command("smoke", True)

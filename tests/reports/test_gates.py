@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from dlbench.reports import compare, run_data
-from dlbench.reports import gates as g
+from dlbench.reports.analysis import compare, run_data
+from dlbench.reports.analysis import gates as g
+from dlbench.reports.sections import gates as gates_section
 from dlbench.request import Gate, parse_request
 from dlbench.warehouse import db
 from dlbench.warehouse.load import load_documents
@@ -160,7 +161,7 @@ def test_results_as_text_html_and_json(demo):
     assert lines[1].startswith("  PASSED    VM <fast> enough (at 95 %)")
     assert any(line.startswith("  FAILED    virtual_machine hpl >= 2 x BM (at 95 %)") for line in lines), lines
     assert any("hpcc: " in line and " x BM [" in line and "whole interval below 2" in line for line in lines), lines
-    page = g.html_section(results)
+    page = gates_section.html_section(results)
     assert "VM &lt;fast&gt; enough" in page and "<fast>" not in page
     assert page.count("class='gate passed'") == 3 and page.count("class='gate failed'") == 2  # gates and rows
     data = json.loads(json.dumps(g.as_json(RUN, results)))
@@ -170,7 +171,7 @@ def test_results_as_text_html_and_json(demo):
                                         "scenario": None, "data": None}
     row = data["gates"][1]["rows"][0]
     assert row["op"] == ">=" and row["state"] == "failed" and row["ci_low"] < row["normalized"] < row["ci_high"]
-    assert g.html_section([]) == "" and g.text_lines([]) == [] and g.failure_message(results[:1]) is None
+    assert gates_section.html_section([]) == "" and g.text_lines([]) == [] and g.failure_message(results[:1]) is None
 
 
 def test_a_report_regenerated_from_the_warehouse_judges_the_archived_gates(tmp_path):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dlbench.reports import changepoints, regression
+from dlbench.reports.analysis import changepoints, regression
 from tools.ui_history import Step, generate_history
 
 SERIES = 1000

@@ -3,7 +3,7 @@ protocol) at 1280 px: the page never scrolls sideways, every bar and error bar o
 figures lies inside its axes, the error bars are the tables' intervals (none where the tables
 show none), each platform's colour is the palette's everywhere, and the legends list only the
 platforms that ran. The PNG charts cannot be inspected in the browser, so their drawing data is
-checked instead (:func:`dlbench.reports.figures.chart_data`)."""
+checked instead (:func:`dlbench.reports.rendering.figures.chart_data`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from dlbench.reports import palette, scenarios
-from dlbench.reports.compare import samples_frame, statistics
-from dlbench.reports.figures import chart_data
+from dlbench.reports.analysis.compare import samples_frame, statistics
+from dlbench.reports.rendering import palette
+from dlbench.reports.rendering.figures import chart_data
+from dlbench.reports.sections import scenarios
 from dlbench.warehouse import db
 from tests.reports.demo_run import PLATFORMS, RUN, build
 from tests.support.prereqs import require

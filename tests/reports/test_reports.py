@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from dlbench.reports import build_report, metrics, text_table
-from dlbench.reports.compare import latest_run_id, samples_frame, statistics
+from dlbench.reports import build_report, text_table
+from dlbench.reports.analysis import metrics
+from dlbench.reports.analysis.compare import latest_run_id, samples_frame, statistics
 from dlbench.warehouse.load import load_documents
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument, Status
 from tests.warehouse.realdocs import RUN_ID, raw_samples
@@ -281,7 +282,7 @@ def test_no_emulated_warning_without_emulated_documents(engine, tmp_path):
 
 def test_dltools_cases_are_named_by_dataset_and_batch():
     """Table VII's batch sizes are separate cases of one network: the name must tell them apart."""
-    from dlbench.reports.compare import cell_name
+    from dlbench.reports.analysis.compare import cell_name
 
     params = {"dataset": "cifar10", "batch_size": 64, "data": "synthetic", "epochs": 2}
     assert cell_name("dltools", "resnet50", params) == "resnet50 cifar10 batch 64"

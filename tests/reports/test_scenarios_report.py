@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dlbench.reports import build_report, metrics, scenarios, text_table
-from dlbench.reports.compare import problems, samples_frame, statistics
+from dlbench.reports import build_report, text_table
+from dlbench.reports.analysis import metrics
+from dlbench.reports.analysis.compare import problems, samples_frame, statistics
+from dlbench.reports.sections import scenarios
 from dlbench.warehouse.load import load_documents
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument, Status
 

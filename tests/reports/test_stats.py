@@ -1,4 +1,4 @@
-"""dlbench.reports.stats against independent computations: printed t tables, a numerical
+"""dlbench.reports.analysis.stats against independent computations: printed t tables, a numerical
 integration of the t density, numpy, a hand-worked log-ratio interval, Fieller's closed form, a
 Monte-Carlo coverage run, and the report's own output."""
 
@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.reports import build_report, compare, stats
+from dlbench.reports import build_report
+from dlbench.reports.analysis import compare, stats
 from dlbench.warehouse.load import load_documents
 from dlbench.workloads import harness
 from dlbench.workloads.result import Benchmark, Environment, Platform, ResultDocument

@@ -16,8 +16,10 @@ import statistics
 import pytest
 from PIL import Image
 
-from dlbench.reports import build_report, compare, metrics, text_table, workloads
-from dlbench.reports.run_data import run_statistics
+from dlbench.reports import build_report, text_table
+from dlbench.reports.analysis import compare, metrics
+from dlbench.reports.analysis.run_data import run_statistics
+from dlbench.reports.sections import model_figures
 from dlbench.warehouse import db
 from dlbench.warehouse.load import RunInfo, load_documents
 from dlbench.workloads.profiles import FathomModel
@@ -203,7 +205,7 @@ def test_both_suites_are_answered_case_by_case(engine, tmp_path):
 def test_the_fathom_figure_draws_each_workload_native_vs_each_platform(engine, tmp_path):
     load_documents(engine, fathom_documents() + transformer_documents())
     frame, stats = run_statistics(engine, RUN)
-    figure = workloads.figure_data(stats, frame, "fathom")
+    figure = model_figures.figure_data(stats, frame, "fathom")
     assert figure is not None and figure.platforms == list(PLATFORMS)
     assert [p.title for p in figure.panels] == [m.value for m in FathomModel]  # Fathom's order
     for panel in figure.panels:
@@ -223,7 +225,7 @@ def test_the_fathom_figure_draws_each_workload_native_vs_each_platform(engine, t
 
     build_report(engine, RUN, tmp_path / "r")
     png = Image.open(tmp_path / "r" / "fathom.png")
-    drawn = json.loads(png.info["Description"])  # read back from matplotlib's artists (workloads.drawn_record)
+    drawn = json.loads(png.info["Description"])  # read back from matplotlib's artists (model_figures.drawn_record)
     assert [p["title"] for p in drawn] == [m.value for m in FathomModel]
     for panel, shown in zip(figure.panels, drawn, strict=True):
         assert list(shown["bars"]) == list(PLATFORMS)
@@ -231,7 +233,7 @@ def test_the_fathom_figure_draws_each_workload_native_vs_each_platform(engine, t
             means = [next(b.mean for b in panel.bars if b.platform == platform and b.group == g) for g in panel.groups]
             assert heights == pytest.approx(means, rel=1e-12)
     assert (tmp_path / "r" / "transformer.png").is_file()
-    with (tmp_path / "r" / workloads.CSV).open() as f:
+    with (tmp_path / "r" / model_figures.CSV).open() as f:
         bars = list(csv.DictReader(f))
     assert len(bars) == 8 * 2 * 2 + 3 * 2  # fathom: workloads x tasks x platforms; transformer: 3 cases x platforms
 

@@ -20,9 +20,9 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
-from dlbench.reports.charts import Bar, bar_chart, line_chart
-from dlbench.reports.metrics import Direction, direction
-from dlbench.reports.palette import platform_color
+from dlbench.reports.analysis.metrics import Direction, direction
+from dlbench.reports.rendering.charts import Bar, bar_chart, line_chart
+from dlbench.reports.rendering.palette import platform_color
 from dlbench.ui.app import create_app
 from dlbench.warehouse.models import Execution, Run, Sample
 from tests.support.prereqs import require

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dlbench.polling import Deadline, until
-from dlbench.reports import load
+from dlbench.reports.analysis import machine_load
 from dlbench.workloads.result import ResultDocument
 
 BURN = "while True: pass"
@@ -39,16 +39,16 @@ def run_job(out_dir: Path, name: str, measured_steps: int | None = None) -> dict
                           timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     labels = ResultDocument.read(out).labels
-    assert set(load.LOAD_LABELS) <= set(labels), labels
-    assert load.judged(labels), labels  # long enough for the rule to speak
+    assert set(machine_load.LOAD_LABELS) <= set(labels), labels
+    assert machine_load.judged(labels), labels  # long enough for the rule to speak
     return labels
 
 
 def shares(labels: dict[str, str]) -> str:
     """The load labels, and the cores the rule judges, on one line."""
-    use = load.cpu_use(labels)
+    use = machine_load.cpu_use(labels)
     cores = f" (other {use.other_cores:.2f} cores, job {use.job_cores or 0:.2f})" if use else ""
-    return ", ".join(f"{k.removeprefix('host_')}={labels[k]}" for k in load.LOAD_LABELS) + cores
+    return ", ".join(f"{k.removeprefix('host_')}={labels[k]}" for k in machine_load.LOAD_LABELS) + cores
 
 
 def machine_busy_cores(seconds: float = 1.0) -> float:
@@ -68,7 +68,7 @@ def machine_busy_cores(seconds: float = 1.0) -> float:
 def quiet_second() -> bool:
     """Wait (at most :data:`QUIET_WAIT_S`) for one second with less than half the rule's floor of
     cores busy, so that a job starts on the machine it is meant to be measured on; whether one came."""
-    return until(lambda: machine_busy_cores() < load.OTHER_CORES_FLOOR / 2,
+    return until(lambda: machine_busy_cores() < machine_load.OTHER_CORES_FLOOR / 2,
                  Deadline(QUIET_WAIT_S, "a quiet second"), 0.5)
 
 

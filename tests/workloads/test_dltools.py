@@ -170,7 +170,7 @@ def test_planner_runs_every_batch_size_with_a_timeout_from_the_planned_work():
 
 
 def test_seconds_per_batch_is_lower_is_better_in_the_reports():
-    from dlbench.reports import metrics
+    from dlbench.reports.analysis import metrics
 
     assert metrics.direction("seconds_per_batch", "s") is metrics.Direction.LOWER
     assert metrics.is_headline("dltools", "seconds_per_batch")

@@ -3,7 +3,7 @@ competing load is not flagged, the same job beside synthetic busy-loop processes
 job's own child processes are never "other processes".
 
 The real jobs are the CLI in a fresh process, as ``LocalProcessExecutor`` starts them
-(tests/workloads/load_jobs.py), judged by :func:`dlbench.reports.load.load_flag`. Their bound is
+(tests/workloads/load_jobs.py), judged by :func:`dlbench.reports.analysis.machine_load.load_flag`. Their bound is
 in cores of the whole machine, so they are ``alone`` tests: they run after every other test
 stream has ended (tests/streams.py).
 As ``quiet`` tests, run while the other stream was paused between two tests, they had the
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.reports import load
+from dlbench.reports.analysis import machine_load
 from dlbench.workloads import harness
 from dlbench.workloads.result import Benchmark, ResultDocument
 from tests.workloads.load_jobs import BURN, competing_load, quiet_second, run_job, shares
@@ -42,33 +42,33 @@ QUIET = {"host_cpus": "2", "host_load1_before": "1.90", "host_load1_after": "2.1
 
 
 def test_quiet_labels_are_not_flagged_whatever_the_load_average():
-    assert load.load_flag(None) is None and load.load_flag({}) is None
-    assert load.load_flag(QUIET) is None  # the controller's measured share, the previous jobs' load average
+    assert machine_load.load_flag(None) is None and machine_load.load_flag({}) is None
+    assert machine_load.load_flag(QUIET) is None  # the controller's measured share, the previous jobs' load average
     # An older document (no window, no own share) with a load average of 4.5 on 4 CPUs: the old
     # rule flagged it; the load average is the previous jobs' work and no longer flags.
     old = {"host_cpus": "4", "host_load1_before": "4.5", "host_steal_share": "0.01", "host_other_cpu_share": "0.04"}
-    assert load.load_flag(old) is None
+    assert machine_load.load_flag(old) is None
 
 
 def test_other_processes_and_steal_beyond_the_thresholds_are_flagged():
     # 2 CPUs, the job used 1.18 cores: the floor (0.25 cores) is the bound.
-    flag = load.load_flag({**QUIET, "host_other_cpu_share": "0.2000"})
+    flag = machine_load.load_flag({**QUIET, "host_other_cpu_share": "0.2000"})
     assert flag is not None and "other processes used 0.40 cores beside the job's 1.18" in flag
     assert "the bound: 0.25" in flag
-    at_floor = {**QUIET, "host_other_cpu_share": f"{load.OTHER_CORES_FLOOR / 2:.4f}"}
-    assert load.load_flag(at_floor) is None  # at it: not beyond
+    at_floor = {**QUIET, "host_other_cpu_share": f"{machine_load.OTHER_CORES_FLOOR / 2:.4f}"}
+    assert machine_load.load_flag(at_floor) is None  # at it: not beyond
     # The idle daemons that flagged the unloaded job in CI of stop 43 under the old rule (7 % of
     # 2 CPUs: 0.14 cores beside a job of 1.65) are housekeeping, not a neighbour.
-    assert load.load_flag({**QUIET, "host_other_cpu_share": "0.0697", "host_own_cpu_share": "0.8261"}) is None
-    flag = load.load_flag({**QUIET, "host_steal_share": "0.2000"})
+    assert machine_load.load_flag({**QUIET, "host_other_cpu_share": "0.0697", "host_own_cpu_share": "0.8261"}) is None
+    flag = machine_load.load_flag({**QUIET, "host_steal_share": "0.2000"})
     assert flag is not None and "20% of the CPU time stolen" in flag
-    both = load.load_flag({**QUIET, "host_steal_share": "0.2", "host_other_cpu_share": "0.5"})
+    both = machine_load.load_flag({**QUIET, "host_steal_share": "0.2", "host_other_cpu_share": "0.5"})
     assert both is not None and "stolen" in both and "other processes used 1.00 cores" in both
     # Older documents are judged on the shares they have (no CPU count: read as one CPU, no own
     # share: the floor alone); unreadable values are no reason.
-    assert load.load_flag({"host_other_cpu_share": "0.4"}) is not None
-    assert load.load_flag({"host_other_cpu_share": "0.2"}) is None
-    assert load.load_flag({**QUIET, "host_other_cpu_share": "nan", "host_steal_share": "x"}) is None
+    assert machine_load.load_flag({"host_other_cpu_share": "0.4"}) is not None
+    assert machine_load.load_flag({"host_other_cpu_share": "0.2"}) is None
+    assert machine_load.load_flag({**QUIET, "host_other_cpu_share": "nan", "host_steal_share": "x"}) is None
 
 
 def test_on_a_large_machine_the_bound_grows_with_the_job():
@@ -76,21 +76,21 @@ def test_on_a_large_machine_the_bound_grows_with_the_job():
     (5 % of the job's work), beside a job of 8 cores it is 40 % more work on the machine."""
     big = {**QUIET, "host_cpus": "64", "host_window_s": "10.000"}
     whole = {**big, "host_own_cpu_share": "1.0000"}
-    assert load.load_flag({**whole, "host_other_cpu_share": "0.0500"}) is None  # 3.2 of the job's 64
-    assert load.load_flag({**whole, "host_other_cpu_share": "0.1000"}) is None  # 6.4: at the bound
-    flag = load.load_flag({**whole, "host_other_cpu_share": "0.1100"})  # 7.04 cores
+    assert machine_load.load_flag({**whole, "host_other_cpu_share": "0.0500"}) is None  # 3.2 of the job's 64
+    assert machine_load.load_flag({**whole, "host_other_cpu_share": "0.1000"}) is None  # 6.4: at the bound
+    flag = machine_load.load_flag({**whole, "host_other_cpu_share": "0.1100"})  # 7.04 cores
     assert flag is not None and "7.04 cores beside the job's 64.00" in flag and "the bound: 6.40" in flag
     eighth = {**big, "host_own_cpu_share": "0.1250", "host_other_cpu_share": "0.0500"}  # 3.2 beside 8
-    flag = load.load_flag(eighth)
+    flag = machine_load.load_flag(eighth)
     assert flag is not None and "3.20 cores beside the job's 8.00" in flag and "the bound: 0.80" in flag
 
 
 def test_a_window_too_short_to_resolve_the_threshold_is_not_judged():
     # 0.4 s on 2 CPUs: 80 jiffies, where the controller's 4 jiffies would be 5 % (0.1 cores).
     short = {**QUIET, "host_window_s": "0.400", "host_other_cpu_share": "0.5000"}
-    assert not load.judged(short) and load.load_flag(short) is None
-    assert load.judged({**short, "host_window_s": "0.500"})  # 1 CPU-second: judged
-    assert load.load_flag({**short, "host_window_s": "0.500"}) is not None
+    assert not machine_load.judged(short) and machine_load.load_flag(short) is None
+    assert machine_load.judged({**short, "host_window_s": "0.500"})  # 1 CPU-second: judged
+    assert machine_load.load_flag({**short, "host_window_s": "0.500"}) is not None
 
 
 # --- the harness's measurement, for real -----------------------------------------------------
@@ -136,7 +136,7 @@ def test_a_job_without_competing_load_is_not_flagged(tmp_path, record_property):
         quiet = quiet_second()  # only daemons outside the test run can be busy now
         before = _cpu_by_process()
         labels = run_job(tmp_path, f"quiet{attempt}", UNLOADED_STEPS)
-        flag = load.load_flag(labels)
+        flag = machine_load.load_flag(labels)
         busiest = f"; busiest processes outside the job meanwhile: {_busiest(before)}" if flag else ""
         tries.append(f"try {attempt + 1} (quiet second found: {quiet}): {shares(labels)} -> {flag}{busiest}")
         if flag is None:
@@ -152,11 +152,11 @@ def test_a_job_beside_a_synthetic_load_is_flagged(tmp_path):
     cpus = os.cpu_count() or 1
     with competing_load(cpus):
         labels = run_job(tmp_path, "loaded")
-    flag = load.load_flag(labels)
+    flag = machine_load.load_flag(labels)
     print(shares(labels), "->", flag)
     assert flag is not None and "other processes used" in flag, shares(labels)
     # One busy loop per CPU beside a job that wants them all: the loops get a core or more.
-    use = load.cpu_use(labels)
+    use = machine_load.cpu_use(labels)
     assert use is not None and use.other_cores > 2 * use.bound, shares(labels)
 
 

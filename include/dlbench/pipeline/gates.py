@@ -16,7 +16,7 @@ from dlbench.pipeline.steps import request_from, safe_run_id
 from dlbench.settings import GATES
 
 if TYPE_CHECKING:
-    from dlbench.reports.gates import GateResult
+    from dlbench.reports.analysis.gates import GateResult
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,10 @@ def evaluate_run(run_id: str, request: dict[str, Any], url: str | None, policy: 
     """Evaluate the validated request's gates on the run's results in the warehouse and write
     ``reports/<run>/gates.json`` to the shared store (beside report.html). A run whose results
     never reached the warehouse leaves every gate inconclusive, saying why. ``policy``: what an
-    inconclusive gate does (:data:`dlbench.reports.gates.POLICY_FAIL`, the default, or ``warn``)."""
-    from dlbench.reports import compare, run_data  # heavy: pandas and SQLAlchemy, only for the gates task
-    from dlbench.reports import gates as report_gates  # heavy: as above
+    inconclusive gate does (:data:`dlbench.reports.analysis.gates.POLICY_FAIL`, the default, or ``warn``)."""
+    # heavy: pandas and SQLAlchemy, only for the gates task
+    from dlbench.reports.analysis import compare, run_data
+    from dlbench.reports.analysis import gates as report_gates  # heavy: as above
     from dlbench.warehouse import db  # heavy: SQLAlchemy, as above
 
     safe = safe_run_id(run_id)

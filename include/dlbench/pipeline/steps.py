@@ -375,7 +375,7 @@ def run_in_warehouse(run_id: str, url: str | None) -> bool:
     found no document and wrote no row: its report has nothing to show, and the report step skips
     naming the failure that left it empty (as it does after a failed validation or load) instead
     of failing with the symptom (``run_id ... is not in the warehouse``)."""
-    from dlbench.reports.run_data import resolve_run  # heavy: pandas and SQLAlchemy, only for the report task
+    from dlbench.reports.analysis.run_data import resolve_run  # heavy: pandas and SQLAlchemy, only for the report task
     from dlbench.warehouse import db  # heavy: SQLAlchemy (as above)
 
     try:
@@ -399,10 +399,10 @@ def report_run(run_id: str, url: str | None) -> dict[str, str]:
 
 def compare_run(run_id: str, url: str | None, *, baseline_run: str | None = None,
                 window: int | None = None) -> dict[str, Any]:
-    """This run's cases against their history (dlbench.reports.regression, docs/regressions.md):
+    """This run's cases against their history (dlbench.reports.analysis.regression, docs/regressions.md):
     the regressions as JSON-able dicts and as text, also written to the run's report directory
     (``regressions.json``)."""
-    from dlbench.reports import regression  # heavy: pandas and SQLAlchemy, only for the regressions task
+    from dlbench.reports.analysis import regression  # heavy: pandas and SQLAlchemy, only for the regressions task
     from dlbench.warehouse import db  # heavy: SQLAlchemy (as above)
 
     safe = safe_run_id(run_id)

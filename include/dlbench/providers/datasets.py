@@ -13,7 +13,7 @@ from pathlib import Path
 from dlbench import paths
 from dlbench.providers.backend import RunRequest
 from dlbench.workloads.cnn.tf_data import write_imagenet_tfrecords
-from dlbench.workloads.profiles import DataKind
+from dlbench.workloads.profiles import DataKind, ModelName
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,9 @@ def ensure_dataset(request: RunRequest) -> str | None:
     if request.data_dir:
         return request.data_dir
     profile = request.resolved_profile
-    size = max(spec.image_size for spec in profile.tf_cnn.values())
-    classes = min(spec.num_classes for spec in profile.tf_cnn.values())
+    specs = [profile.training(model) for model in ModelName]
+    size = max(spec.image_size for spec in specs)
+    classes = min(spec.num_classes for spec in specs)
     target = paths.datasets_dir() / f"demo-imagenet-{size}px-{classes}c"
     if not (target / ".complete").exists():
         log.info("generating demo ImageNet-format TFRecords in %s", target)

@@ -2,9 +2,9 @@
 
 One module per output format: :mod:`~dlbench.reports.text` (the fixed-width table printed at the
 end of a run), :mod:`~dlbench.reports.html` (the self-contained page and :func:`build_report`),
-:mod:`~dlbench.reports.figures` (PNG charts), :mod:`~dlbench.reports.exports` (comparison.csv and
-.json); the study figures are :mod:`~dlbench.reports.scenarios`, the numbers
-:mod:`~dlbench.reports.compare` and :mod:`~dlbench.reports.stats`.
+:mod:`~dlbench.reports.rendering.figures` (PNG charts), :mod:`~dlbench.reports.rendering.exports` (comparison.csv and
+.json); the study figures are :mod:`~dlbench.reports.sections.scenarios`, the numbers
+:mod:`~dlbench.reports.analysis.compare` and :mod:`~dlbench.reports.analysis.stats`.
 
 ``build_report`` and ``text_table`` are found here, as callers always did, but loaded only when
 first used (PEP 562): importing this package must not import pandas, matplotlib or SQLAlchemy,

@@ -32,11 +32,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dlbench import storage
 from dlbench.hooks import warehouse as warehouse_hook
-from dlbench.reports import capacity as cap
-from dlbench.reports import regression
-from dlbench.reports import stats as st
-from dlbench.reports.charts import DIRECTION_TEXT, FLAG_MARK, Bar, bar_chart, line_chart
-from dlbench.reports.metrics import Direction
+from dlbench.reports.analysis import capacity as cap
+from dlbench.reports.analysis import regression
+from dlbench.reports.analysis import stats as st
+from dlbench.reports.analysis.metrics import Direction
+from dlbench.reports.rendering.charts import DIRECTION_TEXT, FLAG_MARK, Bar, bar_chart, density_chart_svg, line_chart
 from dlbench.ui import auth, explorer
 from dlbench.ui.page import PAGE
 
@@ -178,7 +178,8 @@ def _filters(runs: list[str], since: str | None, until: str | None, suite: str |
     """The views' selection from a request's query parameters, each checked (a bad value is dropped)."""
     return explorer.Filters(
         runs=[r for r in (_check(r, _RUN_ID) for r in runs) if r], since=_date(since), until=_date(until),
-        scheduled_only=scheduled_only, suite=_check(suite) or "tf_cnn", model=_check(model), data=_check(data),
+        scheduled_only=scheduled_only, suite=_check(suite) or explorer.Filters.suite, model=_check(model),
+        data=_check(data),
         framework=_check(framework, _FRAMEWORK), scenario=_check(scenario),
         platforms=[p for p in (_check(p) for p in platforms) if p], metric=_check(metric))
 
@@ -253,8 +254,8 @@ def capacity_view(engine: Engine, hardware: str | None, f: explorer.Filters, *, 
           f"{_interval(r.cost_ci_low, r.cost_ci_high)}", _flag_cell(r.flags)] for r in rows],
         "capacity-table", empty=result["note"] or "no data for this selection")
     result["svg"] = "".join(
-        cap.density_chart_svg(mine, title=f"density vs degradation: {config}", chart_id=f"capacity-chart-{i}")
-        for i, (config, mine) in enumerate(cap.configurations(rows).items())) or cap.density_chart_svg(
+        density_chart_svg(mine, title=f"density vs degradation: {config}", chart_id=f"capacity-chart-{i}")
+        for i, (config, mine) in enumerate(cap.configurations(rows).items())) or density_chart_svg(
         [], chart_id="capacity-chart-empty")
     return result
 

@@ -8,10 +8,10 @@ Every view reads the same selection (:func:`selected_runs`) with the same filter
 and the framework included, so the comparison, the trend and the capacity table never answer
 different questions. The framework filter is the warehouse's ``benchmarks.framework`` (lower
 case, ``tensorflow`` for a tf_cnn case that names none); what a page shows is the report's name
-for it (:func:`dlbench.reports.answer.framework_of`).
+for it (:func:`dlbench.reports.analysis.answer.framework_of`).
 Nothing here computes a statistic: the comparison's intervals, verdicts, n and flags are the
-columns of :func:`dlbench.reports.compare.statistics` (what the report shows), the capacity
-rows those of :func:`dlbench.reports.capacity.capacity`.
+columns of :func:`dlbench.reports.analysis.compare.statistics` (what the report shows), the capacity
+rows those of :func:`dlbench.reports.analysis.capacity.capacity`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from sqlalchemy import Engine, select
 
 from dlbench.jobs import BENCHMARK_DAG_ID
 from dlbench.providers.base import Tags
-from dlbench.reports import answer, compare, metrics, regression
-from dlbench.reports import capacity as cap
-from dlbench.reports.changepoints import e_divisive
+from dlbench.reports.analysis import answer, compare, metrics, regression
+from dlbench.reports.analysis import capacity as cap
+from dlbench.reports.analysis.changepoints import e_divisive
+from dlbench.suites import Suite
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
 
 MAX_RUNS = 200
@@ -47,7 +48,7 @@ class Filters:
     since: datetime | None = None
     until: datetime | None = None
     scheduled_only: bool = False
-    suite: str = "tf_cnn"
+    suite: str = Suite.TF_CNN.value
     model: str | None = None
     data: str | None = None
     framework: str | None = None
@@ -79,6 +80,7 @@ def options(engine: Engine) -> dict[str, Any]:
         "runs": [{"run_id": r.run_id, "dag_id": r.dag_id, "scheduled": bool(r.scheduled),
                   "started_at": r.started_at.isoformat() if r.started_at else None} for r in runs],
         "suites": suites,
+        "default_suite": Filters.suite,
         "models": {s: sorted({b.name for b in benches if b.suite == s}) for s in suites},
         "frameworks": {s: [{"value": fw, "label": framework_name(fw)} for fw in sorted(
             {b.framework for b in benches if b.suite == s and b.framework})] for s in suites},
@@ -159,7 +161,7 @@ def _benchmarks_of(engine: Engine, framework: str) -> set[tuple[str, str, str]]:
 
 
 def _frame(engine: Engine, f: Filters, runs: Sequence[str]) -> pd.DataFrame:
-    """The selected runs' case samples (:func:`dlbench.reports.compare.samples_frame`, what the
+    """The selected runs' case samples (:func:`dlbench.reports.analysis.compare.samples_frame`, what the
     report reads), filtered by suite, model, data, framework, scenario, platforms and metric."""
     parts = [part for run in runs if not (part := compare.samples_frame(engine, run)).empty]
     if not parts:
@@ -253,7 +255,7 @@ def _case_rows(engine: Engine, f: Filters, runs: Sequence[str]) -> list[dict[str
 
 def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]:
     """One case's mean per run and platform over time, with the change points per platform
-    (:func:`dlbench.reports.changepoints.e_divisive`, as regression detection finds them): the
+    (:func:`dlbench.reports.analysis.changepoints.e_divisive`, as regression detection finds them): the
     picked runs, else the scheduled runs of the date range, else the latest :data:`TREND_RUNS` runs of the suite.
     ``case_frameworks`` names each case's framework, so a page can say it when several are shown
     (a TensorFlow case's name has no framework word: its documents name none)."""
@@ -293,7 +295,7 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
 
 
 def capacity(engine: Engine, hardware: str | None, f: Filters, prices: Any = None) -> dict[str, Any]:
-    """Capacity rows of the selected runs (:func:`dlbench.reports.capacity.capacity`): per model
+    """Capacity rows of the selected runs (:func:`dlbench.reports.analysis.capacity.capacity`): per model
     ("all models": every one), data kind, framework, platform and density, with n, intervals and
     flags (the framework filter keeps the rows the report names with that framework's name). On
     ``hardware``, else the first hardware type the selection ran on."""

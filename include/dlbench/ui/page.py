@@ -164,7 +164,8 @@ async function init() {
   fill($("runs"), runs, undefined, INITIAL.getAll("runs")); fill($("pin-run"), runs);
   fill($("suite"), OPTIONS.suites);
   const suite = INITIAL.get("suite");
-  $("suite").value = OPTIONS.suites.includes(suite) ? suite : (OPTIONS.suites.includes("tf_cnn") ? "tf_cnn" : "");
+  const fallback = OPTIONS.suites.includes(OPTIONS.default_suite) ? OPTIONS.default_suite : "";
+  $("suite").value = OPTIONS.suites.includes(suite) ? suite : fallback;
   fill($("pin-suite"), OPTIONS.suites, "all suites");
   fill($("data"), OPTIONS.data, "all data", [INITIAL.get("data") || ""]);
   fill($("scenario"), OPTIONS.scenarios, "all scenarios", [INITIAL.get("scenario") || ""]);

@@ -192,7 +192,7 @@ def host_load_labels(before: dict[str, float], after: dict[str, float], own_cpu_
     machine's CPU time stolen by the hypervisor), ``host_other_cpu_share`` (share used by
     processes outside the job's tree), ``host_own_cpu_share`` (share the job's tree used) and
     ``host_window_s`` (seconds between the readings: the shares' resolution is one jiffy in
-    ``host_cpus`` x USER_HZ x window). The report judges them (:mod:`dlbench.reports.load`)."""
+    ``host_cpus`` x USER_HZ x window). The report judges them (:mod:`dlbench.reports.analysis.machine_load`)."""
     labels: dict[str, str] = {}
     if "load1" in before:
         labels["host_load1_before"] = f"{before['load1']:.2f}"

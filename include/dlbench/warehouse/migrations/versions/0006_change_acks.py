@@ -7,7 +7,7 @@ Create Date: 2026-11-28 10:00:00
 A regression that an operator has looked at and accepts (a new driver that is slower by design, a
 flavor that changed) alarmed on its run and, without this, on every later run whose baseline
 window still holds the old level. ``change_acks`` keeps, per case history (a digest of the case,
-its platform and its machine class: ``dlbench.reports.regression.history_key``), the run where
+its platform and its machine class: ``dlbench.reports.analysis.regression.history_key``), the run where
 the accepted level starts; later runs are compared with that level only
 (docs/regressions.md).
 """

@@ -6,7 +6,7 @@ what to run instead, and a short summary per micro-benchmark suite.
 
 Why one module: the console and the page must never disagree about whether a run answers its
 question; both call :func:`decision_grade` on the same comparison rows. Nothing here computes a
-statistic: every interval, verdict, n and flag is a column of :func:`dlbench.reports.compare.statistics`.
+statistic: every interval, verdict, n and flag is a column of :func:`dlbench.reports.analysis.compare.statistics`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from typing import Any
 import pandas as pd
 
 from dlbench.profiles import get_profile
-from dlbench.reports import compare, metrics
-from dlbench.reports import stats as st
-from dlbench.reports.formatting import ratio
+from dlbench.reports.analysis import compare, metrics
+from dlbench.reports.analysis import stats as st
+from dlbench.reports.analysis.formatting import ratio
+from dlbench.suites import Suite
 from dlbench.warehouse.load import FRAMEWORK_SUITES
 from dlbench.workloads.profiles import FathomModel, FathomTask, TransformerTask
 
-TRAINING_SUITE = "tf_cnn"
+TRAINING_SUITE = Suite.TF_CNN.value
 ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time"))
 """The metrics a planner asks about (figures 2-9 of the core study), in that order."""
 
@@ -67,7 +68,8 @@ MAX_SUGGESTED_REPETITIONS = 20
 margin's end, where more runs of the same kind will not decide it."""
 DECISION_REPETITIONS = 5
 """What a decision run uses when this one was toy-sized or short of repetitions: the studies'
-sizes and enough repetitions that one bad repetition still leaves :data:`~dlbench.reports.stats.MIN_REPETITIONS`."""
+sizes and enough repetitions that one bad repetition still leaves
+:data:`~dlbench.reports.analysis.stats.MIN_REPETITIONS`."""
 
 VERDICT_SHORT = {st.Verdict.BETTER: "better", st.Verdict.WORSE: "worse",
                  st.Verdict.EQUIVALENT: "same", st.Verdict.DIFFERENT_WITHIN_MARGIN: "diff-in-margin",
@@ -138,7 +140,7 @@ def _spec_steps(profile: str | None, spec: Mapping[str, Any] | None, model: str)
     profile this deployment knows by that name."""
     try:
         if spec:
-            entry = dict((spec.get("tf_cnn") or {}).get(model) or {})
+            entry = dict((spec.get(TRAINING_SUITE) or {}).get(model) or {})
             if "measured_steps" in entry:
                 return int(entry["measured_steps"])
         return int(get_profile(str(profile)).training(model).measured_steps) if profile else None
@@ -235,7 +237,7 @@ def answer_groups(stats: pd.DataFrame, frame: pd.DataFrame) -> list[AnswerGroup]
 
 
 def workload_metrics(suite: str) -> tuple[tuple[str, str], ...]:
-    """A workload suite's answered metrics: its headline metrics (:data:`~dlbench.reports.metrics.HEADLINE`),
+    """A workload suite's answered metrics: its headline metrics (:data:`~dlbench.reports.analysis.metrics.HEADLINE`),
     each with how the answer writes it."""
     return tuple((m, METRIC_LABELS.get(m, m.replace("_", " "))) for m in metrics.HEADLINE.get(suite, []))
 
@@ -370,7 +372,7 @@ def decision_grade(profile: RunProfile, stats: pd.DataFrame) -> Grade:
        :data:`MIN_MEASURED_STEPS` measured steps): toy shapes measure start-up and Python
        overheads, not the platform;
     2. every training comparison (throughput and elapsed time of each cell, each platform
-       against bare metal) decides: at least :data:`~dlbench.reports.stats.MIN_REPETITIONS`
+       against bare metal) decides: at least :data:`~dlbench.reports.analysis.stats.MIN_REPETITIONS`
        repetitions on both sides, a bare-metal result to compare with, and an interval narrow
        enough for better, worse or equivalent (an inconclusive one, n = 3 at CV 5 % is about
        ±12 %, answers nothing: the command asks for the repetitions that would decide, up to

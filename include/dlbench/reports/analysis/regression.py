@@ -1,13 +1,13 @@
 """Regression detection: this run's cases against the history of the same cases.
 
 A *case* here is a report case (suite, benchmark, requested parameters, scenario, sample labels,
-metric) on one platform **and one machine class** (:mod:`dlbench.reports.machine_class`: the
+metric) on one platform **and one machine class** (:mod:`dlbench.reports.analysis.machine_class`: the
 hardware and placement facts, never a hostname, a container id or a run-named VM), so containers
 and per-run VMs keep one history across runs (keyed by the environment fingerprint, every
 container job started its own: issue 39). Software (kernel, driver, framework versions) is not
 part of the key: a regression names what changed since the last baseline run
 (``Regression.software_changes``), the most common cause of one.
-Only headline metrics are tested (:func:`dlbench.reports.metrics.is_headline`): one test per
+Only headline metrics are tested (:func:`dlbench.reports.analysis.metrics.is_headline`): one test per
 case and headline metric, not hundreds of diagnostic counters.
 
 The baseline, first match wins:
@@ -20,7 +20,7 @@ The baseline, first match wins:
    tested by the latest run's test yet (its run-to-run noise is unknown).
 
 Without a pinned baseline, the case's whole series (since its last acknowledged level) is also
-searched for change points (E-divisive means, :mod:`dlbench.reports.changepoints`): the last one
+searched for change points (E-divisive means, :mod:`dlbench.reports.analysis.changepoints`): the last one
 that went the bad way alarms (method ``e-divisive``, ``level_since`` its first run) until
 ``dlbench baseline ack`` accepts the new level, so a step too small for one run's test, or one
 caught once and not acted on, is not lost in the next windows (:func:`check_series`).
@@ -63,9 +63,9 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from dlbench.providers import timings
-from dlbench.reports import changepoints, compare, machine_class, metrics
-from dlbench.reports.load import load_flag
-from dlbench.reports.stats import t_cdf
+from dlbench.reports.analysis import changepoints, compare, machine_class, metrics
+from dlbench.reports.analysis.machine_load import load_flag
+from dlbench.reports.analysis.stats import t_cdf
 from dlbench.warehouse.models import BaselinePin, Benchmark, ChangeAck, Environment, Execution, Run, Sample
 
 ALPHA = 0.01
@@ -100,7 +100,7 @@ class Regression:
     ``dlbench baseline ack`` accepts; None for a test of the run itself."""
     load_flag: str | None = None
     """Why this run's measurement of the case was on a loaded machine
-    (:func:`dlbench.reports.load.load_flag` of one of its jobs), else None."""
+    (:func:`dlbench.reports.analysis.machine_load.load_flag` of one of its jobs), else None."""
 
     @property
     def provisioning(self) -> bool:
@@ -207,7 +207,7 @@ def check_series(series: Sequence[Sequence[float]], *, higher_is_better: bool, w
       point** before it (a history that restarts at a step, as Hunter's does), when there are
       ``min_history`` of them;
     - the **last change point** of the whole series (E-divisive means over run means,
-      :mod:`dlbench.reports.changepoints`, significant at ``alpha``) when it went the bad way by
+      :mod:`dlbench.reports.analysis.changepoints`, significant at ``alpha``) when it went the bad way by
       ``min_change_pct``: a drop that no single run's test caught (a 4 % step over several runs), or
       one caught once and not acknowledged, alarms until ``dlbench baseline ack`` accepts its level.
     """
@@ -260,7 +260,7 @@ def benjamini_hochberg(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def _history(engine: sqlalchemy.Engine, run_id: str) -> list[dict]:
     """Headline case samples of the run's (benchmark, machine class) pairs, over every run; each
-    row carries its ``machine`` (:func:`dlbench.reports.machine_class.class_key`) and ``software``."""
+    row carries its ``machine`` (:func:`dlbench.reports.analysis.machine_class.class_key`) and ``software``."""
     with engine.connect() as conn:
         current = conn.execute(select(Run.id, Run.started_at).where(Run.run_id == run_id)).first()
         if current is None:

@@ -42,7 +42,7 @@ Per case and platform, over the repetitions (one value per execution):
   estimated from two points: stating it invites reading it).
 - Noise flags: ``cv > CV_THRESHOLD``; a step-time distribution with points beyond Tukey's outer
   fences (``Q1 - 3 IQR``, ``Q3 + 3 IQR``: "far out"); a job that ran on a loaded machine
-  (:func:`dlbench.reports.load.load_flag`: other processes' CPU or hypervisor steal while it ran,
+  (:func:`dlbench.reports.analysis.machine_load.load_flag`: other processes' CPU or hypervisor steal while it ran,
   beyond what the run's own controller was measured to add).
 
 Distributions come from SciPy (``scipy.stats.t``), a maintained library; the tests check it

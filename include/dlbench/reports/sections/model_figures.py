@@ -2,7 +2,7 @@
 
 Study 003 (Siddaramanna and John) drew, per Fathom workload, the native run beside the
 containerised one, for training and for inference. :func:`figure_data` builds the same figure
-from the comparison table (:func:`dlbench.reports.compare.statistics`) for every platform of the
+from the comparison table (:func:`dlbench.reports.analysis.compare.statistics`) for every platform of the
 run: one panel per workload (the eight, in Fathom's order), in each panel one group of bars per
 task (train, infer: the case's name without the workload's), one bar per platform (bare metal,
 the native run, first). The transformer's figure is the same drawing with one panel per task
@@ -15,7 +15,7 @@ its error bar is the comparison's ×BM interval stated in the unit (bare metal's
 interval's ends: the tables' ``normalized_ci_*``, one notion of uncertainty in the report, never
 a std). Bare metal, the reference, and rows with too few repetitions have no error bar.
 
-As :mod:`dlbench.reports.figures`, what is drawn is first plain data (tests check it against the
+As :mod:`dlbench.reports.rendering.figures`, what is drawn is first plain data (tests check it against the
 table), then drawn by matplotlib; the PNG also records what matplotlib actually drew (each
 panel's title and its bars' heights, read back from the artists) in its ``Description`` text
 chunk, so a test can compare the picture with the table without reading pixels.
@@ -36,8 +36,11 @@ from typing import Any
 
 import pandas as pd
 
-from dlbench.reports import answer, compare, palette
-from dlbench.reports.formatting import ratio
+from dlbench.reports.analysis import answer, compare
+from dlbench.reports.analysis.formatting import ratio
+from dlbench.reports.rendering import palette
+from dlbench.reports.sections.base import RunView
+from dlbench.reports.sections.suite_tables import suite_html
 from dlbench.suites import SUITES
 from dlbench.suites.spec import SuiteFigure
 
@@ -47,7 +50,7 @@ METRIC = "throughput"
 FIGURES: dict[str, SuiteFigure] = {suite.value: spec.figure for suite, spec in SUITES.items() if spec.figure}
 """Per suite with a figure (:attr:`~dlbench.suites.spec.SuiteSpec.figure`): what a panel is (the
 benchmark, or a parameter), the panels in the order a reader knows them, the title; groups within a
-panel: training first (:data:`~dlbench.reports.answer.TASK_ORDER`)."""
+panel: training first (:data:`~dlbench.reports.analysis.answer.TASK_ORDER`)."""
 
 
 def title_of(suite: str) -> str:
@@ -263,3 +266,21 @@ def html_section(found: Sequence[WorkloadFigure], out: Path, suite_html: Mapping
                          f"{base64.b64encode(png).decode()}'>")
         parts.append(suite_html.get(suite, ""))
     return "\n".join(p for p in parts if p)
+
+
+class WorkloadsSection:
+    """The model workloads' figures and tables (Fathom, the transformer, dltools)."""
+
+    id = "workloads"
+    title: str | None = "Workloads"
+    style = ""
+
+    def html(self, run: RunView) -> str:
+        if run.out is None:
+            raise ValueError("the workloads section writes its figures beside the page: RunView.out is needed")
+        tables = {s: suite_html(run, s, heading=False, charted=[METRIC] if s in FIGURES else None)
+                  for s in answer.WORKLOAD_SUITES if s in run.suites}
+        return html_section(figures(run.stats, run.frame), run.out, tables)
+
+    def text(self, run: RunView) -> list[str]:
+        return []  # the answer lists the workloads' cases by name, with their headline metrics

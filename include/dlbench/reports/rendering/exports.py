@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.reports import compare
+from dlbench.reports.analysis import compare
 
 
 def write_comparison(stats: pd.DataFrame, out: Path) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 MIN_SEGMENT = 3
 """Points a level needs on each side of a change point: fewer cannot show a level (the test of the
-latest run, :func:`dlbench.reports.regression.assess`, covers a change in the last runs)."""
+latest run, :func:`dlbench.reports.analysis.regression.assess`, covers a change in the last runs)."""
 
 
 @dataclass(frozen=True)

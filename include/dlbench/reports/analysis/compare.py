@@ -6,7 +6,7 @@ n, mean, std and coefficient of variation over repetitions; then, against bare m
 and ``normalized = D / H`` (the core study's figures: bare metal = 1.0), each with its confidence
 interval and a verdict (equivalent / better / worse / different within margin / inconclusive / too few
 repetitions, against the run's equivalence margin), and the
-noise flags: every statistic is computed by :mod:`dlbench.reports.stats` (docs/statistics.md).
+noise flags: every statistic is computed by :mod:`dlbench.reports.analysis.stats` (docs/statistics.md).
 
 Scenarios (the core study's section 3.3): a distributed or shared-resource cell writes one
 document per *role* (parameter server, worker, the job alone, with a background job, a tenant...)
@@ -28,9 +28,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import load, metrics
-from dlbench.reports import stats as st
-from dlbench.suites import SUITES
+from dlbench.reports.analysis import machine_load, metrics
+from dlbench.reports.analysis import stats as st
+from dlbench.suites import SUITES, Suite
 from dlbench.warehouse.load import FRAMEWORK_SUITES
 from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 
@@ -79,7 +79,7 @@ HIDDEN_SCOPES = frozenset({"process", "process_start_to_end", "cluster", "first_
 value for a metric everywhere (the cell's throughput is always the cluster's)."""
 
 
-# The metric table lives in dlbench.reports.metrics; these names stay importable from here.
+# The metric table lives in dlbench.reports.analysis.metrics; these names stay importable from here.
 HEADLINE = metrics.HEADLINE
 DIAGNOSTIC = metrics.DIAGNOSTIC
 is_diagnostic = metrics.is_diagnostic
@@ -194,7 +194,7 @@ def case_name(suite: str, name: str, parameters: Mapping[str, Any] | None, label
     parameters = parameters or {}
     scenario = scenario_of(parameters)
     parts = [name] if name != suite else []
-    if suite == "tf_cnn" or scenario != SINGLE:
+    if suite == Suite.TF_CNN.value or scenario != SINGLE:
         parts.append(scenario)
     parts += _parameter_parts(suite, parameters, execution_labels)
     parts += [f"{k}={v}" for k, v in sorted((labels or {}).items())
@@ -208,7 +208,7 @@ COLUMNS = ["suite", "scenario", "case", "cell", "metric", "unit", "platform", "n
            "margin", "p_difference", "p_equivalence", "p_beyond", "comparisons", "repetitions_to_decide",
            "higher_is_better", "noisy", "outlier_runs", "unsteady_runs", "loaded_runs", "flags"]
 """The comparison's fields, in the order of comparison.csv and comparison.json. One interval per
-row, stated on three scales (:func:`dlbench.reports.stats.ratio_interval`: a delta-method interval
+row, stated on three scales (:func:`dlbench.reports.analysis.stats.ratio_interval`: a delta-method interval
 on the log of mean / bare metal's mean, df by Welch-Satterthwaite): ``normalized_ci_*`` is the
 interval of the ratio itself (always positive), ``diff_pct_ci_*`` = (1 - that interval) x 100,
 ``ci_low``/``ci_high`` = bare metal's mean x (that interval - 1), the difference of the means in
@@ -225,7 +225,7 @@ it (``repetitions_to_decide``). ``n_of`` says what ``n`` counts: ``repetitions``
 
 def step_checks(engine: Engine, run_id: str | Collection[str] | None) -> dict[str, st.StepCheck]:
     """job_id -> what its measured steps (warm-up excluded, in step order) say
-    (:func:`dlbench.reports.stats.check_steps`): how many lie beyond Tukey's outer fences, and
+    (:func:`dlbench.reports.analysis.stats.check_steps`): how many lie beyond Tukey's outer fences, and
     whether the window drifts (still warming up, or slowing down); only jobs that recorded
     per-step times. ``run_id``: one run, several (one query: the explorer's runs), or None for all.
 
@@ -341,7 +341,7 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None 
 def _add_inference(stats: pd.DataFrame, comparable: pd.Series, confidence: float, margin: float) -> None:
     """Robust mean, the ratio interval against bare metal on every scale, and the verdict: each
     row's three p-values (difference, equivalence within ``margin``, beyond it) Holm-adjusted within
-    its family, then read by :func:`dlbench.reports.stats.decide`. Two families: the headline
+    its family, then read by :func:`dlbench.reports.analysis.stats.decide`. Two families: the headline
     metrics' rows (the answer's verdicts, what a planner acts on: about 90 per run) and the other
     metrics' (diagnostics), so a run's dozens of diagnostic rows do not blunt its answer. The
     interval stays each row's own; ``comparisons`` is the size of the row's family."""
@@ -393,7 +393,7 @@ def _add_flags(stats: pd.DataFrame, frame: pd.DataFrame, steps: Mapping[str, st.
     stats["noisy"] = [st.is_noisy(c) for c in stats["cv"]]
     stats["outlier_runs"] = [sum(1 for j in jobs if steps.get(j, none).outliers > 0) for jobs in stats["_jobs"]]
     stats["unsteady_runs"] = [sum(1 for j in jobs if steps.get(j, none).drift) for jobs in stats["_jobs"]]
-    stats["loaded_runs"] = [sum(1 for j in jobs if load.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
+    stats["loaded_runs"] = [sum(1 for j in jobs if machine_load.load_flag(labels.get(j))) for jobs in stats["_jobs"]]
     flags = []
     for noisy, cv, out, unsteady, loaded, jobs in zip(stats["noisy"], stats["cv"], stats["outlier_runs"],
                                                       stats["unsteady_runs"], stats["loaded_runs"], stats["_jobs"],

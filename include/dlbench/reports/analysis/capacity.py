@@ -3,7 +3,7 @@
 For one hardware type (the GPU model, else the CPU model: ``capacity_facts.hardware``), per
 **configuration** (model, data kind, framework, batch, profile: each its own rows, never averaged
 together; "all models" lists every model), **machine class** (GPU model and count, CPU count,
-memory, the flavor or resource class: :mod:`dlbench.reports.machine_class`; a 2-GPU and an 8-GPU
+memory, the flavor or resource class: :mod:`dlbench.reports.analysis.machine_class`; a 2-GPU and an 8-GPU
 node of one GPU model are different rows), platform and density (instances sharing a host). A
 cell measured in several runs is summarised by its run means (n counts runs, ``n_of``): the
 run-to-run variance is in every interval, never pooled away:
@@ -45,16 +45,15 @@ import yaml
 from sqlalchemy import Engine, text
 
 from dlbench import settings
-from dlbench.reports import load, machine_class
-from dlbench.reports import stats as st
-from dlbench.reports.charts import line_chart
+from dlbench.reports.analysis import machine_class, machine_load
+from dlbench.reports.analysis import stats as st
 
 
 @dataclass(frozen=True)
 class CapacityRow:
     """One platform at one density for one configuration (model, data kind, framework, batch,
     profile): never an average over configurations. Intervals are None where they are not stated
-    (fewer than :data:`~dlbench.reports.stats.MIN_REPETITIONS` repetitions: ``flags`` says so)."""
+    (fewer than :data:`~dlbench.reports.analysis.stats.MIN_REPETITIONS` repetitions: ``flags`` says so)."""
 
     platform: str
     instances_per_host: int
@@ -182,7 +181,7 @@ def _config(parameters: dict[str, Any]) -> str:
 
 def machine_text(facts: dict[str, Any]) -> str:
     """``2 x NVIDIA V100 · 16 CPUs · 64 GiB · flavor g1.large``: a machine class
-    (:func:`dlbench.reports.machine_class.machine_class`) as a capacity row names it."""
+    (:func:`dlbench.reports.analysis.machine_class.machine_class`) as a capacity row names it."""
     parts = [f"{facts['gpu_count']} x {facts['gpu_model']}" if facts.get("gpu_model") and facts.get("gpu_count")
              else "", f"{facts['cpu_count']} CPUs" if facts.get("cpu_count") else "",
              f"{facts['memory_gib']} GiB" if facts.get("memory_gib") else "",
@@ -217,7 +216,7 @@ class _Cell:
 
 
 def _mean_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """The t interval of the mean at 95 %, None below :data:`~dlbench.reports.stats.MIN_REPETITIONS`
+    """The t interval of the mean at 95 %, None below :data:`~dlbench.reports.analysis.stats.MIN_REPETITIONS`
     (the same rule as every comparison: too few repetitions state no interval)."""
     if len(values) < st.MIN_REPETITIONS:
         return None, None
@@ -252,7 +251,7 @@ def _per_host_interval(n: int, single: Sequence[float], shared: Sequence[float] 
 
 def _flags(cells: Sequence[_Cell]) -> str:
     """Too few repetitions, noise (CV above the threshold) and loaded machines, over the cells a
-    row is computed from (the comparison's flags, :func:`dlbench.reports.load.load_flag`)."""
+    row is computed from (the comparison's flags, :func:`dlbench.reports.analysis.machine_load.load_flag`)."""
     found = []
     for cell in cells:
         samples, what = cell.samples, "runs" if len(cell.by_run) > 1 else "repetitions"
@@ -261,7 +260,7 @@ def _flags(cells: Sequence[_Cell]) -> str:
         elif st.is_noisy(st.cv(samples)):
             found.append(f"noisy: CV {st.cv(samples) * 100:.0f}%")
     jobs = {job: labels for cell in cells for job, labels in cell.jobs.items()}
-    loaded = sum(1 for labels in jobs.values() if load.load_flag(labels))
+    loaded = sum(1 for labels in jobs.values() if machine_load.load_flag(labels))
     if loaded:
         found.append(f"loaded machine in {loaded} of {len(jobs)} runs")
     return "; ".join(dict.fromkeys(found))
@@ -273,7 +272,8 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
     """One row per configuration (model, data kind, framework, batch, profile: ``model`` and
     ``data`` None mean every one, each its own rows, never averaged together), platform and
     measured density (see the module docstring), by configuration, platform, then N."""
-    from dlbench.reports import answer, compare  # heavy: pandas, which the rest of this module does not need
+    # heavy: pandas, which the rest of this module does not need
+    from dlbench.reports.analysis import answer, compare
 
     where, params = _filters(model, data, batch, runs, platforms)
     params["hardware"] = hardware
@@ -381,21 +381,6 @@ def best_set(rows: Sequence[CapacityRow], margin: float = st.EQUIVALENCE_MARGIN)
     floor = (top.per_host_ci_low if top.per_host_ci_low is not None else top.per_host) / (1 + margin)
     return [r for r in rows if r is top or (r.per_host_ci_high if r.per_host_ci_high is not None else r.per_host)
             >= floor]
-
-
-def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300, title: str = "",
-                      chart_id: str = "chart") -> str:
-    """'density vs degradation' of one configuration: degradation (%) against instances per host,
-    one line per platform (the palette's colours), the degradation's interval as whiskers."""
-    series: dict[str, list[tuple[float, float]]] = {}
-    whiskers: dict[str, list[tuple[float, float, float]]] = {}
-    for r in rows:
-        series.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_pct))
-        if r.degradation_ci_low is not None and r.degradation_ci_high is not None:
-            whiskers.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_ci_low,
-                                                        r.degradation_ci_high))
-    return line_chart(series, intervals=whiskers, x_label="instances per host", y_label="throughput degradation (%)",
-                      width=width, height=height, title=title or "density vs degradation", chart_id=chart_id)
 
 
 def as_json(rows: Sequence[CapacityRow]) -> str:

@@ -3,9 +3,9 @@
 What a chart must never do, because a reader believes it: draw a point or bar outside its axes
 (the axis is chosen from the data *and* its intervals, and its last tick is at or above the
 largest of them: :func:`axis`), colour a platform differently from another chart (every platform
-colour comes from :func:`dlbench.reports.palette.platform_color`), or put a higher-is-better and
+colour comes from :func:`dlbench.reports.rendering.palette.platform_color`), or put a higher-is-better and
 a lower-is-better metric on one normalized axis without saying which way is good (a bar chart
-takes one :class:`~dlbench.reports.metrics.Direction` and says it on the chart).
+takes one :class:`~dlbench.reports.analysis.metrics.Direction` and says it on the chart).
 
 Every chart marks its plot area (``rect.plot-area``) and its data marks (``.point``, ``.bar``,
 ``.whisker``), each with ``data-series``, so tests can check in a real browser that every mark
@@ -19,8 +19,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dlbench.reports.metrics import Direction
-from dlbench.reports.palette import CHANGE_POINT, platform_color, series_color
+from dlbench.reports.analysis.capacity import CapacityRow
+from dlbench.reports.analysis.metrics import Direction
+from dlbench.reports.rendering.palette import CHANGE_POINT, platform_color, series_color
 
 DIRECTION_TEXT = {Direction.HIGHER: "↑ higher is better", Direction.LOWER: "↓ lower is better"}
 FLAG_MARK = "⚠"
@@ -236,3 +237,18 @@ def bar_chart(groups: Sequence[str], series: Mapping[str, Sequence[Bar | None]],
     out += frame.legend(names, colors)
     out.append("</svg>")
     return "".join(out)
+
+
+def density_chart_svg(rows: Sequence[CapacityRow], width: int = 560, height: int = 300, title: str = "",
+                      chart_id: str = "chart") -> str:
+    """'density vs degradation' of one configuration: degradation (%) against instances per host,
+    one line per platform (the palette's colours), the degradation's interval as whiskers."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    whiskers: dict[str, list[tuple[float, float, float]]] = {}
+    for r in rows:
+        series.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_pct))
+        if r.degradation_ci_low is not None and r.degradation_ci_high is not None:
+            whiskers.setdefault(r.platform, []).append((r.instances_per_host, r.degradation_ci_low,
+                                                        r.degradation_ci_high))
+    return line_chart(series, intervals=whiskers, x_label="instances per host", y_label="throughput degradation (%)",
+                      width=width, height=height, title=title or "density vs degradation", chart_id=chart_id)

@@ -5,7 +5,7 @@ so bare metal's PyTorch cell is PyTorch's baseline). This section answers the ot
 planner asks: on this platform, what does the framework itself cost? Each row puts one
 framework's values of a cell (model, data, sizes, scenario: every parameter but the framework)
 against TensorFlow's on the same platform in the same run, with the same statistics as the
-platform comparison (:func:`dlbench.reports.stats.compare`: the delta-method interval of the
+platform comparison (:func:`dlbench.reports.analysis.stats.compare`: the delta-method interval of the
 ratio of the means on the log scale, df by Welch-Satterthwaite, n >= 3 per side for a verdict).
 TensorFlow is the baseline because it is the study's; a run without TensorFlow compares against
 the first framework it ran, in :data:`ORDER`.
@@ -20,8 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from dlbench.reports import answer, compare
-from dlbench.reports import stats as st
+from dlbench.reports.analysis import answer, compare
+from dlbench.reports.analysis import stats as st
+from dlbench.reports.sections.base import RunView
 from dlbench.warehouse.load import benchmark_framework
 from dlbench.workloads.profiles import Framework
 
@@ -173,3 +174,23 @@ def html_section(rows: list[FrameworkRow]) -> str:
             f"one framework.</p><div class='scroll'><table><tr><th>scenario</th><th>cell</th><th>platform</th>"
             f"<th>framework</th><th>metric</th><th>mean</th><th>{html.escape(baseline)}</th><th>× "
             f"{html.escape(baseline)}</th><th>verdict</th></tr>{''.join(body)}</table></div>")
+
+
+class FrameworksSection:
+    """Each framework against the baseline framework on the same platform (module docstring)."""
+
+    id = "frameworks"
+    title: str | None = "Frameworks"
+    style = ""
+
+    def _rows(self, run: RunView) -> list[FrameworkRow]:
+        return run.memo("framework_rows", lambda: framework_rows(run.frame))
+
+    def html(self, run: RunView) -> str:
+        rows = self._rows(run)
+        if rows and run.out is not None:
+            table(rows).to_csv(run.out / "frameworks.csv", index=False)
+        return html_section(rows)
+
+    def text(self, run: RunView) -> list[str]:
+        return text_lines(self._rows(run))

@@ -10,7 +10,7 @@ with those fields, from a validated request or from the request the warehouse ar
 The rules, and why:
 
 - The comparison is recomputed at the gate's own confidence
-  (:func:`dlbench.reports.compare.statistics`), so a gate at 99 % is judged on a 99 % interval.
+  (:func:`dlbench.reports.analysis.compare.statistics`), so a gate at 99 % is judged on a 99 % interval.
 - ``>= r`` passes only if the interval's LOWER end (``normalized_ci_low``, D/H) is at least r;
   ``<= r`` only if its UPPER end is at most r. The point estimate alone is not evidence: with
   noisy repetitions a mean of 0.91 may be a platform at 0.80.
@@ -28,7 +28,6 @@ The rules, and why:
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,9 +36,9 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from dlbench.reports import compare
-from dlbench.reports import stats as st
-from dlbench.reports.formatting import ci_text, fmt, ratio
+from dlbench.reports.analysis import compare
+from dlbench.reports.analysis import stats as st
+from dlbench.reports.analysis.formatting import ci_text, fmt, ratio
 
 
 class GateSpec(Protocol):
@@ -87,7 +86,7 @@ class ArchivedGate:
 
 
 def archived(config: Mapping[str, Any]) -> list[ArchivedGate]:
-    """The gates of a run's archived request (:func:`dlbench.reports.run_data.run_request`);
+    """The gates of a run's archived request (:func:`dlbench.reports.analysis.run_data.run_request`);
     none for a run without them or loaded without a request."""
     fields = set(ArchivedGate.__dataclass_fields__)
     return [ArchivedGate(**{k: v for k, v in gate.items() if k in fields}) for gate in config.get("gates") or []]
@@ -140,7 +139,7 @@ class RowResult:
     def measured(self, confidence: float) -> str:
         """``0.981 x BM [0.952, 1.01] at 95 %`` (no interval: says so)."""
         interval = ci_text(self.ci_low, self.ci_high)
-        where = f" {interval} at {_percent(confidence)}" if interval != "-" else " (no interval)"
+        where = f" {interval} at {percent(confidence)}" if interval != "-" else " (no interval)"
         return f"{ratio(self.normalized)} x BM{where}"
 
 
@@ -171,7 +170,7 @@ class GateResult:
         return _json_safe(out)
 
 
-def _percent(confidence: float) -> str:
+def percent(confidence: float) -> str:
     return f"{confidence * 100:g} %"
 
 
@@ -199,7 +198,7 @@ def gate_label(gate: GateSpec, op: str | None = None) -> str:
 
 def statistics_at(frame: pd.DataFrame, confidence: float, outliers: Mapping[str, st.StepCheck] | None = None
                   ) -> pd.DataFrame:
-    """The run's comparison at ``confidence`` (:func:`dlbench.reports.compare.statistics`), with a
+    """The run's comparison at ``confidence`` (:func:`dlbench.reports.analysis.compare.statistics`), with a
     ``data`` column (the case's data kind, from its parameters) for gates that name one."""
     stats = compare.statistics(frame, outliers, confidence=confidence)
     if stats.empty or frame.empty:
@@ -267,8 +266,8 @@ def evaluate_gate(gate: GateSpec, stats: pd.DataFrame) -> GateResult:
     label, spec = gate_label(gate), spec_dict(gate)
     if not stats.empty and "confidence" in stats and not math.isclose(float(stats["confidence"].iloc[0]),
                                                                       gate.confidence):
-        raise ValueError(f"gate {label!r} is at {_percent(gate.confidence)}, the comparison at "
-                         f"{_percent(float(stats['confidence'].iloc[0]))}: use statistics_at(frame, gate.confidence)")
+        raise ValueError(f"gate {label!r} is at {percent(gate.confidence)}, the comparison at "
+                         f"{percent(float(stats['confidence'].iloc[0]))}: use statistics_at(frame, gate.confidence)")
     matched = _matches(gate, stats) if not stats.empty else stats
     if matched.empty:
         measured = sorted(set(stats[stats["platform"] == spec["platform"]]["metric"])) if not stats.empty else []
@@ -298,7 +297,7 @@ def evaluate_gate(gate: GateSpec, stats: pd.DataFrame) -> GateResult:
 
 def evaluate(gates: Sequence[GateSpec], frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None = None
              ) -> list[GateResult]:
-    """Every gate on the run's samples (:func:`dlbench.reports.compare.samples_frame`), the
+    """Every gate on the run's samples (:func:`dlbench.reports.analysis.compare.samples_frame`), the
     comparison computed once per confidence the gates ask for."""
     by_confidence: dict[float, pd.DataFrame] = {}
     results = []
@@ -340,7 +339,7 @@ def text_lines(results: Sequence[GateResult]) -> list[str]:
         return []
     lines = [summary(results)]
     for result in results:
-        lines.append(f"  {STATE_TEXT[result.state]:9} {result.label} (at {_percent(result.confidence)}): "
+        lines.append(f"  {STATE_TEXT[result.state]:9} {result.label} (at {percent(result.confidence)}): "
                      f"{result.reason}")
         lines += [f"      {_row_line(row, result.confidence)}" for row in result.rows]
     return lines
@@ -355,48 +354,11 @@ def failure_message(results: Sequence[GateResult], policy: str = POLICY_FAIL) ->
         return None
     lines = [f"{len(bad)} of {len(results)} gate(s) did not pass:"]
     for result in bad:
-        lines.append(f"gate {result.label!r} {STATE_TEXT[result.state]} (at {_percent(result.confidence)}): "
+        lines.append(f"gate {result.label!r} {STATE_TEXT[result.state]} (at {percent(result.confidence)}): "
                      f"{result.reason}")
         lines += [f"  {_row_line(row, result.confidence)}" for row in result.rows
                   if row.state is not GateState.PASSED]
     return "\n".join(lines)
-
-
-STYLE = """.gate{padding:0 .35em;border-radius:3px;white-space:nowrap;font-weight:bold}
-.gate.passed{background:#d9f2d9;color:#155d15}.gate.failed{background:#f8d7d7;color:#8a1111}
-.gate.inconclusive{background:#fff1cc;color:#7a5a00}table.gates td{vertical-align:top}
-"""
-"""The gates section's classes, for the report's stylesheet (as :data:`dlbench.reports.scenarios.STYLE`)."""
-
-
-def _badge(state: GateState) -> str:
-    return f"<span class='gate {state.value}'>{STATE_TEXT[state]}</span>"
-
-
-def html_section(results: Sequence[GateResult]) -> str:
-    """The report's gates section: each gate passed, failed or inconclusive, with every row it was
-    judged on (×BM, its interval at the gate's confidence, n, why). Empty without gates."""
-    if not results:
-        return ""
-    esc = html.escape
-    body = []
-    for result in results:
-        head = (f"<tr><td rowspan='{max(len(result.rows), 1)}'>{_badge(result.state)} <b>{esc(result.label)}</b>"
-                f"<br><span class='note'>at {esc(_percent(result.confidence))}: {esc(result.reason)}</span></td>")
-        if not result.rows:
-            body.append(head + "<td colspan='5'>-</td></tr>")
-            continue
-        for i, row in enumerate(result.rows):
-            flags = f" <span class='flag'>⚠ {esc(row.flags)}</span>" if row.flags else ""
-            cells = (f"<td>{esc(row.case)}{flags}</td><td>{esc(ratio(row.normalized))}</td>"
-                     f"<td class='nw'>{esc(ci_text(row.ci_low, row.ci_high))}</td>"
-                     f"<td>{row.n}/{row.baseline_n}</td><td>{_badge(row.state)} {esc(row.reason)}</td></tr>")
-            body.append((head if i == 0 else "<tr>") + cells)
-    return (f"<h2 id='gates'>Gates</h2><p class='note'>{esc(summary(results))}. A gate passes when the interval's "
-            "end clears its threshold on every matching row, fails when a whole interval is beyond it, and is "
-            "inconclusive otherwise (an interval across the threshold, or none: no evidence; docs/gates.md).</p>"
-            "<div class='scroll'><table class='gates'><tr><th>gate</th><th>case</th><th>×BM</th><th>interval</th>"
-            "<th>n / bare metal n</th><th>result</th></tr>" + "".join(body) + "</table></div>")
 
 
 def as_json(run_id: str, results: Sequence[GateResult]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from dlbench.reports import compare, gates, load
-from dlbench.reports import stats as st
+from dlbench.reports.analysis import compare, gates, machine_load
+from dlbench.reports.analysis import stats as st
 from dlbench.warehouse.models import Benchmark as BenchmarkRow
 from dlbench.warehouse.models import Execution, Run
 
@@ -67,7 +67,7 @@ def run_statistics(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
 def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
     """One row per execution of the run with the machine-load labels its harness recorded, and
     the cores other processes used meanwhile (``other_cores``) and why it counts as run on a
-    loaded machine (:func:`dlbench.reports.load.load_flag`)."""
+    loaded machine (:func:`dlbench.reports.analysis.machine_load.load_flag`)."""
     query = (select(Execution.job_id, Execution.platform, Execution.repetition, Execution.labels,
                     BenchmarkRow.suite, BenchmarkRow.name)
              .join(Run, Execution.run_pk == Run.id).join(BenchmarkRow, Execution.benchmark_id == BenchmarkRow.id)
@@ -76,13 +76,13 @@ def load_table(engine: Engine, run_id: str) -> pd.DataFrame:
     with engine.connect() as conn:
         for r in conn.execute(query).all():
             labels = r.labels or {}
-            if not any(key in labels for key in load.LOAD_LABELS):
+            if not any(key in labels for key in machine_load.LOAD_LABELS):
                 continue
-            use = load.cpu_use(labels)
+            use = machine_load.cpu_use(labels)
             found.append({"job_id": r.job_id, "platform": r.platform, "suite": r.suite, "name": r.name,
-                          "repetition": r.repetition, **{k: labels.get(k) for k in load.LOAD_LABELS},
+                          "repetition": r.repetition, **{k: labels.get(k) for k in machine_load.LOAD_LABELS},
                           "other_cores": None if use is None else use.other_cores,
-                          "loaded": load.load_flag(labels)})
+                          "loaded": machine_load.load_flag(labels)})
     return pd.DataFrame(found)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from dlbench.reports import compare
+from dlbench.reports.analysis import compare
 
 
 def fmt(value: float | None, digits: int = 4) -> str:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.reports import compare, palette
+from dlbench.reports.analysis import compare
+from dlbench.reports.rendering import palette
 
 
 @dataclass(frozen=True)

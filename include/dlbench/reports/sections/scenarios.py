@@ -4,7 +4,7 @@ The study (004, section 4) answers one question per figure: how much does a plat
 given scenario? Figures 2-9 show throughput and elapsed time per model, one bar per platform,
 normalized to bare metal, "the actual performance measurement values indicated above the bars";
 figure 10 shows the elapsed-time degradation % of a job sharing its machine, per platform. This
-module builds the same figures from the comparison table (:func:`dlbench.reports.compare.statistics`)
+module builds the same figures from the comparison table (:func:`dlbench.reports.analysis.compare.statistics`)
 for single, distributed and shared side by side, so one look says which platform, in which scenario.
 
 Everything a figure shows is first a plain list of :class:`Bar` (what is drawn, and the text above
@@ -26,9 +26,14 @@ from typing import Any
 import pandas as pd
 
 from dlbench.profiles import get_profile
-from dlbench.reports import compare, metrics, palette
+from dlbench.reports.analysis import compare, metrics
+from dlbench.reports.rendering import palette
+from dlbench.reports.rendering.tables import table_html
+from dlbench.reports.sections.base import RunView
+from dlbench.reports.sections.suite_tables import suite_html
+from dlbench.suites import Suite
 
-SUITE = "tf_cnn"
+SUITE = Suite.TF_CNN.value
 
 TITLES = {
     compare.SINGLE: "Single instance",
@@ -186,7 +191,7 @@ def degradation_bars(stats: pd.DataFrame, kinds: Mapping[str, str], metric: str)
     """Figure 10: per shared cell, one bar per platform at the cell documents' mean degradation %
     (positive = slower than alone), grouped background, then control, then tenants. No error
     bar: a degradation is already relative to the job alone, so the comparison states no interval
-    for it (:data:`dlbench.reports.metrics.RELATIVE`); n is printed above the bar."""
+    for it (:data:`dlbench.reports.analysis.metrics.RELATIVE`); n is printed above the bar."""
     rows = scenario_rows(stats, compare.SHARED, metric)
     bars = []
     for _, r in rows.iterrows():
@@ -332,7 +337,7 @@ STYLE = """.scenario-grid{display:grid;grid-template-columns:1fr;gap:1em}
 
 def legend_html(platforms: Sequence[str]) -> str:
     """Colour swatches of ``platforms`` (those that ran: a legend never lists a platform with
-    nothing drawn), each in its :func:`~dlbench.reports.palette.platform_color`."""
+    nothing drawn), each in its :func:`~dlbench.reports.rendering.palette.platform_color`."""
     return "<p class='note legend'>" + "".join(
         f"<span class='swatch' data-platform='{html.escape(p)}' style='background:{palette.platform_color(p)}'>"
         f"</span>{html.escape(p)}" for p in _platforms(platforms)) + "</p>"
@@ -484,7 +489,7 @@ def text_lines(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame,
     status = scenario_status(stats, bad, requested)
     counts = {s: stats[(stats["suite"] == SUITE) & (stats["scenario"] == s)]["cell"].nunique()
               for s in compare.SCENARIOS} if not stats.empty else {}
-    lines = ["Scenarios (tf_cnn): " + "; ".join(
+    lines = [f"Scenarios ({SUITE}): " + "; ".join(
         f"{s}: {counts.get(s, 0)} cell{'' if counts.get(s, 0) == 1 else 's'}" if status[s] == "ran"
         else f"{s}: {status[s]}" for s in compare.SCENARIOS if status[s] != NOT_REQUESTED)]
     for u in uncovered_cells(frame):
@@ -492,3 +497,35 @@ def text_lines(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame,
         lines.append(f"WARNING: shared {u['platform']} {u['cell']} r{u['repetition']}: the background did not cover "
                      f"the foreground{coverage}; its degradation understates the interference")
     return lines
+
+
+class StudyFiguresSection:
+    """The core study's three scenarios side by side, then the shared scenario's degradation."""
+
+    id = "scenarios"
+    title: str | None = "Study figures"
+    style = STYLE
+
+    def html(self, run: RunView) -> str:
+        if not has_training(run.stats, run.bad):
+            return ""
+        return section_html(run.stats, run.frame, run.bad, table_html, run.profile.requested_list("scenarios"))
+
+    def text(self, run: RunView) -> list[str]:
+        return text_lines(run.stats, run.frame, run.bad, run.profile.requested_list("scenarios"))
+
+
+class TrainingNumbersSection:
+    """Every training headline number, one click away (the answer and the figures show them)."""
+
+    id = "training-numbers"
+    title: str | None = None
+    style = ""
+
+    def html(self, run: RunView) -> str:
+        if SUITE not in run.suites:
+            return ""
+        return suite_html(run, SUITE, charted=list(dict.fromkeys(run.head["metric"])), collapsed=True)
+
+    def text(self, run: RunView) -> list[str]:
+        return []
