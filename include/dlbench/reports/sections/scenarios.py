@@ -412,7 +412,7 @@ def _coverage_html(uncovered: Sequence[Mapping[str, Any]]) -> str:
             f"<ul class='note bad'>{items}</ul>")
 
 
-def section_html(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, table: Any,
+def html_section(stats: pd.DataFrame, frame: pd.DataFrame, bad: pd.DataFrame, table: Any,
                  requested: Sequence[str] | None = None) -> str:
     """The Scenarios section: at a glance, then per scenario (columns) throughput and elapsed time
     normalized to bare metal (rows), then the shared scenario's degradation (figure 10).
@@ -509,7 +509,7 @@ class StudyFiguresSection:
     def html(self, run: RunView) -> str:
         if not has_training(run.stats, run.bad):
             return ""
-        return section_html(run.stats, run.frame, run.bad, table_html, run.profile.requested_list("scenarios"))
+        return html_section(run.stats, run.frame, run.bad, table_html, run.profile.requested_list("scenarios"))
 
     def text(self, run: RunView) -> list[str]:
         return text_lines(run.stats, run.frame, run.bad, run.profile.requested_list("scenarios"))
