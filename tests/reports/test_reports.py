@@ -403,3 +403,13 @@ def test_the_heading_promises_a_cost_only_when_prices_are_set(engine, tmp_path, 
     bm = rows[(rows["platform"] == "bare_metal") & (rows["metric"] == "throughput") & (rows["case"].str.startswith(
         "resnet50 single synthetic"))]["mean"].iloc[0]
     assert f"<td>{1 / bm:.4g} EUR</td>" in cost
+    # The text summary says the same costs, one line per row of the page's table (one outline).
+    table_rows = cost.count("<tr>") - 1
+    lines = text_table(engine, DECISION_RUN, tmp_path / "b").splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("COST per 1000 images")))
+    said = [line for line in lines[head + 1:head + 1 + table_rows] if line.startswith("  ")]
+    assert len(said) == table_rows > 0
+    assert any(line.startswith("  ") and " resnet50 synthetic bare_metal x1: " in line
+               and f": {1 / bm:.4g} EUR [" in line for line in said), said
+    monkeypatch.delenv("AIRFLOW_VAR_DLBENCH_HOST_PRICES")
+    assert not any(line.startswith("COST") for line in text_table(engine, DECISION_RUN).splitlines())
