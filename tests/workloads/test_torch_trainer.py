@@ -4,7 +4,7 @@ Smoke shapes, a few steps, on this machine's CPU: every model on synthetic data,
 on TFRecords TensorFlow wrote, bf16 (autocast on the CPU), tf32 refused where no GPU has it, DDP
 across two processes over Gloo on 127.0.0.1 (as two instances of the distributed scenario), DDP
 with two local processes (the multi-GPU path, on CPUs), and a ``--loop`` background stopped by
-SIGTERM, mirroring the TensorFlow runner's tests (test_tf_runner.py, test_distributed.py).
+SIGTERM, mirroring the TensorFlow runner's tests (test_tf_trainer.py, test_distributed.py).
 """
 
 from __future__ import annotations
