@@ -51,7 +51,8 @@ def test_navigation_body_and_text_follow_the_outline(engine, tmp_path):
     assert positions == sorted(positions)
     # The text: every section's lines, in the same order (a section with nothing to say adds none).
     table = text_table(engine, "r1", tmp_path / "r").splitlines()
-    said = [(section, lines) for section in SECTIONS if (lines := section.text(RunView(engine, "r1")))]
+    text_run = RunView(engine, "r1")
+    said = [(section, lines) for section in SECTIONS if (lines := section.text(text_run))]
     assert [s.id for s, _ in said][:1] == ["answer"] and said[-1][0].id == "problems"
     starts = [table.index(next(line for line in lines if line)) for _, lines in said]
     assert starts == sorted(starts), [s.id for s, _ in said]

@@ -264,7 +264,7 @@ class AnswerSection:
         cells = "training cell" if not training.empty else "cell"
         training = training if not training.empty else answer.answer_rows(stats)  # a run of the workload suites only
         reps = _span_text(training["n"]) if not training.empty else ""
-        cost = "Which platform, at what cost" if COST.html(run) else "Which platform"
+        cost = "Which platform, at what cost" if COST.rows(run) else "Which platform"
         return "\n".join(p for p in (
             _emulated_note(run),
             profile_html(run.profile, run.grade, f"{reps} repetitions per {cells}" if reps else ""),

@@ -80,14 +80,15 @@ class CostSection:
     title: str | None = None
     style = ""
 
-    def _rows(self, run: RunView) -> list[CostRow]:
+    def rows(self, run: RunView) -> list[CostRow]:
+        """The run's costs, computed once per report (the answer's heading reads them too)."""
         return run.memo("cost", lambda: cost_rows(run.engine, run.run_id, run.frame, capacity.load_prices()))
 
     def html(self, run: RunView) -> str:
-        return cost_html(self._rows(run))
+        return cost_html(self.rows(run))
 
     def text(self, run: RunView) -> list[str]:
-        return cost_lines(self._rows(run))
+        return cost_lines(self.rows(run))
 
 
 COST = CostSection()

@@ -5,20 +5,8 @@ distributed_replicated's TF1 graphs, multi_worker_mirrored), the versions :mod:`
 
 from __future__ import annotations
 
-from dlbench.workloads import tf_instance
-from dlbench.workloads.cnn import tf_cluster
+from dlbench.workloads.cnn.tf_cluster import run_role
 from dlbench.workloads.cnn.tf_train import train
-from dlbench.workloads.profiles import DataKind, ModelName, TrainingSpec
-from dlbench.workloads.result import ResultDocument
-from dlbench.workloads.training.cluster import ClusterRole
+from dlbench.workloads.tf_instance import versions
 
 __all__ = ["run_role", "train", "versions"]
-
-
-def run_role(doc: ResultDocument, role: ClusterRole, *, model_name: ModelName, spec: TrainingSpec, data: DataKind,
-             data_dir: str | None = None) -> None:
-    tf_cluster.run_role(doc, role, model_name=model_name, spec=spec, data=data, data_dir=data_dir)
-
-
-def versions() -> dict[str, str]:
-    return tf_instance.versions()
