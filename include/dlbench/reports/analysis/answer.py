@@ -44,6 +44,13 @@ WORKLOAD_SUITES = tuple(suite for suite in FRAMEWORK_SUITES if suite != TRAINING
 a framework's model as a planner would, answered case by case like training (not summarised as
 micro-benchmarks); their framework is the warehouse's (:data:`FRAMEWORK_SUITES`)."""
 
+
+def is_micro(suite: str) -> bool:
+    """Whether ``suite``'s results are a micro-benchmark's: neither training nor a model workload
+    (the report's micro-benchmark section and the summary's one line per suite both ask this)."""
+    return suite != TRAINING_SUITE and suite not in WORKLOAD_SUITES
+
+
 NAME_ORDER = [m.value for m in FathomModel]
 """Workload cells in the order a reader knows them: Fathom's own (its paper's table 1)."""
 TASK_ORDER = [*dict.fromkeys([t.value for t in FathomTask] + [t.value for t in TransformerTask])]
@@ -452,7 +459,7 @@ def micro_summary(stats: pd.DataFrame) -> list[tuple[str, str, str]]:
     head = compare.headline(stats)
     if head.empty:
         return []
-    rows = head[~head["suite"].isin([TRAINING_SUITE, *WORKLOAD_SUITES]) & (head["platform"] != compare.BASELINE)
+    rows = head[head["suite"].map(is_micro) & (head["platform"] != compare.BASELINE)
                 & ~head["metric"].isin(metrics.RELATIVE)]
     out = []
     order = VERDICT_ORDER

@@ -9,7 +9,6 @@ from dlbench.reports.analysis import answer
 from dlbench.reports.sections.base import RunView
 from dlbench.reports.sections.suite_tables import suite_html
 from dlbench.suites import MICRO_ORDER as MICRO_SUITES
-from dlbench.suites import SCENARIO_SUITES
 
 ORDER = [suite.value for suite in MICRO_SUITES]
 """The micro-benchmarks in the order that explains training."""
@@ -17,8 +16,7 @@ ORDER = [suite.value for suite in MICRO_SUITES]
 
 def micro_suites(run: RunView) -> list[str]:
     """The run's micro-benchmark suites in :data:`ORDER` (a suite outside it last, by name)."""
-    others = {s.value for s in SCENARIO_SUITES} | set(answer.WORKLOAD_SUITES)
-    return sorted((s for s in run.suites if s not in others),
+    return sorted(filter(answer.is_micro, run.suites),
                   key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
 
 
