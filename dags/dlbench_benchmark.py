@@ -20,7 +20,7 @@ from dlbench import settings
 from dlbench.pipeline.routing import JOB_TASK, load_routing
 from dlbench.providers.registry import PROVIDERS, provider_names
 from dlbench.suites import DEFAULT_SUITES, Suite
-from dlbench.workloads.profiles import DataKind, Framework, ModelName, Scenario, load_profiles
+from dlbench.workloads.profiles import TRAINING_FRAMEWORKS, DataKind, Framework, ModelName, Scenario, load_profiles
 from dlbench.workloads.result import Platform
 
 ROUTING = load_routing()
@@ -77,13 +77,16 @@ PARAMS = {
         "(CUDA programs; skipped without a GPU), deepbench (TF kernels), disk (dd, ioping, fio), network (iperf3). "
         "dltools (opt-in): study 001's FCN5 / AlexNet / ResNet-50 (CIFAR) / LSTM set, seconds per batch per epoch. "
         "fathom (opt-in): study 003's eight Fathom workloads, training and inference. transformer (opt-in): a "
-        "GPT-style decoder in PyTorch, training (tokens/s, MFU) and generation (time to first token, tokens/s).",
+        "GPT-style decoder in PyTorch, training (tokens/s, MFU) and generation (time to first token, tokens/s). "
+        "serving (opt-in): an LLM inference server (vLLM) under a concurrency and a Poisson-rate sweep, and the "
+        "requests/s it sustains at the profile's latency target (docs/serving.md).",
     ),
     "models": Param(
         _choices(ModelName), type="array", items={"type": "string", "enum": _choices(ModelName)}, title="Models",
     ),
     "frameworks": Param(
-        [Framework.TENSORFLOW.value], type="array", items={"type": "string", "enum": _choices(Framework)},
+        [Framework.TENSORFLOW.value], type="array",
+        items={"type": "string", "enum": [f.value for f in TRAINING_FRAMEWORKS]},
         title="Frameworks",
         description="Who trains the tf_cnn networks (the same architectures, protocol and results): tensorflow (the "
         "study's), pytorch, jax. Platforms are compared per framework; the report compares the frameworks on the same "

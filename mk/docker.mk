@@ -1,13 +1,13 @@
 # The local container platform: Docker engine and the workload image (docs/container.md).
 APT_PACKAGES += debootstrap zstd python3-venv
 RUN_PREREQS += image workload-env
-CI_PREREQS += docker-up image workload-env
+CI_PREREQS += docker-up image workload-env image-vllm workload-env-vllm
 
 # The default bridge in the benchmarking range (198.18.0.0/15), so host <-> container network
 # benchmarks never use a real network's addresses.
 DOCKER_BIP ?= 198.18.200.1/24
 
-.PHONY: docker-up base-image wheelhouse workload-env image image-tensorflow
+.PHONY: docker-up base-image wheelhouse workload-env workload-env-vllm image image-tensorflow image-vllm
 docker-up: ## start the Docker engine if it is installed but not running
 	@if docker info >/dev/null 2>&1; then exit 0; fi; \
 	if ! command -v dockerd >/dev/null; then echo "Docker is not installed: container rows will be skipped"; exit 0; fi; \
@@ -27,6 +27,11 @@ wheelhouse: venv ## wheels of every framework's workload requirements, for offli
 workload-env: venv wheelhouse ## the host's workload virtualenv (build/workload-env), offline from the wheelhouse
 	$(PY) -m dlbench.execution.workload_env
 
+# The serving suite's (docs/serving.md): vLLM in its own virtualenv (build/workload-env-vllm);
+# a serving run on this host builds it when missing (the local provider), CI builds it first.
+workload-env-vllm: venv wheelhouse ## the host's serving environment (vLLM's CPU build, build/workload-env-vllm)
+	$(PY) -m dlbench.execution.workload_env vllm
+
 # One workload image per framework (docs/container.md): dlbench-workload:latest (TensorFlow, and
 # every suite but tf_cnn), dlbench-workload-pytorch:latest, dlbench-workload-jax:latest. CI's
 # container tests run all three; `make image IMAGE_FRAMEWORKS=tensorflow` builds one.
@@ -41,6 +46,9 @@ image: venv docker-up $(if $(filter tensorflow,$(IMAGE_FRAMEWORKS)),image-tensor
 
 image-tensorflow: venv docker-up ## build the TensorFlow workload image dlbench-workload:latest when missing or stale
 	$(call build_images,tensorflow)
+
+image-vllm: venv docker-up ## build the serving suite's image dlbench-workload-vllm:latest (vLLM's CPU build) when missing or stale
+	$(call build_images,vllm)
 
 # The GPU image of one framework (FRAMEWORK=tensorflow|pytorch|jax): the framework's CUDA build
 # in place of its CPU pin. Not built in CI (no GPU, and CUDA wheels are GBs).

@@ -22,6 +22,7 @@ from dlbench.providers.registry import ProviderSettingsUnion, provider_choices, 
 from dlbench.providers.settings import ProviderSettings
 from dlbench.suites import DEFAULT_SUITES, SCENARIO_SUITES, SUITES, Suite
 from dlbench.workloads.profiles import (
+    TRAINING_FRAMEWORKS,
     DataKind,
     DistributedMode,
     Framework,
@@ -177,6 +178,16 @@ class BenchmarkRequest(BaseModel):
     @classmethod
     def _unique(cls, value: list[Any]) -> list[Any]:
         return list(dict.fromkeys(value))
+
+    @field_validator("frameworks")
+    @classmethod
+    def _training(cls, value: list[Framework]) -> list[Framework]:
+        engines = [f.value for f in value if not f.trains]
+        if engines:
+            training = ", ".join(f.value for f in TRAINING_FRAMEWORKS)
+            raise ValueError(f"{', '.join(engines)} is not a training framework (frameworks are {training}: "
+                             "the training suites' choice)")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -399,7 +410,7 @@ def explain(exc: ValidationError) -> str:
         "profile": profile_names(),
         "scenarios": [s.value for s in Scenario],
         "distributed_mode": [m.value for m in Framework.TENSORFLOW.distributed_modes],
-        "frameworks": [f.value for f in Framework],
+        "frameworks": [f.value for f in TRAINING_FRAMEWORKS],
         **provider_choices(),
         "gates.platform": [p.value for p in Platform if p is not Platform.BARE_METAL],
         "gates.op": [o.value for o in GateOp],

@@ -109,7 +109,7 @@ def test_no_import_cycle_in_the_devcloud():
 HEAVY_OR_OPTIONAL = {
     "tensorflow", "keras", "numpy", "torch", "jax", "docker", "openstack", "keystoneauth1", "kubernetes", "paramiko",
     "cryptography", "pandas", "matplotlib", "scipy", "airflow", "fastapi", "uvicorn", "starlette", "sqlalchemy",
-    "alembic", "fsspec", "pip", "psycopg", "psycopg2",
+    "alembic", "fsspec", "pip", "psycopg", "psycopg2", "vllm",
 }
 """Third-party packages a module may import inside a function: slow to import, or absent where the
 module also runs (the benchmarked machine, a CLI without Airflow)."""

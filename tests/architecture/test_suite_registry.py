@@ -2,7 +2,7 @@
 ``dlbench/suites/`` plus its line in the registry, and the controller reads its facts from there.
 
 The rule, checked on the suites whose ids are unambiguous words (``tf_cnn``, ``dltools``,
-``fathom``, ``transformer``, ``deepbench``; ``cpu`` or ``network`` are also plain words): outside
+``fathom``, ``transformer``, ``deepbench``; ``serving``, ``cpu`` or ``network`` are also plain words): outside
 the workloads (the benchmarked machine's code) and the registry, no module's code names them
 (prose in docstrings and comments may, as an example); :data:`NOT_YET` lists exceptions, and stays
 empty. The warehouse's migrations are exempt: each is SQL frozen at its revision (the id in

@@ -256,7 +256,7 @@ def test_executors_carry_what_the_access_says() -> None:
 
     process: Any = on(LocalProcess(python="/opt/py/bin/python3"))
     docker: Any = on(LocalDocker(image="dlbench:other"))
-    assert (process.python, docker.image) == ("/opt/py/bin/python3", "dlbench:other")
+    assert (process.given.python, docker.image) == ("/opt/py/bin/python3", "dlbench:other")
 
 
 def test_secret_field_of_an_unknown_or_missing_kind_is_the_ssh_key() -> None:

@@ -30,7 +30,8 @@ def test_a_local_bare_metal_job_runs_in_the_workload_environment_and_says_so(tmp
     assert doc.status is Status.OK, doc.error
     assert doc.labels[workload_env.LABEL] == workload_env.WORKLOAD_ENV
     given = LocalProcessExecutor(python=str(workload_env.ENV_DIR / "bin" / "python"))
-    assert given.env_label.startswith("given ")  # a target's own interpreter is named as given
+    # a target's own interpreter is named as given
+    assert given.given is not None and given.given.label.startswith("given ")
 
 
 def test_the_workload_environment_is_lean_and_has_every_framework():
@@ -51,11 +52,11 @@ def test_a_stale_or_missing_environment_falls_back_to_the_controller_labelled(tm
     env = tmp_path / "workload-env"
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "python").symlink_to(Path(workload_env.sys.executable))
-    monkeypatch.setattr(workload_env, "ENV_DIR", env)
-    monkeypatch.setattr(workload_env, "MARKER", env / "dlbench-env.json")
+    monkeypatch.setattr(workload_env, "TRAINING", workload_env.Venv(env, workload_env.TRAINING_FRAMEWORKS,
+                                                                    workload_env.WORKLOAD_ENV))
     assert workload_env.local() == workload_env.Environment(workload_env.sys.executable, workload_env.CONTROLLER)
     (env / "dlbench-env.json").write_text(json.dumps({"requirements": "0" * 16}))
     assert workload_env.local().label == workload_env.CONTROLLER
-    current = workload_env.requirements_digest(list(workload_env.Framework))
+    current = workload_env.requirements_digest(list(workload_env.TRAINING_FRAMEWORKS))
     (env / "dlbench-env.json").write_text(json.dumps({"requirements": current}))
     assert workload_env.local() == workload_env.Environment(str(env / "bin" / "python"), workload_env.WORKLOAD_ENV)

@@ -48,10 +48,21 @@ REQUIREMENTS: dict[Framework, Path] = {
     Framework.TENSORFLOW: ROOT / "requirements-workload.txt",
     Framework.PYTORCH: ROOT / "requirements-workload-pytorch.txt",
     Framework.JAX: ROOT / "requirements-workload-jax.txt",
+    Framework.VLLM: ROOT / "requirements-workload-vllm.txt",
 }
 """What the benchmarked machine needs to run each framework (every file also carries what the
 micro-benchmarks and the workload package need). The images install one each; the node and VM
-images install all three into one venv (they are compatible: ``pip check`` passes)."""
+images install the training frameworks' into one venv (they are compatible: ``pip check`` passes)."""
+
+PINNED_WHOLE: frozenset[Framework] = frozenset({Framework.VLLM})
+"""Requirement files that list every package pinned and are installed (and downloaded) without
+dependency resolution (``pip --no-deps``): vLLM's CPU build declares CUDA builds of packages it
+does not use that break its import on a CPU (requirements-workload-vllm.txt says which)."""
+
+
+def pip_resolution(framework: Framework) -> list[str]:
+    """pip's arguments for how ``framework``'s requirement file is resolved (:data:`PINNED_WHOLE`)."""
+    return ["--no-deps"] if framework in PINNED_WHOLE else []
 
 
 def workload_image(image: str, framework: Framework) -> str:
@@ -181,9 +192,10 @@ def build_wheelhouse() -> Path:
         stamp = WHEELHOUSE / f".complete-{_requirements_digest()}"
         if stamp.exists():
             return WHEELHOUSE
-        for requirements in REQUIREMENTS.values():
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d",
-                            str(WHEELHOUSE), "-r", str(requirements)], check=True, timeout=3600)
+        for framework, requirements in REQUIREMENTS.items():
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                            *pip_resolution(framework), "-d", str(WHEELHOUSE), "-r", str(requirements)],
+                           check=True, timeout=3600)
         for old in WHEELHOUSE.glob(".complete-*"):
             old.unlink()
         stamp.touch()

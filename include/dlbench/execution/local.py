@@ -36,6 +36,7 @@ from dlbench.execution.gpus import process_env
 from dlbench.execution.machine_lock import workload_hold_fd
 from dlbench.execution.targets import Target
 from dlbench.jobs import Job
+from dlbench.suites import framework_of
 from dlbench.workloads.result import ResultDocument
 
 WORKLOAD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH",
@@ -84,12 +85,11 @@ class LocalProcessExecutor(Executor):
 
     def __init__(self, python: str | None = None, env: dict[str, str] | None = None,
                  grace: float = DEFAULT_GRACE_S) -> None:
-        # None: the host's workload environment (build/workload-env, as the images and the node
-        # image install the frameworks), else the worker's own interpreter; the job's document
-        # says which (workload_env.LABEL).
-        host = workload_env.Environment(python, f"given {python}") if python else workload_env.local()
-        self.python = host.python
-        self.env_label = host.label
+        # None: the host's workload environment of each job's framework (build/workload-env, as
+        # the images and the node image install the training frameworks; build/workload-env-vllm
+        # for serving), else the worker's own interpreter; the job's document says which
+        # (workload_env.LABEL).
+        self.given = workload_env.Environment(python, f"given {python}") if python else None
         self.env = env
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL when the job is stopped."""
@@ -99,7 +99,8 @@ class LocalProcessExecutor(Executor):
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="dlbench-job-") as tmp:
             out = Path(tmp) / "result.json"
-            argv = [self.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
+            host = self.given or workload_env.local(framework_of(job.args))
+            argv = [host.python, "-m", "dlbench.workloads", *job.workload_argv(str(out), target.data_dir)]
             env = {**workload_environment(), **settings.workload_env(), "TF_CPP_MIN_LOG_LEVEL": "2",
                    **process_env(target.access.gpus), **(self.env or {})}
             # Output to a file, not pipes: a child that outlives the workload (and holds the pipe)
@@ -150,7 +151,7 @@ class LocalProcessExecutor(Executor):
                 error = f"{error}: {_last_line(output)}"
             doc, why = read_document(out)
             return finish(job, doc, archive_path, launched, error=error or (why if doc is None else ""), output=output,
-                          stopped=watch, ended=ended, labels={workload_env.LABEL: self.env_label})
+                          stopped=watch, ended=ended, labels={workload_env.LABEL: host.label})
 
 
 def die_with_parent(parent: int) -> Callable[[], None]:

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlbench.execution.image import REQUIREMENTS, ROOT, WHEELHOUSE, build_wheelhouse
+from dlbench.execution.image import REQUIREMENTS, ROOT, WHEELHOUSE, build_wheelhouse, pip_resolution
 from dlbench.execution.prepare import requirements_digest
-from dlbench.workloads.profiles import Framework
+from dlbench.workloads.profiles import TRAINING_FRAMEWORKS, Framework
 
 ENV_DIR = ROOT / "build" / "workload-env"
-MARKER = ENV_DIR / "dlbench-env.json"
 LABEL = "workload_env"
 """The document label naming the environment a job ran in."""
 WORKLOAD_ENV = "workload-env"
@@ -51,47 +50,78 @@ class Environment:
     """:data:`WORKLOAD_ENV` or :data:`CONTROLLER`: the value of the job's :data:`LABEL`."""
 
 
-def local() -> Environment:
-    """The host's workload environment when it is built from the current requirement files, else
-    the controller's own interpreter (labelled so)."""
-    python = ENV_DIR / "bin" / "python"
+@dataclass(frozen=True)
+class Venv:
+    """One workload virtualenv of this host and the frameworks it carries."""
+
+    directory: Path
+    frameworks: tuple[Framework, ...]
+    label: str
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / "dlbench-env.json"
+
+
+TRAINING = Venv(ENV_DIR, TRAINING_FRAMEWORKS, WORKLOAD_ENV)
+"""Every training framework in one venv, as the node and VM images have them."""
+SERVING = Venv(ROOT / "build" / "workload-env-vllm", (Framework.VLLM,), "workload-env-vllm")
+"""vLLM in its own (its pinned set shares no versions with the training frameworks': another
+Transformers, NumPy and protobuf), as its image has it alone."""
+
+
+def venv_for(framework: Framework) -> Venv:
+    return SERVING if framework is Framework.VLLM else TRAINING
+
+
+def local(framework: Framework = Framework.TENSORFLOW) -> Environment:
+    """The host's workload environment of ``framework`` when it is built from the current
+    requirement files, else the controller's own interpreter (labelled so)."""
+    venv = venv_for(framework)
+    python = venv.directory / "bin" / "python"
     try:
-        marker = json.loads(MARKER.read_text())
+        marker = json.loads(venv.marker.read_text())
     except (OSError, ValueError):
         marker = {}
-    if python.exists() and marker.get("requirements") == requirements_digest(list(Framework)):
-        return Environment(str(python), WORKLOAD_ENV)
+    if python.exists() and marker.get("requirements") == requirements_digest(list(venv.frameworks)):
+        return Environment(str(python), venv.label)
     return Environment(sys.executable, CONTROLLER)
 
 
-def build() -> Path:
-    """Build (or rebuild, when the requirement files changed) ``build/workload-env`` offline from
-    the wheelhouse; a no-op when it is current. Returns its directory."""
-    digest = requirements_digest(list(Framework))
-    if local().label == WORKLOAD_ENV:
-        return ENV_DIR
+def build(venv: Venv = TRAINING) -> Path:
+    """Build (or rebuild, when the requirement files changed) ``venv`` offline from the wheelhouse;
+    a no-op when it is current. Returns its directory."""
+    digest = requirements_digest(list(venv.frameworks))
+    if local(venv.frameworks[0]).label == venv.label:
+        return venv.directory
     build_wheelhouse()
-    shutil.rmtree(ENV_DIR, ignore_errors=True)
+    shutil.rmtree(venv.directory, ignore_errors=True)
     # From the distribution's interpreter, as the images' and the node image's venvs are made
     # (their base is Debian's python3): not the first python3 on PATH, which here was a pyenv build
     # (3.11.7) importing TensorFlow 0.3 s slower than Debian's 3.11.2 with the same packages; and
     # nothing of the controller's virtualenv (Airflow and its dependencies) is on the workload's path.
     base = SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else (shutil.which("python3") or sys.executable)
-    subprocess.run([base, "-m", "venv", str(ENV_DIR)], check=True, timeout=600)
-    requirements = [arg for framework in Framework for arg in ("-r", str(REQUIREMENTS[framework]))]
-    subprocess.run([str(ENV_DIR / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(WHEELHOUSE),
+    subprocess.run([base, "-m", "venv", str(venv.directory)], check=True, timeout=600)
+    pip = str(venv.directory / "bin" / "pip")
+    requirements = [arg for framework in venv.frameworks for arg in ("-r", str(REQUIREMENTS[framework]))]
+    resolution = [arg for framework in venv.frameworks for arg in pip_resolution(framework)]
+    subprocess.run([pip, "install", "-q", "--no-index", "--find-links", str(WHEELHOUSE), *resolution,
                     *requirements], check=True, timeout=3600)
-    subprocess.run([str(ENV_DIR / "bin" / "pip"), "check"], check=True, timeout=600)
+    if not resolution:  # a set pinned whole lacks, by design, what it leaves out (image.PINNED_WHOLE)
+        subprocess.run([pip, "check"], check=True, timeout=600)
     # The workload package from this checkout, as the controller's own interpreter finds it (the
     # images copy the same files): a job runs the code of the run that started it.
     where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    purelib = subprocess.run([str(ENV_DIR / "bin" / "python"), "-c", where], check=True, capture_output=True,
-                             text=True, timeout=60).stdout.strip()
+    purelib = subprocess.run([str(venv.directory / "bin" / "python"), "-c", where], check=True,
+                             capture_output=True, text=True, timeout=60).stdout.strip()
     (Path(purelib) / "dlbench-workloads.pth").write_text(f"{ROOT / 'include'}\n")
-    MARKER.write_text(json.dumps({"requirements": digest, "frameworks": [f.value for f in Framework], "base": base,
-                                  "built_at": datetime.now(UTC).isoformat(timespec="seconds")}))
-    return ENV_DIR
+    venv.marker.write_text(json.dumps({"requirements": digest, "frameworks": [f.value for f in venv.frameworks],
+                                       "base": base, "built_at": datetime.now(UTC).isoformat(timespec="seconds")}))
+    return venv.directory
 
 
 if __name__ == "__main__":
-    print(f"workload environment: {build()} ({local().label})")
+    # `python -m dlbench.execution.workload_env [vllm]`: the training frameworks' (make workload-env),
+    # or the serving suite's (make workload-env-vllm).
+    chosen = SERVING if sys.argv[1:] == [Framework.VLLM.value] else TRAINING
+    print(f"workload environment: {build(chosen)} ({local(chosen.frameworks[0]).label})")

@@ -23,6 +23,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from dlbench.execution import workload_env
 from dlbench.execution.engine import remove_run_containers
 from dlbench.execution.gpus import Allotment, allot, local_facts
 from dlbench.execution.image import DEFAULT_TAG as WORKLOAD_IMAGE
@@ -85,6 +86,7 @@ class LocalBackend(ProviderBackend):
             if platform is Platform.BARE_METAL:
                 targets.append(Target(name="localhost", platform=platform, access=LocalProcess(gpus=gpus.host),
                                       data_dir=data_dir, skip_reason=gpus.host_skip, expires_at=tags.expires_at,
+                                      framework_skips=self._host_environments(request),
                                       labels={"provider": "local", "gpus": str(gpus.count)}))
             elif platform is Platform.CONTAINER_ON_BARE_METAL:
                 targets.append(self._container_target(request, tags, data_dir, gpus))
@@ -125,6 +127,26 @@ class LocalBackend(ProviderBackend):
         actions, _ = sweep_local_vms(lambda _tags: True)
         for action in actions:
             log.warning("released guest %s of run %s left behind: %s", action.name, action.run_id, action.reason)
+
+    @staticmethod
+    def _host_environments(request: RunRequest) -> dict[str, str]:
+        """This host's workload environments of the frameworks the request needs that the
+        controller's interpreter cannot stand in for (vLLM: the serving suite's engine), built
+        when missing or stale; one that cannot be built skips only its own jobs, naming the make
+        target. (The training frameworks' environment falls back to the controller's interpreter,
+        labelled so: :func:`dlbench.execution.workload_env.local`.)"""
+        skips: dict[str, str] = {}
+        for framework in frameworks_needed(request.frameworks, request.suites):
+            venv = workload_env.venv_for(framework)
+            if venv is workload_env.TRAINING:
+                continue
+            try:
+                workload_env.build(venv)
+            except Exception as exc:  # noqa: BLE001 - a visible skip of those jobs, never hidden
+                skips[framework.value] = (f"bare_metal skipped for {framework.value}: the host's environment "
+                                          f"{venv.directory} could not be built (make {venv.label}): "
+                                          f"{type(exc).__name__}: {exc}"[:2000])
+        return skips
 
     @staticmethod
     def _container_target(request: RunRequest, tags: Tags, data_dir: str | None, gpus: Allotment) -> Target:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from dlbench.suites import dltools, fathom, micro, tf_cnn, transformer
+from dlbench.suites import dltools, fathom, micro, serving, tf_cnn, transformer
 from dlbench.suites.spec import CellRequest, SuiteSpec, framework_arg, framework_of
 
 
@@ -26,6 +26,7 @@ class Suite(StrEnum):
     DLTOOLS = "dltools"
     FATHOM = "fathom"
     TRANSFORMER = "transformer"
+    SERVING = "serving"
 
 
 SUITES: dict[Suite, SuiteSpec] = {
@@ -38,6 +39,7 @@ SUITES: dict[Suite, SuiteSpec] = {
     Suite.DLTOOLS: dltools.SPEC,
     Suite.FATHOM: fathom.SPEC,
     Suite.TRANSFORMER: transformer.SPEC,
+    Suite.SERVING: serving.SPEC,
 }
 """Every suite's spec, in the order a request without ``suites`` lists the default ones."""
 

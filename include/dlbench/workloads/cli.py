@@ -142,7 +142,7 @@ def _make_tfrecords_args(parser: argparse.ArgumentParser) -> None:
 
 SUITE_MODULES = ("dlbench.workloads.counters", "dlbench.workloads.cnn.command", "dlbench.workloads.micro.commands",
                  "dlbench.workloads.dltools.command", "dlbench.workloads.transformer.command",
-                 "dlbench.workloads.fathom.command")
+                 "dlbench.workloads.fathom.command", "dlbench.workloads.serving.command")
 """Modules whose import registers counter hooks and subcommands (light: heavy imports happen in the run)."""
 
 

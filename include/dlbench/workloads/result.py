@@ -108,6 +108,27 @@ class Environment(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
 
 
+class RequestRecord(BaseModel):
+    """One request a load generator sent (the ``serving`` suite): what a percentile is computed
+    from, kept in the document and so in the archive; the warehouse stores the percentiles."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: str
+    """Which sweep: ``concurrency`` or ``poisson``."""
+    level: float
+    """Its point: requests in flight, or requests per second."""
+    request: int
+    input_tokens: int
+    output_tokens: int
+    ttft_s: float
+    e2e_s: float
+    tpot_s: float | None = None
+    itl_s: list[float] = Field(default_factory=list)
+    start_s: float
+    error: str | None = None
+
+
 class ResultDocument(BaseModel):
     """One execution of one benchmark on one target: the unit the warehouse loads."""
 
@@ -126,6 +147,8 @@ class ResultDocument(BaseModel):
     finished_at: datetime | None = None
     samples: list[Sample] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
+    requests: list[RequestRecord] = Field(default_factory=list)
+    """Per-request records of a load generator (empty, and left out of the file, for every other suite)."""
 
     def add(self, metric: str, value: float, unit: str, **labels: str | int | float | bool) -> Sample:
         sample = Sample(metric=metric, value=value, unit=unit, labels=labels)
@@ -145,7 +168,7 @@ class ResultDocument(BaseModel):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            handle.write(self.model_dump_json(indent=2))
+            handle.write(self.model_dump_json(indent=2, exclude=None if self.requests else {"requests"}))
         os.replace(tmp, path)
         return path
 

@@ -32,7 +32,7 @@ ANSWER_METRICS = (("throughput", "throughput"), ("elapsed_time", "elapsed time")
 
 DATA_ORDER = ["synthetic", "real"]
 
-FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX"}
+FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX", "vllm": "vLLM"}
 """How the report writes each framework a document names."""
 
 FRAMEWORKS = {suite: FRAMEWORK_NAMES[framework.value] for suite, framework in FRAMEWORK_SUITES.items()}

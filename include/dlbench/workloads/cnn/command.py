@@ -20,13 +20,22 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
-from dlbench.workloads.profiles import DataKind, DistributedMode, DistributedRole, Framework, ModelName, Precision
+from dlbench.workloads.profiles import (
+    TRAINING_FRAMEWORKS,
+    DataKind,
+    DistributedMode,
+    DistributedRole,
+    Framework,
+    ModelName,
+    Precision,
+)
 from dlbench.workloads.training.scenario import CONDITIONS, SCENARIOS, below_minimum, scenario_problem
 
 
 def _tf_cnn_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, choices=[m.value for m in ModelName])
-    parser.add_argument("--framework", default=Framework.TENSORFLOW.value, choices=[f.value for f in Framework],
+    parser.add_argument("--framework", default=Framework.TENSORFLOW.value,
+                        choices=[f.value for f in TRAINING_FRAMEWORKS],
                         help="the framework that trains the network (default tensorflow, the study's)")
     parser.add_argument("--precision", default=None, choices=[p.value for p in Precision],
                         help="override the profile's precision (fp32, tf32, bf16)")

@@ -29,6 +29,7 @@ from dlbench.workloads.profiles.catalog import (
     register_user_profiles,
 )
 from dlbench.workloads.profiles.enums import (
+    TRAINING_FRAMEWORKS,
     DataKind,
     DistributedMode,
     DistributedRole,
@@ -74,6 +75,7 @@ from dlbench.workloads.profiles.schema import (
     batches_per_full_epoch,
     profile_digest,
 )
+from dlbench.workloads.profiles.serving import LatencyTarget, ServingModel, ServingSpec
 from dlbench.workloads.profiles.timeouts import MIN_JOB_TIMEOUT_S, job_timeout, planned_work
 from dlbench.workloads.profiles.transformer import TransformerSpec
 
@@ -83,7 +85,8 @@ __all__ = [
     "DistributedRole", "DLToolsData", "DistributedSpec", "FathomModel", "FathomModelSpec", "FathomSpec", "FathomTask",
     "Framework", "GpuSpec", "MicroSpec", "MicroSuite", "ModelName",
     "NetworkSpec", "Precision", "Profile", "ProfileError", "Scenario", "ScenarioSpecs", "SharedSpec", "TrainingSpec",
-    "LATER_SECTIONS", "TransformerSpec", "TransformerTask", "all_profiles",
+    "LATER_SECTIONS", "LatencyTarget", "ServingModel", "ServingSpec", "TRAINING_FRAMEWORKS",
+    "TransformerSpec", "TransformerTask", "all_profiles",
     "batches_per_full_epoch", "file_profiles", "get_profile", "is_builtin", "job_timeout", "load_profiles",
     "parse_profiles_text", "parse_user_profiles", "planned_work", "profile_digest", "profile_from_argument",
     "profile_names", "profile_to_argument", "register_profile", "register_user_profiles", "resolve_profiles",

@@ -50,7 +50,8 @@ class DistributedMode(StrEnum):
 
 
 class Framework(StrEnum):
-    """The deep-learning framework a ``tf_cnn`` job trains with (docs/frameworks.md): the same
+    """The software a job runs in, one image each. Training frameworks (:data:`TRAINING_FRAMEWORKS`):
+    what a ``tf_cnn`` job trains with (docs/frameworks.md): the same
     networks (tf_cnn_benchmarks' architectures, one definition each), protocol and documents.
     ``tensorflow`` is the core study's and the default; a document without a ``framework``
     parameter (every run before frameworks existed) is TensorFlow."""
@@ -58,15 +59,29 @@ class Framework(StrEnum):
     TENSORFLOW = "tensorflow"
     PYTORCH = "pytorch"
     JAX = "jax"
+    VLLM = "vllm"
+    """The ``serving`` suite's inference server (on PyTorch): not a training framework, but the
+    software a job runs in, with its own image and environment like the others."""
+
+    @property
+    def trains(self) -> bool:
+        """A training framework (what ``tf_cnn`` jobs and requests' ``frameworks`` may name)."""
+        return self is not Framework.VLLM
 
     @property
     def distributed_modes(self) -> tuple[DistributedMode, ...]:
         """How this framework's distributed job can synchronise (the first is its default)."""
+        if self is Framework.VLLM:
+            return ()
         if self is Framework.PYTORCH:
             return (DistributedMode.DDP,)
         if self is Framework.JAX:
             return (DistributedMode.JAX_DISTRIBUTED,)
         return (DistributedMode.DISTRIBUTED_REPLICATED, DistributedMode.MULTI_WORKER_MIRRORED)
+
+
+TRAINING_FRAMEWORKS: tuple[Framework, ...] = tuple(f for f in Framework if f.trains)
+"""The frameworks a ``tf_cnn`` job may train with, in order (a request's ``frameworks``)."""
 
 
 class Precision(StrEnum):

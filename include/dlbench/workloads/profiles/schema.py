@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 
 from dlbench.workloads.profiles.enums import DistributedMode, DLToolModel, ModelName, Precision
 from dlbench.workloads.profiles.fathom import FathomSpec
+from dlbench.workloads.profiles.serving import ServingSpec
 from dlbench.workloads.profiles.transformer import TransformerSpec
 
 
@@ -221,11 +222,12 @@ class Profile(BaseModel):
     dltools: DLToolsSpec = Field(default_factory=DLToolsSpec)
     fathom: FathomSpec = Field(default_factory=FathomSpec)
     transformer: TransformerSpec = Field(default_factory=TransformerSpec)
+    serving: ServingSpec = Field(default_factory=ServingSpec)
 
     def repetitions_for(self, suite: str) -> int:
         """TF training repeats ``repetitions`` times; micro-benchmarks ``micro.repetitions`` (20 in study 001);
         the DL-tool set ``dltools.repetitions``, Fathom ``fathom.repetitions``, the transformer
-        ``transformer.repetitions``."""
+        ``transformer.repetitions``, serving ``serving.repetitions``."""
         if suite == "tf_cnn":
             return self.repetitions
         if suite == "dltools":
@@ -234,6 +236,8 @@ class Profile(BaseModel):
             return self.fathom.repetitions
         if suite == "transformer":
             return self.transformer.repetitions
+        if suite == "serving":
+            return self.serving.repetitions
         return self.micro.suite_repetitions.get(suite, self.micro.repetitions)  # type: ignore[call-overload]  # any suite name: a str, not a MicroSuite
 
     @model_validator(mode="before")
@@ -275,7 +279,7 @@ LATER_TRAINING_FIELDS: dict[str, str] = {"precision": Precision.FP32.value}
 meant (:func:`profile_digest` leaves them out at that value)."""
 
 
-LATER_SECTIONS: tuple[str, ...] = ("fathom", "transformer")
+LATER_SECTIONS: tuple[str, ...] = ("fathom", "transformer", "serving")
 """Profile sections added after digests were first recorded, each read only by its own suite: a job
 of another suite has the digest it always had; a job of that suite digests the section too."""
 

@@ -93,6 +93,8 @@ def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = 
             lead = profile.scenarios.shared.lead_seconds
             seconds, basis = seconds * 3 + lead, basis + f"; alone + x2 beside generation, {lead:.0f} s lead"
         return seconds, basis
+    if suite == "serving":
+        return _serving_seconds(profile)
     if suite == "cpu":
         hpl = sum(2 / 3 * n**3 + 2 * n**2 for n in micro.cpu.hpl_sizes) / SLOW_HPL_FLOPS
         hpcg = micro.cpu.hpcg_seconds * 1.2 + 120
@@ -143,6 +145,18 @@ def _fathom_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, s
     return steps * per_step + DLTOOLS_DATA_SECONDS, (
         f"fathom {model.value} {task.value} {steps} steps x {per_step:.3g} s (batch {batch} at "
         f"{SLOW_TRAINING_FLOPS / 1e9:.0f} GFLOPS) + {DLTOOLS_DATA_SECONDS:.0f} s data")
+
+
+def _serving_seconds(profile: Profile) -> tuple[float, str]:
+    """The server's start-up limit, then every load point as if its requests came one at a time,
+    each at the target's latencies (a point that meets the target ends sooner; one that misses it
+    by far is bounded by the rate sweep stopping there)."""
+    spec = profile.serving
+    per_request = (spec.target.ttft_p99_ms + spec.output_tokens * spec.target.tpot_p99_ms) / 1000
+    rate_requests = max(spec.requests, math.ceil(4 * max(spec.rates)))
+    points = len(spec.concurrency) * spec.requests + (len(spec.rates) + spec.bisection_steps) * rate_requests
+    return (spec.startup_timeout_s + points * per_request,
+            f"start-up {spec.startup_timeout_s:.0f} s + {points} requests x {per_request:.2f} s at the target")
 
 
 def _transformer_seconds(profile: Profile, args: Mapping[str, Any]) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from dlbench.workloads.profiles import Framework
 
 PACKAGES: dict[Framework, str] = {Framework.TENSORFLOW: "tensorflow", Framework.PYTORCH: "torch",
                                   Framework.JAX: "jax"}
-"""The package whose absence means the framework is not installed on this machine."""
+"""The package whose absence means the training framework is not installed on this machine."""
 
 IMAGES: dict[Framework, str] = {
     Framework.TENSORFLOW: "dlbench-workload (make image) or the dlbench node image (make node-image)",
@@ -40,7 +40,7 @@ def installed() -> list[Framework]:
     """The frameworks installed where this process runs (found, not imported: cheap). Recorded in
     each document (label ``frameworks_installed``): a container's says which image it ran (each
     framework's image carries only its own), a node's which image it was deployed from."""
-    return [f for f in Framework if importlib.util.find_spec(PACKAGES[f]) is not None]
+    return [f for f, package in PACKAGES.items() if importlib.util.find_spec(package) is not None]
 
 
 def load(framework: Framework, module: str) -> ModuleType:

