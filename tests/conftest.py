@@ -205,6 +205,16 @@ def framework_images(workload_image):
     {framework value: tag}. A build that fails fails the test that needs it (no silent skip)."""
     from dlbench.execution.image import ensure_image
     from dlbench.execution.image import workload_image as image_of
+    from dlbench.workloads.profiles import TRAINING_FRAMEWORKS
+
+    return {f.value: ensure_image(image_of(workload_image, f), framework=f) for f in TRAINING_FRAMEWORKS}
+
+
+@pytest.fixture(scope="session")
+def serving_image(docker_client):
+    """The serving suite's image (vLLM), built when missing; its tag (a serving run needs no other image)."""
+    from dlbench.execution.image import DEFAULT_TAG, ensure_image
+    from dlbench.execution.image import workload_image as image_of
     from dlbench.workloads.profiles import Framework
 
-    return {f.value: ensure_image(image_of(workload_image, f), framework=f) for f in Framework}
+    return ensure_image(image_of(DEFAULT_TAG, Framework.VLLM), framework=Framework.VLLM)

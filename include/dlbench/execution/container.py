@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dlbench.execution.image import job_image
 from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
 from dlbench.settings import DEFAULT_EXPIRY
+from dlbench.suites import spec_of
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import Target
@@ -125,6 +126,9 @@ class ContainerLaunch:
     name, which is also what the other containers there resolve (so a role's own name and the
     name its peers use agree, e.g. in a TensorFlow cluster spec)."""
     detach: bool = True
+    shm_size: str | None = None
+    """The container's /dev/shm (Docker's default is 64 MiB): a job whose suite exchanges data
+    between processes through shared memory asks for more (:attr:`~dlbench.suites.spec.SuiteSpec.shared_memory`)."""
 
     def holding(self, busy: str, timeout: float, grace: float) -> ContainerLaunch:
         """The same launch, holding its machine busy for the workload's whole life.
@@ -195,6 +199,8 @@ class ContainerLaunch:
             argv += ["--cpuset-cpus", self.cpuset]
         if self.network:
             argv += ["--network", self.network]
+        if self.shm_size:
+            argv += ["--shm-size", self.shm_size]
         for host, host_port, container_port in self.ports:
             argv += ["-p", f"{host}:{host_port}:{container_port}/tcp" if host else f"{host_port}:{container_port}/tcp"]
         return [*argv, self.image, *self.command]
@@ -218,6 +224,8 @@ class ContainerLaunch:
             kwargs["cpuset_cpus"] = self.cpuset
         if self.network:
             kwargs["network_mode"] = self.network
+        if self.shm_size:
+            kwargs["shm_size"] = self.shm_size
         if self.gpus:
             import docker  # optional: the docker SDK, absent on the benchmarked machine and slow to import
 
@@ -280,6 +288,7 @@ def workload_launch(job: Job, target: Target, results_dir: str, data_dir: str | 
         image=job_image(image_of(target), job), name=name, command=("python", "-m", "dlbench.workloads", *argv),
         labels=labels_for(job.run_id, job.job_id, target.expires_at), env=dict(WORKLOAD_ENV), user=user,
         mounts=tuple(mounts), resources=resources, ports=published_of(target), hostname=hostname,
+        shm_size=spec_of(job.suite).shared_memory,
     )
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
-from dlbench.workloads.profiles import Scenario
+from dlbench.workloads.profiles import Framework, Scenario
 
 
 def _serving_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", choices=[Scenario.SINGLE.value], default=Scenario.SINGLE.value,
                         help="single: one server on this machine (the shared scenarios: docs/serving.md)")
+    parser.add_argument("--framework", default=Framework.VLLM.value, choices=[Framework.VLLM.value],
+                        help="the server's engine: vLLM (a controller's job names it, which picks the job's image)")
     parser.add_argument("--requests", type=int, default=None,
                         help="override the profile: requests per load point")
 

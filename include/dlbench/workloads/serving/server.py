@@ -11,6 +11,7 @@ worker processes it forks; its output goes to a log file whose tail a failure qu
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.workloads.profiles import Precision, ServingSpec
+
+_EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception): .{1,300})$")
+"""An exception's line in the log (``RuntimeError: Insufficient space in /dev/shm ...``)."""
 
 LOG_TAIL_LINES = 25
 """Lines of the server's log a failure quotes."""
@@ -103,11 +107,17 @@ class Server:
             raise ServerFailed(f"the server exited with status {code}{self.tail()}")
 
     def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The log's first exceptions (a failed engine's cause is logged long before the API
+        process's last traceback) and its last ``lines``."""
         try:
             text = self.log.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        return "; its log ends:\n" + "\n".join(text[-lines:]) if text else ""
+        if not text:
+            return ""
+        causes = list(dict.fromkeys(match.group(1) for line in text if (match := _EXCEPTION.search(line))))
+        said = f"; it said: {' | '.join(causes[:3])}" if causes else ""
+        return f"{said}; its log ends:\n" + "\n".join(text[-lines:])
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to the server's process group, SIGKILL after ``timeout``: nothing it started

@@ -1,0 +1,85 @@
+"""The serving suite through the main DAG (dag.test()) on this host: vLLM as a process of the job
+on bare metal (the host's serving environment) and in its container (the vLLM image), driven by
+vLLM's load generator, into the archive, the warehouse and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from dlbench import paths
+from dlbench.execution import workload_env
+from dlbench.pipeline.steps import safe_run_id
+from dlbench.reports import text_table
+from dlbench.warehouse import archive, db
+from dlbench.workloads.profiles import Framework
+from dlbench.workloads.result import ResultDocument, Status
+from tests.support.prereqs import ROOT, require
+
+PLATFORMS = ("bare_metal", "container_on_bare_metal")
+PROFILE = {"serving-e2e": {"extends": "smoke", "serving": {"concurrency": [2], "rates": [4.0, 32.0], "requests": 8,
+                                                           "bisection_steps": 1}}}
+
+
+@pytest.fixture(scope="module")
+def dag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py")).dags["dlbench_benchmark"]
+
+
+def vllm_servers() -> list[str]:
+    """vLLM servers alive on this host (a container's processes are visible from the host too)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "vllm.entrypoints.openai.api_server" in cmd:
+            found.append(f"{pid}: {cmd[:160]}")
+    return found
+
+
+def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, monkeypatch):
+    require(workload_env.local(Framework.VLLM).label == workload_env.SERVING.label,
+            f"no current {workload_env.SERVING.directory} (make workload-env-vllm)")
+    monkeypatch.setenv("AIRFLOW_VAR_DLBENCH_PROFILES", json.dumps(PROFILE))
+    run = dag.test(run_conf={"profile": "serving-e2e", "repetitions": 1, "suites": ["serving"],
+                             "platforms": list(PLATFORMS)})
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state).endswith("success"), states
+    key = safe_run_id(run.run_id)
+    docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(key))]
+    serving = {d.environment.platform.value: d for d in docs if d.benchmark.suite == "serving"}
+    assert set(serving) == set(PLATFORMS), [(d.benchmark.suite, d.environment.platform) for d in docs]
+    for platform, doc in serving.items():
+        assert doc.status is Status.OK, (platform, doc.error)
+        assert doc.labels["framework"] == "vllm" and doc.sample("startup_time").value > 0
+        assert doc.sample("capacity").unit == "requests/s" and doc.labels["capacity_bound"] in (
+            "measured", "at_least", "below")
+        # the archive keeps every request; each point's share is its request count
+        assert {(r.load, r.level) for r in doc.requests} >= {("concurrency", 2.0), ("poisson", 4.0)}
+        assert len([r for r in doc.requests if r.load == "concurrency"]) == 8
+    assert serving["bare_metal"].labels[workload_env.LABEL] == workload_env.SERVING.label
+    assert serving["container_on_bare_metal"].labels[workload_env.LABEL] == f"image {serving_image}"
+
+    # The warehouse holds the percentiles per point and platform (the records stay in the archive).
+    with db.engine_for(None).connect() as conn:
+        rows = conn.execute(text(
+            "SELECT platform, metric, labels FROM sample_facts WHERE suite = 'serving' AND run_id = :run "
+            "AND metric IN ('ttft_p99', 'capacity')"), {"run": key}).all()
+    points = {(r[0], r[1], json.dumps(r[2] if isinstance(r[2], dict) else json.loads(r[2] or "{}"), sort_keys=True))
+              for r in rows}
+    for platform in PLATFORMS:
+        assert (platform, "capacity", "{}") in points
+        assert (platform, "ttft_p99", json.dumps({"concurrency": 2, "load": "concurrency"}, sort_keys=True)) in points
+
+    table = text_table(db.engine_for(None), key, paths.reports_dir() / "serving-e2e")
+    assert "capacity" in table and "container_on_bare_metal" in table, table
+    assert not vllm_servers(), "a server outlived its job"
+    assert not docker_client.containers.list(all=True, filters={"label": f"dlbench.run_id={key}"})
