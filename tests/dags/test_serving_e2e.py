@@ -80,6 +80,9 @@ def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, m
         assert (platform, "ttft_p99", json.dumps({"concurrency": 2, "load": "concurrency"}, sort_keys=True)) in points
 
     table = text_table(db.engine_for(None), key, paths.reports_dir() / "serving-e2e")
-    assert "capacity" in table and "container_on_bare_metal" in table, table
+    assert "Serving capacity (TTFT p99 ≤ 250 ms, TPOT p99 ≤ 25 ms" in table, table
+    assert "container_on_bare_metal" in table, table
+    page = next(paths.reports_dir().glob(f"{key}/*.html")).read_text()
+    assert "Serving capacity at the latency target" in page and "serving-ttft_p99" in page
     assert not vllm_servers(), "a server outlived its job"
     assert not docker_client.containers.list(all=True, filters={"label": f"dlbench.run_id={key}"})

@@ -281,7 +281,14 @@ def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False,
     """The tag of a current workload image of ``framework``, building it when missing, stale, or
     when asked."""
     if rebuild or not image_is_current(tag):
-        build_image(tag, framework=framework)
+        # One build at a time on this host (a lock beside the build record): `make -j` builds the
+        # serving image beside the training ones, and a build's prune of outdated images must not
+        # run under another's build.
+        BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
+        with (BUILD_RECORD.parent / "image-build.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if rebuild or not image_is_current(tag):
+                build_image(tag, framework=framework)
     return tag
 
 

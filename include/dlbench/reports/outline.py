@@ -18,6 +18,7 @@ from dlbench.reports.sections.model_figures import WorkloadsSection
 from dlbench.reports.sections.problems import ProblemsSection
 from dlbench.reports.sections.regressions import RegressionsSection
 from dlbench.reports.sections.scenarios import StudyFiguresSection, TrainingNumbersSection
+from dlbench.reports.sections.serving import ServingSection
 
 SECTIONS: tuple[Section, ...] = (
     AnswerSection(),
@@ -27,6 +28,7 @@ SECTIONS: tuple[Section, ...] = (
     RegressionsSection(),
     StudyFiguresSection(),
     TrainingNumbersSection(),
+    ServingSection(),
     WorkloadsSection(),
     MicroSection(),
     EnvironmentSection(),
