@@ -24,6 +24,9 @@ def _serving_args(parser: argparse.ArgumentParser) -> None:
                         help="single: one server on this machine (the shared scenarios: docs/serving.md)")
     parser.add_argument("--framework", default=Framework.VLLM.value, choices=[Framework.VLLM.value],
                         help="the server's engine: vLLM (a controller's job names it, which picks the job's image)")
+    parser.add_argument("--server-url", default=None, metavar="URL",
+                        help="drive the server at URL (http://host:port) instead of starting one: the load generator "
+                             "on another machine than the server, or beside a server started by hand")
     parser.add_argument("--requests", type=int, default=None,
                         help="override the profile: requests per load point")
 
@@ -32,6 +35,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of arguments (argparse checks each one alone)."""
     if args.requests is not None and args.requests < 1:
         return "--requests must be at least 1"
+    if args.server_url is not None and not args.server_url.startswith(("http://", "https://")):
+        return f"--server-url must be an http:// or https:// URL, got {args.server_url!r}"
     return None
 
 

@@ -18,7 +18,7 @@ from dlbench.workloads.serving.capacity import Bound, Capacity, search
 from dlbench.workloads.serving.command import usage_problem
 from dlbench.workloads.serving.load import LATENCIES, PERCENTILES, LoadPoint, PointResult, run_point
 from dlbench.workloads.serving.model import write_model_dir
-from dlbench.workloads.serving.server import Server
+from dlbench.workloads.serving.server import GivenServer, Server
 
 SERVER_OVERHEAD_BYTES = 3 * 2**30
 """Memory a server needs beside the weights and the KV cache: the API process, the engine and its
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     labels = {"framework": "vllm", "engine": "vllm", "load_generator": "vllm bench serve",
               "model_parameters": str(spec.model.parameters)}
     with harness.workload(benchmark, versions=versions, labels=labels, **common_kwargs(args)) as doc:
-        serve(doc, spec, Path(args.out), seed=args.repetition)
+        serve(doc, spec, Path(args.out), seed=args.repetition, server_url=args.server_url)
     return 0
 
 
@@ -82,16 +82,23 @@ def check_memory(doc: ResultDocument, spec: ServingSpec) -> None:
             f"shape or kv_cache_gib, or a larger machine")
 
 
-def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0) -> None:
-    """Start the server, run the sweeps and the capacity search, record everything in ``doc``;
-    the server is stopped however this ends."""
-    check_memory(doc, spec)
+def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, server_url: str | None = None) -> None:
+    """Start the server (or drive the one at ``server_url``), run the sweeps and the capacity
+    search, record everything in ``doc``; a server this job started is stopped however this ends."""
     workdir = Path(tempfile.mkdtemp(prefix=".serving-", dir=out.parent))
-    server = Server(spec, write_model_dir(spec, workdir / "model"), log=out.with_name(out.stem + ".server.log"))
+    tokenizer = write_model_dir(spec, workdir / "model")
+    server: Server | GivenServer
+    if server_url:
+        server = GivenServer(server_url)
+        doc.labels["server"] = f"given {server.url}"
+    else:
+        check_memory(doc, spec)
+        server = Server(spec, tokenizer, log=out.with_name(out.stem + ".server.log"))
     try:
-        harness.progress(f"serving: starting vLLM with {spec.model.name}")
-        doc.add("startup_time", server.start(), "s")
-        tokenizer = workdir / "model"
+        if isinstance(server, Server):
+            harness.progress(f"serving: starting vLLM with {spec.model.name}")
+            doc.add("startup_time", server.start(), "s")
+        server.check()
 
         def measure(point: LoadPoint, record: bool = True) -> PointResult:
             harness.progress(f"serving: {point}")

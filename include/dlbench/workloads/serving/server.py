@@ -43,11 +43,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def server_argv(spec: ServingSpec, model_dir: Path, host: str, port: int) -> list[str]:
+def server_argv(spec: ServingSpec, model_dir: Path, host: str, port: int, python: str = sys.executable) -> list[str]:
     """The server's command line: the profile's model with random weights, eager mode (no graph
     capture or compilation: ready in tens of seconds on a CPU instead of minutes, the same on
     every platform), the profile's context and precision."""
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
             "--served-model-name", spec.model.name, "--load-format", "dummy", "--enforce-eager",
             "--max-model-len", str(spec.model.context), "--dtype", DTYPES[spec.precision],
             "--host", host, "--port", str(port), "--disable-log-stats", "--seed", "0"]
@@ -66,8 +66,9 @@ class Server:
     (raises :class:`ServerFailed` once it has died), ``stop`` (its whole process group)."""
 
     def __init__(self, spec: ServingSpec, model_dir: Path, log: Path, host: str = "127.0.0.1",
-                 port: int | None = None) -> None:
-        self.spec, self.model_dir, self.log, self.host = spec, model_dir, log, host
+                 port: int | None = None, python: str = sys.executable) -> None:
+        """``python``: the interpreter that has vLLM (the job's own, unless a tool starts it)."""
+        self.spec, self.model_dir, self.log, self.host, self.python = spec, model_dir, log, host, python
         self.port = port or free_port(host)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -78,7 +79,7 @@ class Server:
     def start(self, *, clock: Callable[[], float] = time.monotonic, poll: float = 0.25) -> float:
         started = clock()
         with self.log.open("wb") as out:
-            self.process = subprocess.Popen(server_argv(self.spec, self.model_dir, self.host, self.port),
+            self.process = subprocess.Popen(server_argv(self.spec, self.model_dir, self.host, self.port, self.python),
                                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             env=server_env(self.spec), start_new_session=True)
         deadline = started + self.spec.startup_timeout_s
@@ -145,3 +146,26 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class GivenServer:
+    """A server this job did not start (``--server-url``: the load generator on another machine
+    than the server, or beside a server started by hand): checked by its health endpoint, never
+    stopped by the job."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def healthy(self, timeout: float = 5.0) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def check(self) -> None:
+        if not self.healthy():
+            raise ServerFailed(f"the server at {self.url} does not answer /health")
+
+    def stop(self, timeout: float = 0.0) -> None:
+        """Not this job's to stop."""
