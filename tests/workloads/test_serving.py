@@ -204,3 +204,26 @@ def test_the_paper_shape_is_llama_3_1_8b():
     assert (paper.target.ttft_p99_ms, paper.target.tpot_p99_ms) == (2000, 100)  # MLPerf's server limits
     config = json.loads(json.dumps(paper.model.hf_config(paper.precision)))
     assert config["num_key_value_heads"] == 8 and config["torch_dtype"] == "bfloat16"
+
+
+def test_the_request_refuses_what_cannot_run_before_anything_is_provisioned():
+    """The DAG's validation step (a plain function): a latency target of 0, input + output past the
+    context, and a model this host cannot hold, each refused naming the profile's field."""
+    from dlbench.errors import ConfigError
+    from dlbench.pipeline import steps
+
+    base = {"platforms": ["bare_metal", "container_on_bare_metal"], "suites": ["serving"]}
+    cases = {
+        "zero-target": ({"target": {"ttft_p99_ms": 0}}, r"profiles\.zero-target\.serving\.target\.ttft_p99_ms"),
+        "too-long": ({"input_tokens": 250, "output_tokens": 32}, r"profiles\.too-long\.serving: .*exceed the model's "
+                                                                  r"context 256"),
+        "huge": ({"model": {"name": "huge", "hidden_size": 16384, "intermediate_size": 53248, "layers": 126,
+                            "heads": 128, "kv_heads": 8, "vocabulary": 128256, "context": 8192}},
+                 r"profiles\.huge\.serving\.model: huge \(405\.\d+ B weights, bf16\).* this host has"),
+    }
+    for name, (serving, message) in cases.items():
+        text = json.dumps({name: {"extends": "smoke", "serving": serving}})
+        with pytest.raises(ConfigError, match=message):
+            steps.validate({**base, "profile": name}, user_profiles=text)
+    accepted = steps.validate({**base, "profile": "smoke"})
+    assert accepted["suites"] == ["serving"]

@@ -18,11 +18,13 @@ without a Docker engine, VMs without QEMU or the VM image, or a guest that did n
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import AbstractContextManager, nullcontext
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from dlbench.errors import ConfigError
 from dlbench.execution import workload_env
 from dlbench.execution.engine import remove_run_containers
 from dlbench.execution.gpus import Allotment, allot, local_facts
@@ -35,6 +37,7 @@ from dlbench.providers.datasets import ensure_dataset
 from dlbench.providers.machines import MachineBackend
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
 from dlbench.providers.settings import ProviderSettings, Runtime
+from dlbench.suites import Suite
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -73,9 +76,16 @@ class LocalBackend(ProviderBackend):
         return request.model_copy(update={"platforms": wanted}) if wanted else None
 
     def preflight(self, request: RunRequest) -> None:
-        """Nothing to check beyond the request model (it refuses platforms this host cannot offer).
+        """Beyond the request model (it refuses platforms this host cannot offer): a serving model
+        this host's memory cannot hold, refused naming the profile's field before anything starts.
         A VM platform this host cannot boot is a visible skip at setup, not a refusal: the other
         platforms still run."""
+        if Suite.SERVING in request.suites and {Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL} & set(
+                request.platforms):
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            problem = request.resolved_profile.serving.memory_problem(request.profile, have, "this host")
+            if problem is not None:
+                raise ConfigError(problem)
 
     def acquire(self, request: RunRequest, tags: Tags, budget_s: float | None = None) -> list[Target]:
         data_dir = ensure_dataset(request)

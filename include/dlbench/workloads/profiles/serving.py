@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 
 from dlbench.workloads.profiles.enums import Precision
 
+SERVER_OVERHEAD_BYTES = 3 * 2**30
+"""Memory a server needs beside the weights and the KV cache: the API process, the engine and its
+worker, each an interpreter with PyTorch (about 3 GB measured with the toy model on a CPU)."""
+
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 """Attention head widths vLLM's CPU attention kernels have (vLLM 0.32, ``CPUAttentionBackend``):
 any other width fails at the first request, minutes into a job; the profile refuses it at once."""
@@ -114,8 +118,18 @@ class ServingSpec(BaseModel):
         return self
 
     def memory_bytes(self) -> int:
-        """What the server needs beyond the interpreter: the weights and the KV cache."""
-        return self.model.weight_bytes(self.precision) + self.kv_cache_gib * 2**30
+        """What a server needs: the weights, the KV cache and its processes (:data:`SERVER_OVERHEAD_BYTES`)."""
+        return self.model.weight_bytes(self.precision) + self.kv_cache_gib * 2**30 + SERVER_OVERHEAD_BYTES
+
+    def memory_problem(self, profile: str, have_bytes: int | None, where: str = "this machine") -> str | None:
+        """Why a machine of ``have_bytes`` cannot hold this server (None: it can, or its memory is
+        unknown), naming the profile's field: the workload's check and the controller's say the same."""
+        need = self.memory_bytes()
+        if have_bytes is None or need <= have_bytes:
+            return None
+        return (f"profiles.{profile}.serving.model: {self.model.name} ({self.model.parameters / 1e9:.2f} B weights, "
+                f"{self.precision.value}) with a {self.kv_cache_gib} GiB KV cache needs about {need / 2**30:.1f} GiB, "
+                f"{where} has {have_bytes / 2**30:.1f} GiB: a smaller shape or kv_cache_gib, or a larger machine")
 
     @property
     def load_points(self) -> int:

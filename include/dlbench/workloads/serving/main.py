@@ -20,10 +20,6 @@ from dlbench.workloads.serving.load import LATENCIES, PERCENTILES, LoadPoint, Po
 from dlbench.workloads.serving.model import write_model_dir
 from dlbench.workloads.serving.server import GivenServer, Server
 
-SERVER_OVERHEAD_BYTES = 3 * 2**30
-"""Memory a server needs beside the weights and the KV cache: the API process, the engine and its
-worker, each an interpreter with PyTorch (about 3 GB measured with the toy model on a CPU)."""
-
 WARMUP_REQUESTS = 4
 """Requests sent one at a time before the first measured point (the first pay for allocation)."""
 
@@ -72,14 +68,9 @@ def versions() -> dict[str, str]:
 
 def check_memory(doc: ResultDocument, spec: ServingSpec) -> None:
     """Refuse, before starting anything, a model this machine's memory cannot hold."""
-    have = doc.environment.memory_bytes
-    need = spec.memory_bytes() + SERVER_OVERHEAD_BYTES
-    if have is not None and need > have:
-        raise MemoryError(
-            f"profiles.{doc.benchmark.parameters['profile']}.serving.model: {spec.model.name} "
-            f"({spec.model.parameters / 1e9:.2f} B weights, {spec.precision.value}) with a {spec.kv_cache_gib} GiB "
-            f"KV cache needs about {need / 2**30:.1f} GiB, this machine has {have / 2**30:.1f} GiB: a smaller "
-            f"shape or kv_cache_gib, or a larger machine")
+    problem = spec.memory_problem(str(doc.benchmark.parameters["profile"]), doc.environment.memory_bytes)
+    if problem is not None:
+        raise MemoryError(problem)
 
 
 def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, server_url: str | None = None) -> None:
