@@ -37,6 +37,16 @@ class ServerFailed(RuntimeError):
     """The server did not come up, or died under load; the message ends with its log's tail."""
 
 
+def healthy(url: str, timeout: float) -> bool:
+    """The server at ``url`` answers its health endpoint (vLLM's ``/health``: 200 once the engine
+    is up, an error once it has died)."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -92,11 +102,7 @@ class Server:
                            f"{self.tail()}")
 
     def healthy(self, timeout: float = 2.0) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        return healthy(self.url, timeout)
 
     def check(self) -> None:
         """Raise :class:`ServerFailed` if the server process ended (it never ends by itself) or its
@@ -156,15 +162,8 @@ class GivenServer:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
 
-    def healthy(self, timeout: float = 5.0) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
     def check(self) -> None:
-        if not self.healthy():
+        if not healthy(self.url, 5.0):
             raise ServerFailed(f"the server at {self.url} does not answer /health")
 
     def stop(self, timeout: float = 0.0) -> None:
