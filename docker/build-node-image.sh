@@ -79,10 +79,10 @@ inputs() {  # everything the result depends on, digested into the stamp
 context() {  # the workload context digest the product compares with (dlbench.execution.image)
   (cd "$repo" && "$py" -c "from dlbench.execution.image import context_digest; print(context_digest())")
 }
-requirements() {  # the digest of all frameworks' requirement files, as prepare.py records it
+requirements() {  # the digest of the training frameworks' requirement files (what the venv holds), as prepare.py records it
   (cd "$repo" && "$py" -c "from dlbench.execution.prepare import requirements_digest
-from dlbench.workloads.profiles import Framework
-print(requirements_digest(list(Framework)))")
+from dlbench.workloads.profiles import TRAINING_FRAMEWORKS
+print(requirements_digest(list(TRAINING_FRAMEWORKS)))")
 }
 requirement_files="requirements-workload.txt requirements-workload-pytorch.txt requirements-workload-jax.txt"
 if [ "$variant" = dlbench-node ]; then

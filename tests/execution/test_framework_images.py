@@ -29,7 +29,7 @@ from dlbench.execution.prepare import requirements_digest
 from dlbench.execution.targets import KubernetesAccess, LocalDocker, Target
 from dlbench.jobs import Job
 from dlbench.suites import Suite, framework_of
-from dlbench.workloads.profiles import Framework
+from dlbench.workloads.profiles import TRAINING_FRAMEWORKS, Framework
 from dlbench.workloads.result import Platform, ResultDocument, Status
 from tests.support.prereqs import require
 
@@ -77,8 +77,11 @@ def test_job_framework_and_images_a_run_needs():
     assert framework_of({"framework": "jax"}) is Framework.JAX
     # tf_cnn alone: only the frameworks named; another suite adds TensorFlow's (its image)
     assert frameworks_needed([Framework.PYTORCH], [Suite.TF_CNN]) == [Framework.PYTORCH]
-    assert frameworks_needed([Framework.JAX, Framework.PYTORCH], [Suite.TF_CNN, Suite.CPU]) == list(Framework)
+    assert frameworks_needed([Framework.JAX, Framework.PYTORCH], [Suite.TF_CNN, Suite.CPU]) == list(
+        TRAINING_FRAMEWORKS)
     assert frameworks_needed([Framework.PYTORCH], [Suite.DISK]) == [Framework.TENSORFLOW]
+    # serving needs vLLM's image only, whatever frameworks the request names for training
+    assert frameworks_needed([Framework.TENSORFLOW], [Suite.SERVING]) == [Framework.VLLM]
 
 
 def test_launch_and_manifest_use_the_jobs_framework_image(tmp_path):
@@ -123,9 +126,10 @@ def test_context_and_requirements_cover_every_framework():
     tf_only = hashlib.sha256(REQUIREMENTS[Framework.TENSORFLOW].read_bytes()).hexdigest()[:16]
     assert requirements_digest() == tf_only
     assert requirements_digest(list(Framework)) != tf_only
-    # The shared pins are the same in every file (one venv holds all three on the node image).
-    pins = [{line.split("==")[0].lower(): line for line in path.read_text().splitlines()
-             if "==" in line and not line.startswith("#")} for path in REQUIREMENTS.values()]
+    # The shared pins are the same in every training framework's file (one venv holds all three on
+    # the node image; vLLM's set is its own venv and image: docs/serving.md).
+    pins = [{line.split("==")[0].lower(): line for line in REQUIREMENTS[f].read_text().splitlines()
+             if "==" in line and not line.startswith("#")} for f in TRAINING_FRAMEWORKS]
     for name in ("pydantic", "pyyaml"):
         assert len({p[name] for p in pins}) == 1, name
     dockerfile = image_module.DOCKERFILE.read_text()
@@ -153,7 +157,10 @@ def _framework_image(docker_client, framework: Framework) -> str:
     return image_module.ensure_image(workload_image(DEFAULT_TAG, framework), framework=framework)
 
 
-IMPORTS = {Framework.TENSORFLOW: "tensorflow", Framework.PYTORCH: "torch", Framework.JAX: "jax"}
+IMPORTS = {Framework.TENSORFLOW: "tensorflow", Framework.PYTORCH: "torch", Framework.JAX: "jax",
+           Framework.VLLM: "vllm"}
+CARRIES = {**{f: {IMPORTS[f]} for f in TRAINING_FRAMEWORKS}, Framework.VLLM: {"vllm", "torch"}}
+"""What each image holds of the packages above: its framework; vLLM's also PyTorch, which it runs on."""
 
 
 @pytest.mark.parametrize("framework", list(Framework))
@@ -161,7 +168,6 @@ def test_each_image_carries_its_framework_only(docker_client, framework):
     """Each image has its framework (a CPU build), the workload CLI and the tools, and not the
     other frameworks (that is what makes one image per framework smaller to move)."""
     tag = _framework_image(docker_client, framework)
-    others = [IMPORTS[f] for f in Framework if f is not framework]
     script = ("import importlib.util, json, sys\n"
               "print(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))")
     check = ('python -m dlbench.workloads --help >/dev/null && command -v fio iperf3 hpcc >/dev/null '
@@ -170,7 +176,7 @@ def test_each_image_carries_its_framework_only(docker_client, framework):
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-1500:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert found[IMPORTS[framework]] and not any(found[m] for m in others), found
+    assert found == {m: m in CARRIES[framework] for m in IMPORTS.values()}, found
     labels = docker_client.images.get(tag).labels
     assert labels["dlbench.framework"] == framework.value
     assert labels[image_module.CONTEXT_LABEL] == image_module.context_digest()
