@@ -104,6 +104,29 @@ def test_launch_and_manifest_use_the_jobs_framework_image(tmp_path):
     assert manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "dlbench-workload-pytorch:latest"
 
 
+def test_a_serving_job_runs_in_the_vllm_image_with_a_larger_shared_memory(tmp_path):
+    """vLLM's engine and worker exchange tensors through /dev/shm, which both runtimes size at 64 MiB
+    by default: the Docker launch asks for the suite's size, the Kubernetes pod mounts a
+    memory-backed volume of that size there; a training job gets neither."""
+    serving = Job(job_id="fi2-serving", run_id="fi2", platform=Platform.CONTAINER_ON_BARE_METAL, suite="serving",
+                  command="serving", args={"framework": "vllm"}, profile="smoke")
+    launch = workload_launch(serving, docker_target("dlbench-workload:7"), str(tmp_path), None, None)
+    assert launch.image == "dlbench-workload-vllm:7" and launch.shm_size == 2 * 2**30
+    assert launch.cli_argv()[launch.cli_argv().index("--shm-size") + 1] == str(2 * 2**30)
+    assert launch.sdk_kwargs()["shm_size"] == 2 * 2**30
+    training = workload_launch(tf_cnn_job("fi2"), docker_target(), str(tmp_path), None, None)
+    assert training.shm_size is None and "--shm-size" not in training.cli_argv()
+
+    k8s = Target(name="node-1", platform=Platform.CONTAINER_ON_BARE_METAL,
+                 access=KubernetesAccess(image="dlbench-workload:latest", namespace="dlbench"))
+    pod = KubernetesExecutor().job_manifest(serving, k8s, "fi2-job", 60)["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "dlbench-workload-vllm:latest"
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(2 * 2**30)}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
+    plain = KubernetesExecutor().job_manifest(tf_cnn_job("fi2"), k8s, "fi2-tf", 60)["spec"]["template"]["spec"]
+    assert "volumes" not in plain
+
+
 def test_a_framework_skip_skips_only_its_jobs():
     target = docker_target(framework_skips={"jax": "image dlbench-workload-jax:latest missing: `make image`"})
     assert target.skip_reason_for(tf_cnn_job("fi2", Framework.JAX).args) == \

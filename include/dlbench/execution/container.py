@@ -126,9 +126,10 @@ class ContainerLaunch:
     name, which is also what the other containers there resolve (so a role's own name and the
     name its peers use agree, e.g. in a TensorFlow cluster spec)."""
     detach: bool = True
-    shm_size: str | None = None
-    """The container's /dev/shm (Docker's default is 64 MiB): a job whose suite exchanges data
-    between processes through shared memory asks for more (:attr:`~dlbench.suites.spec.SuiteSpec.shared_memory`)."""
+    shm_size: int | None = None
+    """The container's /dev/shm in bytes (Docker's default is 64 MiB): a job whose suite exchanges
+    data between processes through shared memory asks for more
+    (:attr:`~dlbench.suites.spec.SuiteSpec.shared_memory`)."""
 
     def holding(self, busy: str, timeout: float, grace: float) -> ContainerLaunch:
         """The same launch, holding its machine busy for the workload's whole life.
@@ -200,7 +201,7 @@ class ContainerLaunch:
         if self.network:
             argv += ["--network", self.network]
         if self.shm_size:
-            argv += ["--shm-size", self.shm_size]
+            argv += ["--shm-size", str(self.shm_size)]
         for host, host_port, container_port in self.ports:
             argv += ["-p", f"{host}:{host_port}:{container_port}/tcp" if host else f"{host_port}:{container_port}/tcp"]
         return [*argv, self.image, *self.command]

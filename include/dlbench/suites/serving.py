@@ -26,7 +26,7 @@ SPEC = SuiteSpec(name="serving", command="serving", cells=cells, opt_in=True, fr
                  # vLLM's engine core and its worker exchange tensors through shared memory: 160 MiB
                  # for the toy model, more for larger ones (vLLM's docs ask for --ipc=host or a large
                  # --shm-size); Docker's default 64 MiB fails the engine's start.
-                 shared_memory="2g",
+                 shared_memory=2 * 2**30,
                  # What a planner sizes a serving fleet by: the rate one instance sustains at the target,
                  # the tokens/s it serves there, how long a server takes to come up, and the tail latencies
                  # at each load point.

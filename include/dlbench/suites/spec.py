@@ -122,9 +122,9 @@ class SuiteSpec:
     (its ``data`` label)."""
     figure: SuiteFigure | None = None
     """Its figure in the report's model-workloads section (None: the tables only)."""
-    shared_memory: str | None = None
-    """The /dev/shm its container needs, in Docker's notation (None: the engine's 64 MiB): vLLM's
-    engine and workers exchange tensors through shared memory."""
+    shared_memory: int | None = None
+    """The /dev/shm its container or pod needs, in bytes (None: the runtime's default, 64 MiB):
+    vLLM's engine and workers exchange tensors through shared memory."""
     background: Callable[[Profile, Mapping[str, Any]], Cell] | None = None
     """What the looped background job of its shared cells runs, given the profile and the foreground
     cell's arguments (None: a suite without the shared scenario)."""
