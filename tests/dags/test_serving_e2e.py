@@ -5,8 +5,6 @@ vLLM's load generator, into the archive, the warehouse and the report."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -19,6 +17,7 @@ from dlbench.warehouse import archive, db
 from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import ResultDocument, Status
 from tests.support.prereqs import ROOT, require
+from tests.support.serving import vllm_servers
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal")
 PROFILE = {"serving-e2e": {"extends": "smoke", "serving": {"concurrency": [2], "rates": [4.0, 32.0], "requests": 8,
@@ -30,19 +29,6 @@ def dag(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(ROOT / "dags" / "dlbench_benchmark.py")).dags["dlbench_benchmark"]
-
-
-def vllm_servers() -> list[str]:
-    """vLLM servers alive on this host (a container's processes are visible from the host too)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "vllm.entrypoints.openai.api_server" in cmd:
-            found.append(f"{pid}: {cmd[:160]}")
-    return found
 
 
 def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, monkeypatch):

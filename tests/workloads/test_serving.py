@@ -31,6 +31,7 @@ from dlbench.workloads.result import ResultDocument, Status
 from dlbench.workloads.serving.capacity import Bound, search
 from dlbench.workloads.serving.load import LoadPoint, requests_for
 from tests.support.prereqs import ROOT, require
+from tests.support.serving import vllm_servers
 
 SMOKE = get_profile("smoke")
 
@@ -56,16 +57,8 @@ def start_job(python: str, profile: Profile, out: Path) -> subprocess.Popen[str]
 
 
 def servers_of(model_dir_parent: Path) -> list[int]:
-    """Live vLLM server processes started from a model directory under ``model_dir_parent``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "vllm.entrypoints.openai.api_server" in cmd and str(model_dir_parent) in cmd:
-            found.append(int(pid))
-    return found
+    """Live vLLM servers started from a model directory under ``model_dir_parent``."""
+    return vllm_servers(str(model_dir_parent))
 
 
 def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_path):
