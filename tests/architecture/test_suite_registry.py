@@ -84,7 +84,7 @@ def test_every_suite_has_its_spec_under_its_own_id():
     assert set(SUITES) == set(Suite)
     assert all(spec.name == suite.value for suite, spec in SUITES.items())
     assert set(DEFAULT_SUITES) | set(OPT_IN_SUITES) == set(Suite) and not set(DEFAULT_SUITES) & set(OPT_IN_SUITES)
-    assert set(SCENARIO_SUITES) == {Suite.TF_CNN, Suite.TRANSFORMER}
+    assert set(SCENARIO_SUITES) == {Suite.TF_CNN, Suite.TRANSFORMER, Suite.SERVING}
     assert len({spec.command for spec in SUITES.values()}) == len(SUITES)
 
 

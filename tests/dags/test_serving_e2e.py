@@ -36,13 +36,30 @@ def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, m
             f"no current {workload_env.SERVING.directory} (make workload-env-vllm)")
     monkeypatch.setenv("AIRFLOW_VAR_DLBENCH_PROFILES", json.dumps(PROFILE))
     run = dag.test(run_conf={"profile": "serving-e2e", "repetitions": 1, "suites": ["serving"],
-                             "platforms": list(PLATFORMS)})
+                             "platforms": list(PLATFORMS), "scenarios": ["single", "shared"]})
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state).endswith("success"), states
     key = safe_run_id(run.run_id)
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(key))]
-    serving = {d.environment.platform.value: d for d in docs if d.benchmark.suite == "serving"}
+    serving = {d.environment.platform.value: d for d in docs if d.benchmark.suite == "serving"
+               and d.benchmark.parameters.get("scenario") == "single"}
     assert set(serving) == set(PLATFORMS), [(d.benchmark.suite, d.environment.platform) for d in docs]
+
+    # Shared: the server alone, then beside the core study's looped training background (TensorFlow,
+    # its own image or environment): the cell compares its capacity under both.
+    for platform in PLATFORMS:
+        cell = next(d for d in docs if d.environment.platform.value == platform and d.labels.get("role") == "aggregate"
+                    and d.benchmark.suite == "serving")
+        assert cell.status is Status.OK, cell.error
+        assert cell.benchmark.parameters["scenario"] == "shared"
+        assert cell.benchmark.parameters["interference"] == "background"
+        alone, loaded = cell.sample("capacity_alone").value, cell.sample("capacity", condition="loaded").value
+        assert cell.sample("degradation_capacity").value == pytest.approx((alone - loaded) / alone * 100)
+        assert cell.sample("background_coverage").value > 0.9, cell.samples
+        background = next(d for d in docs if d.labels.get("cell_job_id") == cell.job_id
+                          and d.labels.get("role") == "background")
+        assert background.benchmark.suite == "tf_cnn" and background.labels["ended_by"] == "sigterm"
+        assert background.sample("throughput").unit == "images/s"
     for platform, doc in serving.items():
         assert doc.status is Status.OK, (platform, doc.error)
         assert doc.labels["framework"] == "vllm" and doc.sample("startup_time").value > 0

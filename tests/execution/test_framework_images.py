@@ -80,8 +80,9 @@ def test_job_framework_and_images_a_run_needs():
     assert frameworks_needed([Framework.JAX, Framework.PYTORCH], [Suite.TF_CNN, Suite.CPU]) == list(
         TRAINING_FRAMEWORKS)
     assert frameworks_needed([Framework.PYTORCH], [Suite.DISK]) == [Framework.TENSORFLOW]
-    # serving needs vLLM's image only, whatever frameworks the request names for training
-    assert frameworks_needed([Framework.TENSORFLOW], [Suite.SERVING]) == [Framework.VLLM]
+    # serving: vLLM's image, and TensorFlow's for its shared cells' training background, whatever
+    # frameworks the request names for training
+    assert frameworks_needed([Framework.JAX], [Suite.SERVING]) == [Framework.TENSORFLOW, Framework.VLLM]
 
 
 def test_launch_and_manifest_use_the_jobs_framework_image(tmp_path):

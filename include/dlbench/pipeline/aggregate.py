@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from dlbench.execution.base import failed_document
 from dlbench.jobs import Job
+from dlbench.suites import spec_of
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
 ROLE_LABEL = "role"
@@ -172,7 +173,7 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
         return doc
     model = {"model": doc.benchmark.name, "data": cell.args.get("data", "")}
     measures = {}
-    for metric, higher in (("throughput", True), ("elapsed_time", False)):
+    for metric, higher in spec_of(cell.suite).shared_metrics:
         base = value(alone.doc, metric)
         found = [value(r.doc, metric) for r in loaded]
         under = [u for u in found if u is not None]
@@ -181,7 +182,7 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
             return doc
         mean_under = statistics.fmean(under)
         measures[metric] = (base, mean_under)
-        metric_unit = unit(alone.doc, metric, "images/s" if metric == "throughput" else "s")
+        metric_unit = unit(alone.doc, metric, "s" if metric == "elapsed_time" else "images/s")
         doc.add(metric, mean_under, metric_unit, condition="loaded", **model)
         doc.add(f"{metric}_alone", base, metric_unit, condition="alone", **model)
         doc.add(f"degradation_{metric}", degradation(base, mean_under, higher_is_better=higher), "%", **model)

@@ -74,10 +74,12 @@ class Role:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def role_job(cell: Job, name: str, index: int, args: dict) -> Job:
-    """A role's job: its own deterministic id (a retried cell overwrites its roles' documents)."""
+def role_job(cell: Job, name: str, index: int, args: dict, suite: str | None = None) -> Job:
+    """A role's job: its own deterministic id (a retried cell overwrites its roles' documents);
+    ``suite``: another suite's job (a server's training background), its command with it."""
     job_id = hashlib.sha256(f"{cell.job_id}|{name}|{index}".encode()).hexdigest()[:24]
-    return cell.model_copy(update={"job_id": job_id, "args": args})
+    other = {"suite": suite, "command": spec_of(suite).command} if suite and suite != cell.suite else {}
+    return cell.model_copy(update={"job_id": job_id, "args": args, **other})
 
 
 def run_together(cell: Job, roles: Sequence[Role], timeout: float, archive: Archive) -> list[RoleOutcome]:
@@ -344,7 +346,7 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
     if outcomes[0].doc.status is Status.OK:
         background = Role("background", 0, role_job(cell, "background", 0, {
             **background_work(cell, base), "scenario": Scenario.SHARED.value, "condition": "background",
-            "loop": True}), bg_target, ends_by_itself=False)
+            "loop": True}, suite=spec_of(cell.suite).background_suite), bg_target, ends_by_itself=False)
         foreground = Role("foreground", 0, role_job(cell, "foreground", 0, args("with_background")), fg_target,
                           delay=spec.lead_seconds)
         outcomes += run_together(cell, [background, foreground], timeout + spec.lead_seconds, archive)

@@ -3,33 +3,50 @@ request rate it sustains at the profile's latency target; asked for by name (doc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from dlbench.suites import tf_cnn
 from dlbench.suites.spec import Cell, CellRequest, SuiteSpec, framework_arg
-from dlbench.workloads.profiles import Framework, Scenario
+from dlbench.workloads.profiles import Framework, Profile, Scenario
 
 FRAMEWORK = Framework.VLLM
 """The server's engine: its jobs name it, so they run in its image and environment."""
 
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
-    """One server per instance (single); the shared scenarios are not built yet (docs/serving.md)."""
-    return [{**framework_arg(FRAMEWORK)}] if scenario is Scenario.SINGLE else []
+    """One server per instance (single); shared: the server alone, then beside the core study's
+    looped training background on the same machine (the serving latency's degradation). Two
+    servers on one machine are not built yet (docs/serving.md)."""
+    if scenario is Scenario.SINGLE:
+        return [{**framework_arg(FRAMEWORK)}]
+    if scenario is Scenario.SHARED:
+        return [{**framework_arg(FRAMEWORK), "interference": "background"}]
+    return []
+
+
+def background(profile: Profile, cell: Mapping[str, Any]) -> Cell:
+    """The core study's background (the profile's big-batch network, TensorFlow), looped: the
+    training tenant a server meets on a shared machine."""
+    return tf_cnn.background(profile, {"data": "synthetic"})
 
 
 def _frameworks(chosen: Iterable[Framework]) -> set[Framework]:
-    return {FRAMEWORK}
+    """vLLM's image, and TensorFlow's for the shared cells' training background."""
+    return {FRAMEWORK, Framework.TENSORFLOW}
 
 
 SPEC = SuiteSpec(name="serving", command="serving", cells=cells, opt_in=True, frameworks=_frameworks,
-                 document_framework=FRAMEWORK,
+                 document_framework=FRAMEWORK, scenarios=frozenset({Scenario.SINGLE, Scenario.SHARED}),
+                 background=background, background_suite=tf_cnn.SPEC.name,
+                 shared_metrics=(("capacity", True), ("capacity_output_throughput", True)),
                  # vLLM's engine core and its worker exchange tensors through shared memory: 160 MiB
                  # for the toy model, more for larger ones (vLLM's docs ask for --ipc=host or a large
                  # --shm-size); Docker's default 64 MiB fails the engine's start.
                  shared_memory=2 * 2**30,
                  # What a planner sizes a serving fleet by: the rate one instance sustains at the target,
-                 # the tokens/s it serves there, how long a server takes to come up, and the tail latencies
-                 # at each load point.
-                 headline=("capacity", "capacity_output_throughput", "startup_time", "output_throughput",
-                           "ttft_p99", "tpot_p99", "goodput"),
+                 # the tokens/s it serves there, how much of it a training job beside it takes, how long
+                 # a server takes to come up, and the tail latencies at each load point.
+                 headline=("capacity", "capacity_output_throughput", "degradation_capacity", "startup_time",
+                           "output_throughput", "ttft_p99", "tpot_p99", "goodput"),
                  case_parameters={"precision": "{}", "input_tokens": "in {}", "output_tokens": "out {}"})

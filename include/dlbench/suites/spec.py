@@ -125,6 +125,12 @@ class SuiteSpec:
     shared_memory: int | None = None
     """The /dev/shm its container or pod needs, in bytes (None: the runtime's default, 64 MiB):
     vLLM's engine and workers exchange tensors through shared memory."""
+    shared_metrics: tuple[tuple[str, bool], ...] = (("throughput", True), ("elapsed_time", False))
+    """What its shared cells compare alone and loaded (metric, higher is better): the degradation
+    the cell reports for each."""
+    background_suite: str | None = None
+    """The suite whose looped job is its shared cells' background (None: its own): a server's
+    background is a training job."""
     background: Callable[[Profile, Mapping[str, Any]], Cell] | None = None
     """What the looped background job of its shared cells runs, given the profile and the foreground
     cell's arguments (None: a suite without the shared scenario)."""

@@ -69,6 +69,12 @@ DIRECTION: dict[str, Direction] = {
     # machine, kept as the diagnostic that explains MFU.
     "model_tflops": HIGHER, "mfu": HIGHER, "peak_gemm": HIGHER,
     "time_to_first_token": LOWER, "inter_token_latency": LOWER,
+    # serving (issue 41): the rate sustained at the latency target and the tokens/s there, per point
+    # rates (requests/s, tokens/s: higher) and latencies (s: lower, by unit); beside a training job,
+    # the capacity's degradation % (lower is better)
+    "capacity": HIGHER, "capacity_output_throughput": HIGHER, "goodput": HIGHER, "failed_requests": LOWER,
+    "startup_time": LOWER, "capacity_alone": HIGHER, "capacity_output_throughput_alone": HIGHER,
+    "degradation_capacity": LOWER, "degradation_capacity_output_throughput": LOWER,
 }
 """Known metrics. Anything else: see :func:`direction`."""
 
@@ -88,14 +94,15 @@ DIAGNOSTIC = frozenset({
     "worker_throughput", "worker_measured_time", "measured_window_overlap", "throughput_alone",
     "elapsed_time_alone", "tenants_throughput_sum", "tenants_window_overlap",
     "epoch_time", "batch_time_std", "batch_time_p95", "data_load_time",
-    "model_tflops", "peak_gemm",
+    "model_tflops", "peak_gemm", "capacity_alone", "capacity_output_throughput_alone",
 })
 DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
 """Kept in the warehouse and the report's detail table, never among the headline metrics: they
 explain a headline number (why a cluster was slow, whether the background really overlapped),
 they are not one a platform is ranked by."""
 
-RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time", "first_epoch_excess"})
+RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time", "first_epoch_excess",
+                      "degradation_capacity", "degradation_capacity_output_throughput"})
 """Already relative to a baseline (the same job alone; dltools: the same job's second epoch, in %):
 compared as they are across platforms (figure 10), never divided by bare metal's (a ratio of
 percentages near zero means nothing, and its sign flips with bare metal's)."""

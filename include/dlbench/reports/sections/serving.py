@@ -75,9 +75,12 @@ def capacity_lines(run: RunView) -> list[CapacityLine]:
     stats, frame = run.stats, run.frame
     if stats.empty or frame.empty:
         return []
-    rows = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity")]
+    # One server on its own machine (the shared cells' capacities, alone and beside a training job,
+    # and their degradation are in the suite's tables and the scenarios' figures).
+    rows = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity") & (stats["scenario"] == compare.SINGLE)]
     mine = frame[(frame["suite"] == SUITE) & (frame["metric"] == "capacity")]
-    tokens = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity_output_throughput")]
+    tokens = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity_output_throughput")
+                   & (stats["scenario"] == compare.SINGLE)]
     lines = []
     for r in rows.itertuples():
         docs = mine[(mine["platform"] == r.platform) & (mine["case_key"] == r.case_key)]
@@ -97,7 +100,7 @@ def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[flo
     """Per platform, (offered rate, mean of ``metric`` over the repetitions, in ms) at each Poisson point."""
     if frame.empty:
         return {}
-    rows = frame[(frame["suite"] == SUITE) & (frame["metric"] == metric)]
+    rows = frame[(frame["suite"] == SUITE) & (frame["metric"] == metric) & (frame["scenario"] == compare.SINGLE)]
     found: dict[str, dict[float, list[float]]] = {}
     for r in rows.itertuples():
         labels = r.labels or {}

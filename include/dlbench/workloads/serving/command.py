@@ -18,10 +18,18 @@ import argparse
 from dlbench.workloads.cli import command, run_from
 from dlbench.workloads.profiles import Framework, Scenario
 
+SCENARIOS = (Scenario.SINGLE, Scenario.SHARED)
+CONDITIONS = ("alone", "with_background")
+"""A server's conditions in the shared scenario (the background is a training job of its own)."""
+
 
 def _serving_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", choices=[Scenario.SINGLE.value], default=Scenario.SINGLE.value,
-                        help="single: one server on this machine (the shared scenarios: docs/serving.md)")
+    parser.add_argument("--scenario", choices=[s.value for s in SCENARIOS], default=Scenario.SINGLE.value,
+                        help="single: one server on this machine; shared: alone, or beside a training background "
+                             "(--condition; docs/serving.md)")
+    parser.add_argument("--condition", choices=CONDITIONS, default=None,
+                        help="shared: alone (the baseline) or with_background (a looped training job beside it)")
+    parser.add_argument("--tenants", type=int, default=None, help="shared: servers sharing the machine (1)")
     parser.add_argument("--framework", default=Framework.VLLM.value, choices=[Framework.VLLM.value],
                         help="the server's engine: vLLM (a controller's job names it, which picks the job's image)")
     parser.add_argument("--server-url", default=None, metavar="URL",
@@ -33,6 +41,13 @@ def _serving_args(parser: argparse.ArgumentParser) -> None:
 
 def usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of arguments (argparse checks each one alone)."""
+    shared = args.scenario == Scenario.SHARED.value
+    if shared and args.condition is None:
+        return f"--scenario shared needs --condition ({', '.join(CONDITIONS)})"
+    if not shared and (args.condition is not None or args.tenants is not None):
+        return "--condition and --tenants belong to --scenario shared"
+    if args.tenants not in (None, 1):
+        return "--tenants: one server per machine (two servers sharing one are not built: docs/serving.md)"
     if args.requests is not None and args.requests < 1:
         return "--requests must be at least 1"
     if args.server_url is not None and not args.server_url.startswith(("http://", "https://")):

@@ -6,6 +6,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,10 @@ def main(args: argparse.Namespace) -> int:
     spec = get_profile(args.profile).serving
     if args.requests is not None:
         spec = spec.model_copy(update={"requests": args.requests})
+    scenario = ({"scenario": args.scenario, "condition": args.condition, "tenants": args.tenants or 1}
+                if args.scenario != "single" else {"scenario": args.scenario})
     benchmark = Benchmark(suite="serving", name=spec.model.name,
-                          parameters={"profile": args.profile, "scenario": args.scenario, **parameters_of(spec)})
+                          parameters={"profile": args.profile, **scenario, **parameters_of(spec)})
     labels = {"framework": "vllm", "engine": "vllm", "load_generator": "vllm bench serve",
               "model_parameters": str(spec.model.parameters)}
     with harness.workload(benchmark, versions=versions, labels=labels, **common_kwargs(args)) as doc:
@@ -106,6 +109,7 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
         warmup = spec.model_copy(update={"requests": WARMUP_REQUESTS})
         run_point(warmup, server.url, tokenizer, LoadPoint(concurrency=1), seed)
         server.check()
+        window_start = time.time()  # the measured points' window (CLOCK_REALTIME: a background's overlap)
         for concurrency in spec.concurrency:
             measure(LoadPoint(concurrency=concurrency))
         by_rate: dict[float, PointResult] = {}
@@ -115,6 +119,8 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
             return by_rate[rate].meets(spec)
 
         add_capacity(doc, search(spec.rates, spec.bisection_steps, meets), by_rate)
+        doc.add("measured_window_start", window_start, "s")
+        doc.add("measured_window_end", time.time(), "s")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
