@@ -254,8 +254,9 @@ class BenchmarkRequest(BaseModel):
         """A distributed job puts each role on its own instance (anti-affinity): refuse a request
         that provisions fewer, before anything is provisioned."""
         if self.scenarios != [Scenario.SINGLE] and not set(SCENARIO_SUITES) & set(self.suites):
+            names = [s.value for s in SCENARIO_SUITES]
             raise ValueError("scenarios: 'distributed' and 'shared' are scenarios of the "
-                             f"{' and '.join(SCENARIO_SUITES)} suites; add one to suites")
+                             f"{', '.join(names[:-1])} and {names[-1]} suites; add one to suites")
         if Scenario.DISTRIBUTED not in self.scenarios:
             return self
         modes = [mode for suite in self.suites for mode in SUITES[suite].distributed_modes(self)]

@@ -67,7 +67,7 @@ def test_paper_profile_is_the_study():
     ({"scenarios": ["sideways"]}, "scenarios.0: Input should be 'single', 'distributed' or 'shared'"),
     ({"distributed_mode": "async"}, "distributed_mode: Input should be"),
     ({"scenarios": ["distributed"], "suites": ["cpu"]},
-     "scenarios of the tf_cnn and transformer suites; add one to suites"),
+     "scenarios of the tf_cnn, transformer and serving suites; add one to suites"),
     ({"scenarios": ["distributed"], "provider": "ironic", "ironic": {"cloud": "x"}},
      "scenarios: 'distributed' runs 3 roles on 3 different instances of bare_metal, but provider 'ironic' "
      "provisions 1 (set ironic.nodes.bare_metal to 3 or more)"),

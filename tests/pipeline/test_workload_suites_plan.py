@@ -68,7 +68,7 @@ def test_transformer_cells_per_scenario_name_pytorch():
 
 
 def test_scenarios_need_a_suite_that_has_them():
-    with pytest.raises(ConfigError, match="scenarios of the tf_cnn and transformer suites"):
+    with pytest.raises(ConfigError, match="scenarios of the tf_cnn, transformer and serving suites"):
         steps.validate({"profile": "smoke", "suites": ["fathom"], "scenarios": ["distributed"]})
     steps.validate({"profile": "smoke", "suites": ["fathom", "transformer"], "scenarios": ["single", "shared"]})
 

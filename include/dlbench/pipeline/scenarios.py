@@ -47,7 +47,7 @@ from dlbench.pipeline import aggregate
 from dlbench.pipeline.aggregate import RoleOutcome
 from dlbench.profiles import get_profile
 from dlbench.suites import spec_of
-from dlbench.workloads.profiles import DistributedMode, Scenario
+from dlbench.workloads.profiles import DistributedMode, Scenario, profile_digest
 from dlbench.workloads.result import ResultDocument, Status
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,15 @@ def role_job(cell: Job, name: str, index: int, args: dict, suite: str | None = N
     """A role's job: its own deterministic id (a retried cell overwrites its roles' documents);
     ``suite``: another suite's job (a server's training background), its command with it."""
     job_id = hashlib.sha256(f"{cell.job_id}|{name}|{index}".encode()).hexdigest()[:24]
-    other = {"suite": suite, "command": spec_of(suite).command} if suite and suite != cell.suite else {}
+    other: dict[str, object] = {}
+    if suite and suite != cell.suite:
+        # The other suite's digest of the same profile (a digest leaves out other suites' sections),
+        # once the cell's own shows the profile here is the one the cell was planned with.
+        profile = get_profile(cell.profile)
+        if cell.profile_digest is not None and profile_digest(profile, cell.suite) != cell.profile_digest:
+            raise ValueError(f"{cell.label}: profile {cell.profile!r} is not the one the cell was planned with")
+        other = {"suite": suite, "command": spec_of(suite).command,
+                 "profile_digest": profile_digest(profile, suite) if cell.profile_digest is not None else None}
     return cell.model_copy(update={"job_id": job_id, "args": args, **other})
 
 
