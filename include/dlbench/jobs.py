@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.profiles import get_profile
-from dlbench.suites import SUITES
+from dlbench.suites import find_spec
 from dlbench.suites.spec import reads_real_data
 from dlbench.workloads.profiles import Scenario, is_builtin, profile_digest, profile_to_argument
 from dlbench.workloads.result import Platform
@@ -76,7 +76,7 @@ class Job(BaseModel):
                 argv += [f"--{key.replace('_', '-')}"] if value else []
             else:
                 argv += [f"--{key.replace('_', '-')}", str(value)]
-        spec = next((spec for suite, spec in SUITES.items() if suite.value == self.suite), None)
+        spec = find_spec(self.suite)
         reads_data = spec.reads_data if spec is not None else reads_real_data  # a suite outside the registry
         if data_dir and reads_data(self.args):
             argv += ["--data-dir", data_dir]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dlbench.execution.image import job_image
 from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
 from dlbench.settings import DEFAULT_EXPIRY
-from dlbench.suites import spec_of
+from dlbench.suites import find_spec
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import Target
@@ -289,7 +289,7 @@ def workload_launch(job: Job, target: Target, results_dir: str, data_dir: str | 
         image=job_image(image_of(target), job), name=name, command=("python", "-m", "dlbench.workloads", *argv),
         labels=labels_for(job.run_id, job.job_id, target.expires_at), env=dict(WORKLOAD_ENV), user=user,
         mounts=tuple(mounts), resources=resources, ports=published_of(target), hostname=hostname,
-        shm_size=spec_of(job.suite).shared_memory,
+        shm_size=spec.shared_memory if (spec := find_spec(job.suite)) else None,
     )
 
 

@@ -49,6 +49,12 @@ def spec_of(suite: Suite | str) -> SuiteSpec:
     return SUITES[Suite(suite)]
 
 
+def find_spec(suite: str) -> SuiteSpec | None:
+    """The suite's spec, or None for an id outside the registry (a job's own command, e.g. a
+    tool's or a test's: it runs with the defaults)."""
+    return next((spec for key, spec in SUITES.items() if key.value == suite), None)
+
+
 OPT_IN_SUITES: tuple[Suite, ...] = tuple(s for s, spec in SUITES.items() if spec.opt_in)
 """Asked for by name only."""
 
@@ -62,4 +68,4 @@ SCENARIO_SUITES: tuple[Suite, ...] = tuple(s for s, spec in SUITES.items() if le
 """Suites with distributed and shared cells (the others run the single scenario only)."""
 
 __all__ = ["DEFAULT_SUITES", "MICRO_ORDER", "OPT_IN_SUITES", "SCENARIO_SUITES", "SUITES", "CellRequest", "Suite",
-           "SuiteSpec", "framework_arg", "framework_of", "spec_of"]
+           "SuiteSpec", "find_spec", "framework_arg", "framework_of", "spec_of"]

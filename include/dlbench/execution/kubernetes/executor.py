@@ -31,7 +31,7 @@ from dlbench.execution.kubernetes.services import ensure_headless_service, role_
 from dlbench.execution.kubernetes.watching import job_changes
 from dlbench.jobs import Job
 from dlbench.polling import Deadline, until
-from dlbench.suites import spec_of
+from dlbench.suites import find_spec
 from dlbench.workloads.result import ResultDocument
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class KubernetesExecutor(Executor):
         if target.data_dir:
             pod_spec["volumes"] = [{"name": "data", "hostPath": {"path": target.data_dir, "type": "Directory"}}]
             container["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": job.suite != "disk"}]
-        shm = spec_of(job.suite).shared_memory
+        shm = spec.shared_memory if (spec := find_spec(job.suite)) else None
         if shm:
             # A pod's /dev/shm is the runtime's 64 MiB unless a memory-backed volume is mounted there
             # (what vLLM's Kubernetes guide does): sized as the suite asks.
