@@ -45,8 +45,9 @@ SPEC = SuiteSpec(name="serving", command="serving", cells=cells, opt_in=True, fr
                  # --shm-size); Docker's default 64 MiB fails the engine's start.
                  shared_memory=2 * 2**30,
                  # What a planner sizes a serving fleet by: the rate one instance sustains at the target,
-                 # the tokens/s it serves there, how much of it a training job beside it takes, how long
-                 # a server takes to come up, and the tail latencies at each load point.
-                 headline=("capacity", "capacity_output_throughput", "degradation_capacity", "startup_time",
-                           "output_throughput", "ttft_p99", "tpot_p99", "goodput"),
+                 # the tokens/s it serves there, how much of it a training job beside it takes and how
+                 # long a server takes to come up. Each load point's rates and latencies are cases of
+                 # their own (a dozen per run): in the tables and the serving section's curves, not in
+                 # the answer's one line per case.
+                 headline=("capacity", "capacity_output_throughput", "degradation_capacity", "startup_time"),
                  case_parameters={"precision": "{}", "input_tokens": "in {}", "output_tokens": "out {}"})
