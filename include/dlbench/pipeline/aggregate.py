@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from dlbench.execution.base import failed_document
 from dlbench.jobs import Job
 from dlbench.suites import spec_of
+from dlbench.suites.spec import alone_metric, degradation_metric
 from dlbench.workloads.result import Benchmark, ResultDocument, Status
 
 ROLE_LABEL = "role"
@@ -184,8 +185,8 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
         measures[metric] = (base, mean_under)
         metric_unit = unit(alone.doc, metric, "s" if metric == "elapsed_time" else "images/s")
         doc.add(metric, mean_under, metric_unit, condition="loaded", **model)
-        doc.add(f"{metric}_alone", base, metric_unit, condition="alone", **model)
-        doc.add(f"degradation_{metric}", degradation(base, mean_under, higher_is_better=higher), "%", **model)
+        doc.add(alone_metric(metric), base, metric_unit, condition="alone", **model)
+        doc.add(degradation_metric(metric), degradation(base, mean_under, higher_is_better=higher), "%", **model)
     if cell.args.get("interference") == "tenants":
         doc.add("tenants_throughput_sum", sum(value(r.doc, "throughput") or 0.0 for r in loaded),
                 unit(alone.doc, "throughput", "images/s"), **model)

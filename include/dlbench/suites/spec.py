@@ -78,6 +78,16 @@ def reads_real_data(args: Mapping[str, object]) -> bool:
     return args.get("data") == DataKind.REAL.value
 
 
+def alone_metric(metric: str) -> str:
+    """A shared cell's ``metric`` of the job alone (:attr:`SuiteSpec.shared_metrics`)."""
+    return f"{metric}_alone"
+
+
+def degradation_metric(metric: str) -> str:
+    """A shared cell's degradation % of ``metric`` under load against alone (positive: degraded)."""
+    return f"degradation_{metric}"
+
+
 @dataclass(frozen=True)
 class SuiteFigure:
     """A suite's figure in the report: one panel per benchmark or parameter value, bars per platform."""
@@ -126,8 +136,9 @@ class SuiteSpec:
     """The /dev/shm its container or pod needs, in bytes (None: the runtime's default, 64 MiB):
     vLLM's engine and workers exchange tensors through shared memory."""
     shared_metrics: tuple[tuple[str, bool], ...] = (("throughput", True), ("elapsed_time", False))
-    """What its shared cells compare alone and loaded (metric, higher is better): the degradation
-    the cell reports for each."""
+    """What its shared cells compare alone and loaded (metric, higher is better): the cell reports
+    each loaded, alone (:func:`alone_metric`) and its degradation (:func:`degradation_metric`); the
+    report reads their directions from here."""
     background_suite: str | None = None
     """The suite whose looped job is its shared cells' background (None: its own): a server's
     background is a training job."""

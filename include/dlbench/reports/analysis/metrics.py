@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from dlbench.suites import SUITES
+from dlbench.suites.spec import alone_metric, degradation_metric
 
 
 class Direction(StrEnum):
@@ -21,6 +22,16 @@ class Direction(StrEnum):
 
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
+
+SHARED_METRICS: dict[str, bool] = {m: higher for spec in SUITES.values() for m, higher in spec.shared_metrics}
+"""What the suites' shared cells compare (metric: higher is better): each has its value alone and its
+degradation % in a cell's document (:mod:`dlbench.pipeline.aggregate`)."""
+
+SHARED_DIRECTIONS: dict[str, Direction] = {
+    **{alone_metric(m): HIGHER if higher else LOWER for m, higher in SHARED_METRICS.items()},
+    # positive = degraded, so lower is better
+    **{degradation_metric(m): LOWER for m in SHARED_METRICS},
+}
 
 DIRECTION: dict[str, Direction] = {
     # tf_cnn (the core study's two figures: throughput and elapsed time)
@@ -57,10 +68,10 @@ DIRECTION: dict[str, Direction] = {
     # between the worker and parameter-server instances.
     "worker_throughput": HIGHER, "worker_measured_time": LOWER, "measured_window_overlap": HIGHER,
     "network_tcp_throughput": HIGHER, "network_tcp_latency": LOWER, "network_tcp_retransmits": LOWER,
-    # shared: the job alone; degradation % under load (positive = degraded, so lower is better);
-    # the background job and how much of the foreground's window it covered (more = a valid test).
-    "throughput_alone": HIGHER, "elapsed_time_alone": LOWER,
-    "degradation_throughput": LOWER, "degradation_elapsed_time": LOWER,
+    # shared: the job alone and its degradation % under load (every suite's shared metrics, from
+    # the registry: below); the background job and how much of the foreground's window it covered
+    # (more = a valid test).
+    **SHARED_DIRECTIONS,
     "background_throughput": HIGHER, "background_overlap": HIGHER, "background_coverage": HIGHER,
     "tenants_throughput_sum": HIGHER, "tenants_window_overlap": HIGHER,
     # transformer (issue 24): training's achieved model FLOP rate and its share of the machine's
@@ -70,11 +81,9 @@ DIRECTION: dict[str, Direction] = {
     "model_tflops": HIGHER, "mfu": HIGHER, "peak_gemm": HIGHER,
     "time_to_first_token": LOWER, "inter_token_latency": LOWER,
     # serving (issue 41): the rate sustained at the latency target and the tokens/s there, per point
-    # rates (requests/s, tokens/s: higher) and latencies (s: lower, by unit); beside a training job,
-    # the capacity's degradation % (lower is better)
+    # rates (requests/s, tokens/s: higher) and latencies (s: lower, by unit)
     "capacity": HIGHER, "capacity_output_throughput": HIGHER, "goodput": HIGHER, "failed_requests": LOWER,
-    "startup_time": LOWER, "capacity_alone": HIGHER, "capacity_output_throughput_alone": HIGHER,
-    "degradation_capacity": LOWER, "degradation_capacity_output_throughput": LOWER,
+    "startup_time": LOWER,
 }
 """Known metrics. Anything else: see :func:`direction`."""
 
@@ -91,18 +100,17 @@ DIAGNOSTIC = frozenset({
     "peak_memory", "minor_page_faults", "major_page_faults", "voluntary_context_switches",
     "involuntary_context_switches", "cpu_time_user", "cpu_time_system", "block_input_ops", "block_output_ops",
     "hpl_skipped_size", "hpcg_cg_sets", "gpu_devices", "deepbench_allreduce_devices",
-    "worker_throughput", "worker_measured_time", "measured_window_overlap", "throughput_alone",
-    "elapsed_time_alone", "tenants_throughput_sum", "tenants_window_overlap",
+    "worker_throughput", "worker_measured_time", "measured_window_overlap",
+    "tenants_throughput_sum", "tenants_window_overlap",
     "epoch_time", "batch_time_std", "batch_time_p95", "data_load_time",
-    "model_tflops", "peak_gemm", "capacity_alone", "capacity_output_throughput_alone",
+    "model_tflops", "peak_gemm", *(alone_metric(m) for m in SHARED_METRICS),
 })
 DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
 """Kept in the warehouse and the report's detail table, never among the headline metrics: they
 explain a headline number (why a cluster was slow, whether the background really overlapped),
 they are not one a platform is ranked by."""
 
-RELATIVE = frozenset({"degradation_throughput", "degradation_elapsed_time", "first_epoch_excess",
-                      "degradation_capacity", "degradation_capacity_output_throughput"})
+RELATIVE = frozenset({"first_epoch_excess", *(degradation_metric(m) for m in SHARED_METRICS)})
 """Already relative to a baseline (the same job alone; dltools: the same job's second epoch, in %):
 compared as they are across platforms (figure 10), never divided by bare metal's (a ratio of
 percentages near zero means nothing, and its sign flips with bare metal's)."""
