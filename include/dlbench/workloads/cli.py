@@ -122,6 +122,15 @@ def resolve_profile(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     raise AssertionError("unreachable")
 
 
+def refused(command: str, problem: str | None) -> bool:
+    """Whether a command's combination of arguments is refused (``problem``: its ``usage_problem``),
+    printed as argparse prints its own errors; the command then exits with status 2."""
+    if problem is None:
+        return False
+    print(f"python -m dlbench.workloads {command}: error: {problem}", file=sys.stderr)
+    return True
+
+
 def common_kwargs(args: argparse.Namespace) -> dict:
     return {
         "out": args.out,

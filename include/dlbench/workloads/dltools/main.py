@@ -7,10 +7,9 @@ not need (their documents' ``elapsed_time`` counts from process start).
 from __future__ import annotations
 
 import argparse
-import sys
 
 from dlbench.workloads import harness
-from dlbench.workloads.cli import common_kwargs
+from dlbench.workloads.cli import common_kwargs, refused
 from dlbench.workloads.dltools import data as datasets
 from dlbench.workloads.dltools import runner
 from dlbench.workloads.dltools.command import usage_problem
@@ -22,9 +21,7 @@ from dlbench.workloads.tf_instance import versions
 def main(args: argparse.Namespace) -> int:
     """Run ``dltools`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
     harness records a failure in the document and raises)."""
-    problem = usage_problem(args)
-    if problem is not None:
-        print(f"python -m dlbench.workloads dltools: error: {problem}", file=sys.stderr)
+    if refused("dltools", usage_problem(args)):
         return 2
     spec = get_profile(args.profile).dltools
     overrides = {

