@@ -74,26 +74,31 @@ def venv_for(framework: Framework) -> Venv:
     return SERVING if framework is Framework.VLLM else TRAINING
 
 
-def local(framework: Framework = Framework.TENSORFLOW) -> Environment:
-    """The host's workload environment of ``framework`` when it is built from the current
-    requirement files, else the controller's own interpreter (labelled so)."""
-    venv = venv_for(framework)
-    python = venv.directory / "bin" / "python"
+def current(venv: Venv) -> bool:
+    """``venv`` is built, from the requirement files as they are now (its marker's digest)."""
     try:
         marker = json.loads(venv.marker.read_text())
     except (OSError, ValueError):
-        marker = {}
-    if python.exists() and marker.get("requirements") == requirements_digest(list(venv.frameworks)):
-        return Environment(str(python), venv.label)
+        return False
+    return (venv.directory / "bin" / "python").exists() and marker.get("requirements") == requirements_digest(
+        list(venv.frameworks))
+
+
+def local(framework: Framework = Framework.TENSORFLOW) -> Environment:
+    """The host's workload environment of ``framework`` when it is current, else the controller's
+    own interpreter (labelled so)."""
+    venv = venv_for(framework)
+    if current(venv):
+        return Environment(str(venv.directory / "bin" / "python"), venv.label)
     return Environment(sys.executable, CONTROLLER)
 
 
 def build(venv: Venv = TRAINING) -> Path:
     """Build (or rebuild, when the requirement files changed) ``venv`` offline from the wheelhouse;
     a no-op when it is current. Returns its directory."""
-    digest = requirements_digest(list(venv.frameworks))
-    if local(venv.frameworks[0]).label == venv.label:
+    if current(venv):
         return venv.directory
+    digest = requirements_digest(list(venv.frameworks))
     build_wheelhouse()
     shutil.rmtree(venv.directory, ignore_errors=True)
     # From the distribution's interpreter, as the images' and the node image's venvs are made
