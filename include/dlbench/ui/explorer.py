@@ -74,7 +74,6 @@ def options(engine: Engine) -> dict[str, Any]:
         platforms = [r[0] for r in conn.execute(select(Execution.platform).distinct())]
         hardware = sorted({name for r in conn.execute(
             select(Environment.gpu_model, Environment.cpu_model).distinct()) if (name := r[0] or r[1])})
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     suites = sorted({b.suite for b in benches})
     return {
         "runs": [{"run_id": r.run_id, "dag_id": r.dag_id, "scheduled": bool(r.scheduled),
@@ -87,7 +86,7 @@ def options(engine: Engine) -> dict[str, Any]:
         "data": sorted({str(b.parameters.get("data")) for b in benches if (b.parameters or {}).get("data")}),
         "scenarios": sorted({compare.scenario_of(b.parameters) for b in benches},
                             key=lambda s: compare.SCENARIOS.index(s) if s in compare.SCENARIOS else 99),
-        "platforms": sorted(platforms, key=lambda p: (order.get(p, len(order)), p)),
+        "platforms": sorted(platforms, key=lambda p: (compare.platform_rank(p), p)),
         "hardware": hardware,
         "metrics": {s: [{"metric": m, "direction": metrics.direction(m, "").value} for m in metrics.HEADLINE.get(s, [])]
                     for s in suites},
@@ -278,9 +277,8 @@ def trend(engine: Engine, f: Filters, case: str | None = None) -> dict[str, Any]
         series.setdefault(r["platform"], {}).setdefault(r["run_id"], []).append(float(r["value"]))
     ordered = sorted(found.values())
     index = {run_id: i for i, (_, run_id, _) in enumerate(ordered)}
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     out_series, marks = {}, {}
-    for platform in sorted(series, key=lambda p: (order.get(p, len(order)), p)):
+    for platform in sorted(series, key=lambda p: (compare.platform_rank(p), p)):
         points = sorted((index[run_id], pystats.fmean(v)) for run_id, v in series[platform].items())
         out_series[platform] = points
         cps = [c.index for c in e_divisive([y for _, y in points], alpha=regression.ALPHA)]

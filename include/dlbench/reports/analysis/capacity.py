@@ -350,9 +350,8 @@ def capacity(engine: Engine, hardware: str, model: str | None = None, *, data: s
                 cost_ci_low=cost(high), cost_ci_high=cost(low), flags=_flags(cells), machine=machines[machine],
                 per_host_from="measured" if total is not None else "derived",
                 n_of="runs" if len(alone.by_run) > 1 else "repetitions"))
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     return sorted(out, key=lambda r: (r.model, r.data, r.framework, r.batch, r.profile,
-                                      order.get(r.platform, len(order)), r.platform, r.machine, r.instances_per_host))
+                                      compare.platform_rank(r.platform), r.platform, r.machine, r.instances_per_host))
 
 
 def configurations(rows: Sequence[CapacityRow]) -> dict[str, list[CapacityRow]]:

@@ -37,6 +37,12 @@ from dlbench.warehouse.models import Benchmark, Execution, Run, Sample
 BASELINE = "bare_metal"
 PLATFORM_ORDER = ["bare_metal", "container_on_bare_metal", "virtual_machine", "container_on_vm"]
 
+
+def platform_rank(platform: str) -> int:
+    """Where ``platform`` stands in :data:`PLATFORM_ORDER` (one past the end for any other): the
+    sort key of every table, chart and legend that lists platforms."""
+    return PLATFORM_ORDER.index(platform) if platform in PLATFORM_ORDER else len(PLATFORM_ORDER)
+
 SINGLE, DISTRIBUTED, SHARED = "single", "distributed", "shared"
 SCENARIOS = [SINGLE, DISTRIBUTED, SHARED]
 """The core study's scenarios, in its order (single instance, distributed multi-instance, shared)."""
@@ -326,8 +332,7 @@ def statistics(frame: pd.DataFrame, outliers: Mapping[str, st.StepCheck] | None 
     stats["higher_is_better"] = [higher_is_better(m, u) for m, u in zip(stats["metric"], stats["unit"], strict=True)]
     _add_inference(stats, comparable, confidence, margin)
     _add_flags(stats, frame, outliers or {})
-    order = {p: i for i, p in enumerate(PLATFORM_ORDER)}
-    stats["_p"] = stats["platform"].map(lambda p: order.get(p, len(order)))
+    stats["_p"] = stats["platform"].map(platform_rank)
     stats["_s"] = stats["scenario"].map(lambda s: SCENARIOS.index(s) if s in SCENARIOS else len(SCENARIOS))
     # Headline metrics first, in their declared order, then the rest alphabetically.
     stats["_m"] = [HEADLINE.get(s, []).index(m) if m in HEADLINE.get(s, []) else len(HEADLINE.get(s, []))

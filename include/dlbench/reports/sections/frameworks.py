@@ -98,11 +98,10 @@ def framework_rows(frame: pd.DataFrame, confidence: float = st.DEFAULT_CONFIDENC
                 cell=label, metric=str(metric), unit=str(unit),
                 framework=fw, baseline=baseline, mean=st.mean(values[fw]), baseline_mean=st.mean(values[baseline]),
                 comparison=st.compare(values[fw], values[baseline], higher, confidence)))
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     data_order = answer.DATA_ORDER
     return sorted(rows, key=lambda r: (compare.SCENARIOS.index(r.scenario) if r.scenario in compare.SCENARIOS else 9,
                                        data_order.index(r.data) if r.data in data_order else 9, r.cell,
-                                       order.get(r.platform, 9),
+                                       compare.platform_rank(r.platform),
                                        ORDER.index(r.framework) if r.framework in ORDER else 9,
                                        [m for m, _ in METRICS].index(r.metric)))
 

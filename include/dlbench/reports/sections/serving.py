@@ -92,8 +92,7 @@ def capacity_lines(run: RunView) -> list[CapacityLine]:
             normalized=float(r.normalized), low=float(r.normalized_ci_low), high=float(r.normalized_ci_high),
             verdict=str(r.verdict), bounds=bounds, target=_target(parameters), row=r,
             tokens=float(served["mean"].iloc[0]) if not served.empty else math.nan))
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
-    return sorted(lines, key=lambda line: (line.case, order.get(line.platform, len(order)), line.platform))
+    return sorted(lines, key=lambda line: (line.case, compare.platform_rank(line.platform), line.platform))
 
 
 def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[float, float]]]:
@@ -107,9 +106,8 @@ def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[flo
         if labels.get("load") != "poisson":
             continue
         found.setdefault(str(r.platform), {}).setdefault(float(labels["rate"]), []).append(float(r.value) * 1000)
-    order = {p: i for i, p in enumerate(compare.PLATFORM_ORDER)}
     return {platform: sorted((rate, sum(v) / len(v)) for rate, v in points.items())
-            for platform, points in sorted(found.items(), key=lambda kv: order.get(kv[0], len(order)))}
+            for platform, points in sorted(found.items(), key=lambda kv: compare.platform_rank(kv[0]))}
 
 
 def _bound_text(bounds: tuple[str, ...]) -> str:
