@@ -89,8 +89,7 @@ def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_
             assert 0 < p50 <= p90 <= p99, (latency, point)
         # Every request of the point is in the document, and its percentiles are the records':
         # recomputed here from the records, independently of the generator's own arithmetic.
-        level = float(point.concurrency if point.concurrency is not None else point.rate or 0.0)
-        records = [r for r in doc.requests if r.load == point.kind and r.level == level]
+        records = [r for r in doc.requests if r.load == point.kind and r.level == point.level]
         assert len(records) == requests_for(spec, point), point
         assert all(r.output_tokens == spec.output_tokens and r.error is None for r in records)
         # The gaps between streamed chunks (a chunk may carry several tokens), from the first token

@@ -40,6 +40,11 @@ class LoadPoint:
         return "concurrency" if self.concurrency is not None else "poisson"
 
     @property
+    def level(self) -> float:
+        """Its point in its sweep: requests in flight, or requests per second."""
+        return float(self.concurrency if self.concurrency is not None else self.rate or 0.0)
+
+    @property
     def labels(self) -> dict[str, str | int | float]:
         """The samples' labels: which point of which sweep (a case of its own in the report)."""
         if self.concurrency is not None:
@@ -64,7 +69,6 @@ class PointResult:
     percentiles_ms: dict[str, dict[int, float]]
     """``{"ttft": {50: ms, 90: ms, 99: ms}, ...}``."""
     records: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     def meets(self, spec: ServingSpec) -> bool:
         """Both 99th percentiles within the target, and every request answered."""
@@ -119,7 +123,6 @@ def parse_result(point: LoadPoint, result: dict[str, Any]) -> PointResult:
     percentiles it computed, and one record per request (seconds)."""
     percentiles = {name: {p: float(result[f"p{p}_{name}_ms"]) for p in PERCENTILES} for name in LATENCIES}
     records = []
-    errors = [e for e in result.get("errors", []) if e]
     for i, ttft in enumerate(result.get("ttfts", [])):
         output = int(result["output_lens"][i])
         latency = float(result["latencies"][i])
@@ -134,4 +137,4 @@ def parse_result(point: LoadPoint, result: dict[str, Any]) -> PointResult:
                        duration=float(result["duration"]), request_throughput=float(result["request_throughput"]),
                        output_throughput=float(result["output_throughput"]),
                        goodput=float(result.get("request_goodput") or 0.0), percentiles_ms=percentiles,
-                       records=records, errors=errors)
+                       records=records)

@@ -91,7 +91,7 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
             doc.add("startup_time", server.start(), "s")
         server.check()
 
-        def measure(point: LoadPoint, record: bool = True) -> PointResult:
+        def measure(point: LoadPoint) -> PointResult:
             harness.progress(f"serving: {point}")
             try:
                 result = run_point(spec, server.url, tokenizer, point, seed)
@@ -99,8 +99,7 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
                 server.check()  # a server that died is the cause: say so, with its log's tail
                 raise
             server.check()
-            if record:
-                add_point(doc, result)
+            add_point(doc, result)
             return result
 
         warmup = spec.model_copy(update={"requests": WARMUP_REQUESTS})
@@ -133,8 +132,8 @@ def add_point(doc: ResultDocument, result: PointResult) -> None:
     for name in LATENCIES:
         for p in PERCENTILES:
             doc.add(f"{name}_p{p}", result.percentiles_ms[name][p] / 1000.0, "s", **labels)
-    level = float(result.point.concurrency if result.point.concurrency is not None else result.point.rate or 0.0)
-    doc.requests.extend(RequestRecord(load=result.point.kind, level=level, **record) for record in result.records)
+    doc.requests.extend(RequestRecord(load=result.point.kind, level=result.point.level, **record)
+                        for record in result.records)
 
 
 def add_capacity(doc: ResultDocument, capacity: Capacity, by_rate: dict[float, PointResult]) -> None:
