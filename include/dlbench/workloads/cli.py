@@ -23,6 +23,7 @@ from types import ModuleType
 from dlbench.workloads import harness
 from dlbench.workloads.profiles import (
     PROFILES_FILE_ENV,
+    Framework,
     Profile,
     ProfileError,
     all_profiles,
@@ -32,6 +33,7 @@ from dlbench.workloads.profiles import (
     register_profile,
 )
 from dlbench.workloads.result import Platform, ResultDocument, json_schema
+from dlbench.workloads.training import frameworks
 
 Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 COMMANDS: dict[str, Command] = {}
@@ -57,11 +59,16 @@ def load(module: str) -> ModuleType:
     return importlib.import_module(module)
 
 
-def run_from(module: str) -> Callable[[argparse.Namespace], int]:
+def run_from(module: str, framework: Framework | None = None) -> Callable[[argparse.Namespace], int]:
     """A command's run that lives in ``module`` (its ``main(args) -> int``), imported by :func:`load`
-    when the command runs."""
+    when the command runs. ``framework``: the one training framework the command runs on, whatever
+    its arguments (Fathom and dltools: TensorFlow); the others are hidden from its process before
+    ``module`` loads (:func:`~dlbench.workloads.training.frameworks.isolate`). A command whose
+    framework is an argument (``tf-cnn``) isolates when it loads its trainer."""
 
     def run(args: argparse.Namespace) -> int:
+        if framework is not None:
+            frameworks.isolate(framework)
         main: Callable[[argparse.Namespace], int] = load(module).main
         return main(args)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
-from dlbench.workloads.profiles import DLToolModel, DLToolsData
+from dlbench.workloads.profiles import DLToolModel, DLToolsData, Framework
 
 
 def _dltools_args(parser: argparse.ArgumentParser) -> None:
@@ -53,4 +53,4 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-command("dltools")(_dltools_args)(run_from("dlbench.workloads.dltools.main"))
+command("dltools")(_dltools_args)(run_from("dlbench.workloads.dltools.main", Framework.TENSORFLOW))

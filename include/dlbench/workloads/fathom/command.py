@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from dlbench.workloads.cli import command, run_from
-from dlbench.workloads.profiles import DLToolsData, FathomModel, FathomTask
+from dlbench.workloads.profiles import DLToolsData, FathomModel, FathomTask, Framework
 
 
 def _fathom_args(parser: argparse.ArgumentParser) -> None:
@@ -46,4 +46,4 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-command("fathom")(_fathom_args)(run_from("dlbench.workloads.fathom.main"))
+command("fathom")(_fathom_args)(run_from("dlbench.workloads.fathom.main", Framework.TENSORFLOW))

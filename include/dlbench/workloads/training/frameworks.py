@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from types import ModuleType
 
 from dlbench.workloads.profiles import Framework
@@ -36,16 +37,53 @@ class FrameworkMissing(RuntimeError):
         self.framework = framework
 
 
+_HIDDEN: set[Framework] = set()
+"""The frameworks :func:`isolate` hid from this process (installed, not importable)."""
+_JOB_PROCESS = False
+"""Whether this process is a job's own (:func:`job_process`): only there are frameworks hidden."""
+
+
+def job_process() -> None:
+    """Mark this process as a job's own (``python -m dlbench.workloads`` calls it first), where
+    :func:`isolate` hides frameworks. A caller of the command line in its own process (a test's
+    ``cli.main``) shares that process with code that may need every framework: nothing is hidden
+    there."""
+    global _JOB_PROCESS
+    _JOB_PROCESS = True
+
+
 def installed() -> list[Framework]:
     """The frameworks installed where this process runs (found, not imported: cheap). Recorded in
     each document (label ``frameworks_installed``): a container's says which image it ran (each
-    framework's image carries only its own), a node's which image it was deployed from."""
-    return [f for f, package in PACKAGES.items() if importlib.util.find_spec(package) is not None]
+    framework's image carries only its own), a node's which image it was deployed from. A framework
+    :func:`isolate` hid is installed all the same."""
+    return [f for f, package in PACKAGES.items()
+            if f in _HIDDEN or importlib.util.find_spec(package) is not None]
+
+
+def isolate(framework: Framework) -> None:
+    """Hide the other training frameworks from this process, before ``framework`` is imported.
+
+    Why: an environment that carries every framework (the node and VM images, this host's workload
+    environment) would otherwise charge a job for imports its framework makes only because another
+    framework is installed: TensorFlow's Lite converter imports JAX whenever JAX is there (0.5 s of
+    CPU at every TensorFlow job's start, 0.7 s of its elapsed time here), while TensorFlow's own
+    image has no JAX to import. Hidden, a job costs what it costs in its framework's image, so the
+    platforms compare alike. A hidden package raises ``ImportError`` when imported, as an absent one
+    does (optional imports like TensorFlow's fall back; a job that really needed it says so).
+    Only in a job's own process (:func:`job_process`)."""
+    if not _JOB_PROCESS:
+        return
+    for other, package in PACKAGES.items():
+        if other is not framework and package not in sys.modules:
+            sys.modules[package] = None  # type: ignore[assignment]  # Python's mark for "not importable"
+            _HIDDEN.add(other)
 
 
 def load(framework: Framework, module: str) -> ModuleType:
-    """``module`` (a trainer of ``framework``), imported; :class:`FrameworkMissing` when the
-    framework's package is absent here."""
+    """``module`` (a trainer of ``framework``), imported, the other frameworks hidden
+    (:func:`isolate`); :class:`FrameworkMissing` when the framework's package is absent here."""
+    isolate(framework)
     try:
         importlib.import_module(PACKAGES[framework])
     except ImportError as exc:

@@ -74,4 +74,4 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-command("transformer")(_transformer_args)(run_from("dlbench.workloads.transformer.main"))
+command("transformer")(_transformer_args)(run_from("dlbench.workloads.transformer.main", Framework.PYTORCH))
