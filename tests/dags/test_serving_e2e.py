@@ -14,10 +14,9 @@ from dlbench.execution import workload_env
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.reports import text_table
 from dlbench.warehouse import archive, db
-from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import ResultDocument, Status
-from tests.support.prereqs import ROOT, require
-from tests.support.serving import vllm_servers
+from tests.support.prereqs import ROOT
+from tests.support.serving import serving_python, vllm_servers
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal")
 PROFILE = {"serving-e2e": {"extends": "smoke", "serving": {"concurrency": [2], "rates": [4.0, 32.0], "requests": 8,
@@ -32,8 +31,7 @@ def dag(airflow_db):
 
 
 def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, monkeypatch):
-    require(workload_env.local(Framework.VLLM).label == workload_env.SERVING.label,
-            f"no current {workload_env.SERVING.directory} (make workload-env-vllm)")
+    serving_python()  # the host's vLLM environment, once a build beside the tests has ended
     monkeypatch.setenv("AIRFLOW_VAR_DLBENCH_PROFILES", json.dumps(PROFILE))
     run = dag.test(run_conf={"profile": "serving-e2e", "repetitions": 1, "suites": ["serving"],
                              "platforms": list(PLATFORMS), "scenarios": ["single", "shared"]})

@@ -3,14 +3,10 @@ the tests, and this host's QEMU processes (what a test started, whether one is s
 
 from __future__ import annotations
 
-import fcntl
-import os
-import time
 from pathlib import Path
 
-import pytest
-
 from dlbench.providers.qemu import DEFAULT_VM_IMAGE_DIR, QEMU
+from tests.support import prereqs
 
 BUILD_LOCK = Path(DEFAULT_VM_IMAGE_DIR).parent / "vm-image.lock"
 """Held by a VM image build running beside the tests (.ci/run builds it so)."""
@@ -18,21 +14,7 @@ BUILD_LOCK = Path(DEFAULT_VM_IMAGE_DIR).parent / "vm-image.lock"
 
 def wait_for_build(timeout: float = 1200) -> None:
     """Wait (bounded) for a VM image build that holds :data:`BUILD_LOCK` to end."""
-    if not BUILD_LOCK.exists():
-        return
-    fd = os.open(BUILD_LOCK, os.O_RDONLY)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the VM image build holding {BUILD_LOCK} did not end in {timeout:.0f} s")
-                time.sleep(2)
-    finally:
-        os.close(fd)
+    prereqs.wait_for_build(BUILD_LOCK, "the VM image", timeout)
 
 
 def qemu_pids() -> set[int]:

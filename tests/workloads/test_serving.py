@@ -14,9 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.execution import workload_env
 from dlbench.workloads.profiles import (
-    Framework,
     LatencyTarget,
     Profile,
     ProfileError,
@@ -30,17 +28,10 @@ from dlbench.workloads.profiles import (
 from dlbench.workloads.result import ResultDocument, Status
 from dlbench.workloads.serving.capacity import Bound, search
 from dlbench.workloads.serving.load import LoadPoint, requests_for
-from tests.support.prereqs import ROOT, require
-from tests.support.serving import vllm_servers
+from tests.support.prereqs import ROOT
+from tests.support.serving import serving_python, vllm_servers
 
 SMOKE = get_profile("smoke")
-
-
-def serving_python() -> str:
-    env = workload_env.local(Framework.VLLM)
-    require(env.label == workload_env.SERVING.label,
-            f"no current {workload_env.SERVING.directory} (make workload-env-vllm)")
-    return env.python
 
 
 def profile_with(name: str, **serving: object) -> Profile:

@@ -21,6 +21,7 @@ builds it first).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -62,6 +63,11 @@ class Venv:
     def marker(self) -> Path:
         return self.directory / "dlbench-env.json"
 
+    @property
+    def lock(self) -> Path:
+        """Held while the venv builds (:func:`build`)."""
+        return self.directory.with_name(self.directory.name + ".lock")
+
 
 TRAINING = Venv(ENV_DIR, TRAINING_FRAMEWORKS, WORKLOAD_ENV)
 """Every training framework in one venv, as the node and VM images have them."""
@@ -95,9 +101,22 @@ def local(framework: Framework = Framework.TENSORFLOW) -> Environment:
 
 def build(venv: Venv = TRAINING) -> Path:
     """Build (or rebuild, when the requirement files changed) ``venv`` offline from the wheelhouse;
-    a no-op when it is current. Returns its directory."""
+    a no-op when it is current. Returns its directory.
+
+    One build at a time, under a lock beside the venv: a second caller (two runs started together,
+    or a test while CI builds the environment beside the tests) waits for the build and finds it
+    current, instead of removing a venv another process is installing into."""
     if current(venv):
         return venv.directory
+    venv.directory.parent.mkdir(parents=True, exist_ok=True)
+    with venv.lock.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not current(venv):
+            _build(venv)
+    return venv.directory
+
+
+def _build(venv: Venv) -> None:
     digest = requirements_digest(list(venv.frameworks))
     build_wheelhouse()
     shutil.rmtree(venv.directory, ignore_errors=True)
@@ -122,7 +141,6 @@ def build(venv: Venv = TRAINING) -> Path:
     (Path(purelib) / "dlbench-workloads.pth").write_text(f"{ROOT / 'include'}\n")
     venv.marker.write_text(json.dumps({"requirements": digest, "frameworks": [f.value for f in venv.frameworks],
                                        "base": base, "built_at": datetime.now(UTC).isoformat(timespec="seconds")}))
-    return venv.directory
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import sys
 from types import ModuleType
+from typing import Any, cast
 
 from dlbench.workloads.profiles import Framework
 
@@ -76,7 +77,7 @@ def isolate(framework: Framework) -> None:
         return
     for other, package in PACKAGES.items():
         if other is not framework and package not in sys.modules:
-            sys.modules[package] = None  # type: ignore[assignment]  # Python's mark for "not importable"
+            cast(Any, sys.modules)[package] = None  # None: Python's mark for "not importable"
             _HIDDEN.add(other)
 
 
