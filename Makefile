@@ -85,16 +85,16 @@ apt_install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/
 prereqs: ## install system packages when root (Debian), otherwise say what is missing
 	@$(call apt_install,$(APT_PACKAGES),missing system packages (install them, or container rows will be skipped),true)
 
-$(AIRFLOW_HOME)/.initialised: $(VENV)/.installed airflow_settings.yaml
+$(AIRFLOW_HOME)/.initialised: $(VENV)/.installed include/dlbench/airflow_settings.yaml
 	mkdir -p $(AIRFLOW_HOME)
 	$(VENV)/bin/airflow db migrate >$(AIRFLOW_HOME)/db-migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/db-migrate.log; exit 1)
-	$(PY) -m dlbench.airflow_settings airflow_settings.yaml
+	$(PY) -m dlbench.airflow_settings --overwrite
 	touch $@
 
 airflow-init: $(AIRFLOW_HOME)/.initialised ## migrate Airflow's metadata DB and load airflow_settings.yaml
 
-airflow-settings: venv ## (re)load airflow_settings.yaml into Airflow (pools, variables, connections)
-	$(PY) -m dlbench.airflow_settings airflow_settings.yaml
+airflow-settings: venv ## (re)load airflow_settings.yaml into Airflow (pools, variables, connections), its values over Airflow's
+	$(PY) -m dlbench.airflow_settings --overwrite
 
 airflow-ui: airflow-init ## Airflow UI on http://localhost:8080 (airflow standalone with this project)
 	PATH=$(VENV)/bin:$$PATH $(VENV)/bin/airflow standalone

@@ -194,8 +194,8 @@ def prepare_home(base: Path) -> dict[str, str]:
            "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     airflow = str(Path(sys.executable).with_name("airflow"))
     subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, text=True, env=env)
-    subprocess.run([sys.executable, "-m", "dlbench.airflow_settings", str(ROOT / "airflow_settings.yaml"),
-                    "--airflow", airflow], check=True, capture_output=True, text=True, env=env)
+    subprocess.run([sys.executable, "-m", "dlbench.airflow_settings", "--overwrite"], check=True, capture_output=True,
+                   text=True, env=env)
     return env
 
 

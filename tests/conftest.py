@@ -167,8 +167,8 @@ def airflow_db() -> Path:
         home.mkdir(parents=True, exist_ok=True)
         airflow = str(Path(sys.executable).with_name("airflow"))
         subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, text=True)
-        subprocess.run([sys.executable, "-m", "dlbench.airflow_settings", str(ROOT / "airflow_settings.yaml"),
-                        "--airflow", airflow], check=True, capture_output=True, text=True)
+        subprocess.run([sys.executable, "-m", "dlbench.airflow_settings", "--overwrite"],
+                       check=True, capture_output=True, text=True)
         marker.write_text("ok")
     return home
 

@@ -230,7 +230,7 @@ class Cluster:
             (control / "airflow").mkdir(parents=True, exist_ok=True)
             airflow = shutil.which("airflow", path=control_env["PATH"]) or "airflow"
             self._run([airflow, "db", "migrate"], "airflow db migrate", control_env)
-            self._run([sys.executable, "-m", "dlbench.airflow_settings", str(self.settings), "--airflow", airflow],
+            self._run([sys.executable, "-m", "dlbench.airflow_settings", str(self.settings), "--overwrite"],
                       "dlbench.airflow_settings", control_env)
             self._spawn("api-server", [airflow, "api-server", "--host", "127.0.0.1", "--port", str(self.api_port)],
                         control_env, control)

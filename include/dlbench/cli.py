@@ -4,6 +4,8 @@
     dlbench load FILE...                       load result documents (idempotent)
     dlbench reload-archive [DIR]               reload the raw archive (default: the shared store's)
     dlbench report [--run-id ID] [--out DIR]   regenerate a report from the warehouse
+    dlbench dags install DIR                   write the DAG files (one line each) into a DAG folder
+    dlbench airflow-settings [FILE]            create the pools, Variables and connections dlbench needs
 
 A thin layer over the Python functions (dlbench.warehouse, dlbench.reports). Adding a
 subcommand: write a function that takes the subparsers object, adds its parser and sets
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlbench import paths, planning_cli  # noqa: F401 - planning_cli: its import registers the planners' subcommands
+from dlbench import airflow_settings, dags, paths, planning_cli  # noqa: F401 - planning_cli: registers its subcommands
 from dlbench.commands import REGISTRARS, Handler, subcommand, warehouse_engine
 
 
@@ -104,6 +106,35 @@ def _report(sub: Any) -> None:
         return 0
 
     parser.set_defaults(handler=run)
+
+
+@subcommand
+def _dags(sub: Any) -> None:
+    parser = sub.add_parser("dags", help="the DAG files of an Airflow that installed dlbench")
+    parser.add_argument("action", choices=["install"],
+                        help="install: write each DAG's one-line file into DIR (an unchanged one is left as it is)")
+    parser.add_argument("folder", type=Path, metavar="DIR", help="the DAG folder ([core] dags_folder)")
+
+    def run(args: argparse.Namespace) -> int:
+        args.folder.mkdir(parents=True, exist_ok=True)
+        for name in dags.DAG_FILES:
+            path, text = args.folder / name, dags.dag_file(name)
+            state = ("unchanged" if path.exists() and path.read_text() == text
+                     else "replaced" if path.exists() else "written")
+            if state != "unchanged":
+                path.write_text(text)
+            print(f"{path}: {state}")
+        return 0
+
+    parser.set_defaults(handler=run)
+
+
+@subcommand
+def _airflow_settings(sub: Any) -> None:
+    parser = sub.add_parser("airflow-settings", help="create the pools, Variables and connections dlbench needs "
+                                                     "(from airflow_settings.yaml; what Airflow has is kept)")
+    airflow_settings.add_arguments(parser)
+    parser.set_defaults(handler=airflow_settings.run)
 
 
 def build_parser() -> argparse.ArgumentParser:

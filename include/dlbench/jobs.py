@@ -19,7 +19,7 @@ from dlbench.workloads.profiles import Scenario, is_builtin, profile_digest, pro
 from dlbench.workloads.result import Platform
 
 BENCHMARK_DAG_ID = "dlbench_benchmark"
-"""The benchmark DAG's id (dags/dlbench_benchmark.py declares it from here): the explorer's
+"""The benchmark DAG's id (dlbench.dags.benchmark declares it from here): the explorer's
 permissions are this DAG's, its DAG-run links point at it, ``make run`` runs it."""
 
 

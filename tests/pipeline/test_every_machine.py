@@ -124,16 +124,10 @@ def test_an_unknown_machine_count_is_refused_naming_the_field() -> None:
 
 
 def test_the_flag_is_off_by_default_and_a_dag_param() -> None:
-    import importlib.util
-
-    from tests.support.prereqs import ROOT
+    from dlbench.dags import benchmark
 
     assert parse_request({"suites": ["cpu"]}).every_machine is False
-    spec = importlib.util.spec_from_file_location("dag_under_test", ROOT / "dags" / "dlbench_benchmark.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    param = module.PARAMS["every_machine"]
+    param = benchmark.params()["every_machine"]
     assert param.value is False and param.schema["type"] == "boolean" and param.description
     # the form's default reaches the request as the field's default
     assert parse_request({"suites": ["cpu"], "every_machine": param.value}).every_machine is False

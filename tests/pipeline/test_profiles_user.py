@@ -174,16 +174,12 @@ def test_the_workload_refuses_a_spec_for_another_name(capsys):
 
 def test_the_form_accepts_any_profile_name_and_suggests_the_builtins():
     pytest.importorskip("airflow")
-    import importlib.util
+    from dlbench.dags import benchmark
 
-    spec = importlib.util.spec_from_file_location(
-        "dlbench_benchmark_dag", Path(__file__).parents[2] / "dags" / "dlbench_benchmark.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    schema = module.PARAMS["profile"].schema
+    form = benchmark.params()
+    schema = form["profile"].schema
     assert "enum" not in schema and {"auto", "paper", "smoke"} <= set(schema["examples"])
-    module.PARAMS["profile"].resolve("my-own-profile")  # validated at validate_request, not by the form
+    form["profile"].resolve("my-own-profile")  # validated at validate_request, not by the form
 
 
 def test_a_user_profiles_distributed_port_is_asked_of_the_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -1,1 +1,2 @@
-"""UI: the report browser served inside the Airflow API server by plugins/dlbench_reports.py."""
+"""UI: the report browser served inside the Airflow API server by the plugin dlbench.ui.plugin
+(registered through Airflow's plugin entry point)."""

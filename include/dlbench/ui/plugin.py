@@ -1,5 +1,8 @@
 """Airflow plugin: the dlbench results explorer (and the written reports) in the UI's Browse menu.
 
+Registered through Airflow's plugin entry point (``airflow.plugins`` in pyproject.toml): an Airflow
+that installs the package loads it, with nothing in its plugins folder (docs/install.md).
+
 The FastAPI app (dlbench.ui.app) is mounted by Airflow's API server at ``/dlbench``; it reads the
 warehouse named by DLBENCH_WAREHOUSE_URL or the ``dlbench_warehouse`` connection (else the
 embedded SQLite file). Its links are relative, so any ``[api] base_url`` prefix works.
