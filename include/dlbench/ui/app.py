@@ -37,6 +37,7 @@ from dlbench.reports.analysis import regression
 from dlbench.reports.analysis import stats as st
 from dlbench.reports.analysis.metrics import Direction
 from dlbench.reports.rendering.charts import DIRECTION_TEXT, FLAG_MARK, Bar, bar_chart, density_chart_svg, line_chart
+from dlbench.suites import Suite
 from dlbench.ui import auth, explorer
 from dlbench.ui.page import PAGE
 
@@ -260,6 +261,23 @@ def capacity_view(engine: Engine, hardware: str | None, f: explorer.Filters, *, 
     return result
 
 
+def serving_view(engine: Engine, f: explorer.Filters) -> dict[str, Any]:
+    """The serving view: TTFT and TPOT p99 against the offered load, one line per platform and the
+    target's flat line (the report's charts, over the selected runs), and the points as a table."""
+    result = explorer.serving(engine, f)
+    rows = [[html.escape(curve["title"]), html.escape(platform), _fmt(point["rate"]), _fmt(point["ms"]),
+             "-" if curve["target_ms"] is None else ("met" if point["ms"] <= curve["target_ms"] else "missed"),
+             str(point["n"])]
+            for curve in result["curves"] for platform, points in curve["points"].items() for point in points]
+    result["table"] = _table(["Latency", "Platform", "Offered load (requests/s)", "Mean (ms)", "Target", "n"], rows,
+                             "serving-table", empty="no serving run in this selection (suite serving: docs/serving.md)")
+    result["svg"] = "".join(
+        line_chart(curve["series"], x_label="offered load (requests/s, Poisson)", y_label="ms",
+                   title=f"{curve['title']} against the load", chart_id=f"serving-chart-{curve['metric']}")
+        for curve in result["curves"])
+    return result
+
+
 def change_pin(engine: Engine, request: PinRequest) -> list[dict[str, Any]]:
     """Pin a run as the regression baseline (of a suite, or of all), or remove that pin."""
     _check(request.run_id, _RUN_ID)
@@ -343,6 +361,15 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
         return capacity_view(warehouse(), _check(hardware), _filters(runs, since, until, suite, model, data, None,
                                                                      platforms, None, framework=framework),
                              airflow=airflow)
+
+    @app.get("/api/serving")
+    def serving(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
+                suite: str | None = None, model: str | None = None,
+                platforms: list[str] = Query(default=[])) -> dict[str, Any]:
+        # The page's model filter names a model of its chosen suite: a serving model only then.
+        model = model if suite == Suite.SERVING.value else None
+        return serving_view(warehouse(), _filters(runs, since, until, None, model, None, None, platforms, None,
+                                                  scheduled_only=bool(since or until) and not runs))
 
     @app.get("/api/pins")
     def list_pins() -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics as pystats
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from dlbench.jobs import BENCHMARK_DAG_ID
 from dlbench.providers.base import Tags
 from dlbench.reports.analysis import answer, compare, metrics, regression
 from dlbench.reports.analysis import capacity as cap
+from dlbench.reports.analysis import serving as latency
 from dlbench.reports.analysis.changepoints import e_divisive
 from dlbench.suites import Suite
 from dlbench.warehouse.models import Benchmark, Environment, Execution, Run, Sample
@@ -336,3 +337,24 @@ def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
                     "dag_run_id": (tags.dag_run_id if tags is not None else "") or run_id})
     return out
 
+
+
+def serving(engine: Engine, f: Filters) -> dict[str, Any]:
+    """The serving suite's latency against the offered load over the selected runs (the filters'
+    runs or date range, else the latest serving run; their platforms and model): per latency, per
+    platform, each Poisson rate's mean over every repetition of every selected run and how many
+    samples that is, and the target. Pooling runs is what a planner asks of a series of scheduled
+    runs (how the tail grows with the load on this platform); a single run's curve is its report's."""
+    f = replace(f, suite=latency.SUITE, metric=None, scenario=compare.SINGLE, runs=list(f.runs))
+    runs = selected_runs(engine, f)
+    # the latencies drawn, not the suite's headline metrics (what _frame keeps without a metric)
+    parts = [part for metric, _, _ in latency.CURVES
+             if not (part := _frame(engine, replace(f, metric=metric), runs)).empty]
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return {"runs": list(runs), "target": latency.target_of(frame),
+            "curves": [{"metric": curve.metric, "title": curve.title, "target_ms": _num(curve.target_ms),
+                        "points": {platform: [{"rate": p.rate, "ms": p.ms, "n": p.n}
+                                              for p in latency.latency_points(frame, curve.metric)[platform]]
+                                   for platform in curve.series if platform != latency.TARGET},
+                        "series": curve.series}
+                       for curve in latency.curve_series(frame)]}

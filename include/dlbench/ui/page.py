@@ -59,6 +59,11 @@ verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters 
 <div id="capacity-chart-box" class="charts"></div><div id="capacity"></div>
 <p class="note">Prices: Airflow Variable <code>dlbench_host_prices</code> or <code>$DLBENCH_HOME/prices.yaml</code>
 (docs/capacity.md).</p>
+<h2>Serving: latency against the offered load (the selected runs, or the latest serving run)</h2>
+<div id="serving-chart-box" class="charts"></div><div id="serving"></div>
+<p class="note">TTFT and TPOT p99 per platform at each offered Poisson rate (the mean over every repetition of
+every selected run), the latency target flat: where a platform's line crosses it is its capacity
+(docs/serving.md).</p>
 <h2>Regression baseline</h2>
 <form id="pin-form" onsubmit="return false">
   <select id="pin-run"></select> for suite <select id="pin-suite"><option value="">all suites</option></select>
@@ -122,10 +127,11 @@ function suiteChanged(chosen) {
 async function refresh() {
   $("status").textContent = "loading...";
   try {
-    const [cmp, tr, cap] = await Promise.all([
+    const [cmp, tr, cap, srv] = await Promise.all([
       getJSON("api/comparison?" + query()),
       getJSON("api/trend?" + query({metric: $("metric").value, case: wantedCase || $("case").value})),
       getJSON("api/capacity?" + query({hardware: $("hardware").value})),
+      getJSON("api/serving?" + query()),
     ]);
     wantedCase = "";
     $("comparison-chart-box").innerHTML = cmp.svg; $("comparison").innerHTML = cmp.table;
@@ -135,6 +141,7 @@ async function refresh() {
     fill($("case"), tr.cases.map((c) => ({value: c, label: several ? c + " · " + tr.case_frameworks[c] : c})),
          undefined, tr.case ? [tr.case] : []);
     $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
+    $("serving-chart-box").innerHTML = srv.svg; $("serving").innerHTML = srv.table;
     if (cap.hardware) $("hardware").value = cap.hardware;
     $("status").innerHTML = "runs: " + (cmp.links || "none");
     const shared = query({metric: $("metric").value, case: tr.case, hardware: $("hardware").value});

@@ -22,21 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from dlbench.reports.analysis import compare
+from dlbench.reports.analysis import serving as latency
 from dlbench.reports.analysis.formatting import ratio
 from dlbench.reports.rendering.charts import line_chart
 from dlbench.reports.rendering.tables import verdict_html
 from dlbench.reports.sections.base import RunView
-from dlbench.suites import Suite
 
-SUITE = Suite.SERVING.value
+SUITE = latency.SUITE
+X_LABEL = "offered load (requests/s, Poisson)"
 FLEET_RATE = 100.0
 """The demand the fleet column sizes for (requests/s): instances scale linearly with it."""
-CURVES = (("ttft_p99", "ttft_p99_ms", "time to first token, p99"), ("tpot_p99", "tpot_p99_ms",
-                                                                      "time per output token, p99"))
-"""The latencies drawn against the load: (metric, the target's field, title)."""
 
 
 @dataclass(frozen=True)
@@ -95,21 +91,6 @@ def capacity_lines(run: RunView) -> list[CapacityLine]:
     return sorted(lines, key=lambda line: (line.case, compare.platform_rank(line.platform), line.platform))
 
 
-def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[float, float]]]:
-    """Per platform, (offered rate, mean of ``metric`` over the repetitions, in ms) at each Poisson point."""
-    if frame.empty:
-        return {}
-    rows = frame[(frame["suite"] == SUITE) & (frame["metric"] == metric) & (frame["scenario"] == compare.SINGLE)]
-    found: dict[str, dict[float, list[float]]] = {}
-    for r in rows.itertuples():
-        labels = r.labels or {}
-        if labels.get("load") != "poisson":
-            continue
-        found.setdefault(str(r.platform), {}).setdefault(float(labels["rate"]), []).append(float(r.value) * 1000)
-    return {platform: sorted((rate, sum(v) / len(v)) for rate, v in points.items())
-            for platform, points in sorted(found.items(), key=lambda kv: compare.platform_rank(kv[0]))}
-
-
 def _bound_text(bounds: tuple[str, ...]) -> str:
     return ", ".join(b.replace("_", " ") for b in bounds) or "?"
 
@@ -146,19 +127,8 @@ class ServingSection:
             f"<td>{'' if math.isnan(line.tokens) else f'{line.tokens:.4g}'}</td>"
             f"<td>{line.instances_per_fleet_rate if line.instances_per_fleet_rate is not None else '–'}</td>"
             f"<td>{line.n}</td></tr>" for line in lines)
-        parameters = run.frame[run.frame["suite"] == SUITE]["parameters"]
-        target = parameters.iloc[0] if not parameters.empty else {}
-        charts = []
-        for metric, field, title in CURVES:
-            series = latency_curves(run.frame, metric)
-            if not series:
-                continue
-            xs = [x for points in series.values() for x, _ in points]
-            limit = float((target or {}).get(field, math.nan))
-            if math.isfinite(limit):
-                series = {**series, "target": [(min(xs), limit), (max(xs), limit)]}
-            charts.append(line_chart(series, x_label="offered load (requests/s, Poisson)", y_label="ms",
-                                     title=f"{title} against the load", chart_id=f"serving-{metric}"))
+        charts = [line_chart(curve.series, x_label=X_LABEL, y_label="ms", title=f"{curve.title} against the load",
+                             chart_id=f"serving-{curve.metric}") for curve in latency.curve_series(run.frame)]
         return (f"<h2 id='serving'>Serving capacity at the latency target</h2>"
                 f"<p class='note'>Requests per second one instance sustains with {html.escape(lines[0].target)} "
                 "(vLLM under Poisson arrivals; the highest rate that met the target, swept then bisected), the "

@@ -1,0 +1,89 @@
+"""The serving suite's latency against the offered load, from the warehouse's samples: what the
+report's serving section and the explorer's serving view both draw (issue 41).
+
+Each Poisson load point of a serving job is a case of its own in the warehouse (its ``load`` and
+``rate`` labels); its TTFT and TPOT 99th percentiles are samples. Here they become, per platform,
+one point per offered rate: the mean over every repetition (and, in the explorer, every selected
+run) at that rate, with how many samples it averages, and the latency target as a flat line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dlbench.reports.analysis import compare
+from dlbench.suites import Suite
+
+SUITE = Suite.SERVING.value
+CURVES = (("ttft_p99", "ttft_p99_ms", "time to first token, p99"),
+          ("tpot_p99", "tpot_p99_ms", "time per output token, p99"))
+"""The latencies drawn against the load: (metric, the target's field in the case's parameters, title)."""
+TARGET = "target"
+"""The series name of the latency target's flat line."""
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    rate: float
+    """The offered load (requests/s, Poisson)."""
+    ms: float
+    """The mean of the metric's samples at that rate, in milliseconds."""
+    n: int
+    """How many samples the mean is of (repetitions, times runs)."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    metric: str
+    title: str
+    series: dict[str, list[tuple[float, float]]]
+    """Per platform (in the report's order), then :data:`TARGET` when the cases state one."""
+    target_ms: float
+
+
+def latency_points(frame: pd.DataFrame, metric: str) -> dict[str, list[LatencyPoint]]:
+    """Per platform (the report's order), the single scenario's Poisson points of ``metric``."""
+    if frame.empty:
+        return {}
+    rows = frame[(frame["suite"] == SUITE) & (frame["metric"] == metric) & (frame["scenario"] == compare.SINGLE)]
+    found: dict[str, dict[float, list[float]]] = {}
+    for r in rows.itertuples():
+        labels = r.labels or {}
+        if labels.get("load") != "poisson":
+            continue
+        found.setdefault(str(r.platform), {}).setdefault(float(labels["rate"]), []).append(float(r.value) * 1000)
+    return {platform: [LatencyPoint(rate, sum(v) / len(v), len(v)) for rate, v in sorted(points.items())]
+            for platform, points in sorted(found.items(), key=lambda kv: compare.platform_rank(kv[0]))}
+
+
+def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[float, float]]]:
+    """Per platform, (offered rate, mean of ``metric`` in ms) at each Poisson point."""
+    return {platform: [(p.rate, p.ms) for p in points] for platform, points in latency_points(frame, metric).items()}
+
+
+def target_of(frame: pd.DataFrame) -> dict[str, float]:
+    """The latency target the serving cases ran against (their parameters' ``*_ms`` fields), from
+    the first case: one profile's cases share it."""
+    parameters = frame[frame["suite"] == SUITE]["parameters"] if not frame.empty else pd.Series(dtype=object)
+    first = parameters.iloc[0] if not parameters.empty else {}
+    return {field: float(first[field]) for _, field, _ in CURVES if (first or {}).get(field) is not None}
+
+
+def curve_series(frame: pd.DataFrame) -> list[Curve]:
+    """Each latency of :data:`CURVES` that has points: its series per platform and the target's flat
+    line across the swept rates (where a platform's line crosses it is its capacity)."""
+    target = target_of(frame)
+    out = []
+    for metric, field, title in CURVES:
+        series = latency_curves(frame, metric)
+        if not series:
+            continue
+        xs = [x for points in series.values() for x, _ in points]
+        limit = target.get(field, math.nan)
+        if math.isfinite(limit):
+            series = {**series, TARGET: [(min(xs), limit), (max(xs), limit)]}
+        out.append(Curve(metric, title, series, limit))
+    return out
