@@ -67,3 +67,24 @@ def test_a_caller_in_its_own_process_keeps_every_framework():
     assert not frameworks._HIDDEN
     # the environment has all three: a framework found installed is not a framework imported
     assert set(frameworks.installed()) == set(Framework) - {Framework.VLLM}
+
+
+def test_a_framework_that_is_not_installed_is_not_reported_installed_after_isolation():
+    """PyTorch's image has no TensorFlow or JAX: hiding them must not make them "installed" (run JJ:
+    the transformer's documents in PyTorch's image said tensorflow,pytorch,jax). A framework whose
+    package cannot be found stands for the absent one here, in a job's own process."""
+    script = """
+import json, sys
+from dlbench.workloads.profiles import Framework
+from dlbench.workloads.training import frameworks
+frameworks.PACKAGES[Framework.JAX] = "no_such_framework_package"
+frameworks.job_process()
+frameworks.isolate(Framework.TENSORFLOW)
+print(json.dumps({"installed": [f.value for f in frameworks.installed()],
+                  "hidden": sorted(f.value for f in frameworks._HIDDEN),
+                  "marked": "no_such_framework_package" in sys.modules}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"installed": ["tensorflow", "pytorch"], "hidden": ["pytorch"],
+                                       "marked": False}

@@ -76,7 +76,8 @@ def isolate(framework: Framework) -> None:
     if not _JOB_PROCESS:
         return
     for other, package in PACKAGES.items():
-        if other is not framework and package not in sys.modules:
+        # only an installed one: a framework this image lacks stays absent (its documents say so)
+        if other is not framework and package not in sys.modules and importlib.util.find_spec(package) is not None:
             cast(Any, sys.modules)[package] = None  # None: Python's mark for "not importable"
             _HIDDEN.add(other)
 
