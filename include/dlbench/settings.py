@@ -194,6 +194,20 @@ RETRY_DELAY: Setting[int] = Setting(
         "option. The test suite sets 1 s: its retries fail for good, and it waits for nothing.",
 )
 
+JANITOR_INTERVAL_OPTION = ("dlbench", "janitor_interval_minutes")
+"""Airflow configuration option (section, key) of :data:`JANITOR_INTERVAL`."""
+DEFAULT_JANITOR_INTERVAL_MIN = 30
+JANITOR_INTERVAL: Setting[int] = Setting(
+    name="AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES",
+    sources=(_env("AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES", "Airflow's environment form of the option"),
+             Source(Kind.CONFIG, "[dlbench] janitor_interval_minutes", "airflow.cfg; only where Airflow is installed")),
+    type="whole number of minutes, 5 to 1440", parse=int, default=DEFAULT_JANITOR_INTERVAL_MIN, default_doc="30",
+    accessors=("janitor_interval()",), read_by="every process that parses the DAGs (scheduler, DAG processor, workers)",
+    doc="How often the janitor DAG sweeps the clouds for expired or orphaned dlbench resources (its schedule). "
+        "Shorter releases a killed run's machines sooner; a run's own lease (its expiry) bounds what any sweep "
+        "keeps. Read at DAG parse time; a bad value fails the janitor DAG's import naming the option.",
+)
+
 MAX_MAP_LENGTH: Setting[int] = Setting(
     name="[core] max_map_length", sources=(Source(Kind.CONFIG, "[core] max_map_length"),), type="integer",
     parse=int, default=1024, default_doc="1024 (Airflow's own default)", accessors=("max_map_length()",),
@@ -394,7 +408,7 @@ GATES: Setting[str] = Setting(
 SETTINGS: tuple[Setting[Any], ...] = (
     HOME, STORAGE_URL, WAREHOUSE_URL, SECRETS, RUN_SECRET, PROFILES_FILE, PRICES, PRICES_FILE, PROVISION_THREADS,
     MACHINE_LOCK, TRACE_SYSCALLS, BASE_IMAGE, OFFLINE_BUILD, OS_CLIENT_CONFIG_FILE, ROUTING, RETRY_DELAY,
-    MAX_MAP_LENGTH,
+    JANITOR_INTERVAL, MAX_MAP_LENGTH,
     DAGS_FOLDER, SCHEDULED_REQUEST, PROFILE, USER_PROFILES, EXPIRY_HOURS, JANITOR_CLOUDS, AIRFLOW_API, ON_REGRESSION,
     REGRESSION_NOTIFIERS, GATES,
 )
@@ -544,6 +558,21 @@ def retry_delay() -> timedelta:
         raise ValueError(f"{RETRY_DELAY.env} ([{section}] {key}) = {raw!r}: must be a whole number of seconds "
                          "from 0 to 3600")
     return timedelta(seconds=seconds)
+
+
+def janitor_interval() -> timedelta:
+    """The janitor DAG's schedule: ``AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES`` (it wins), else
+    ``[dlbench] janitor_interval_minutes`` of airflow.cfg, else 30 minutes. A value that is not 5-1440
+    whole minutes raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
+    raw = _airflow_option(JANITOR_INTERVAL, JANITOR_INTERVAL_OPTION)
+    if raw is None or not raw.strip():
+        return timedelta(minutes=DEFAULT_JANITOR_INTERVAL_MIN)
+    minutes = JANITOR_INTERVAL.parse(raw) if raw.strip().isdigit() else -1
+    if not 5 <= minutes <= 1440:
+        section, key = JANITOR_INTERVAL_OPTION
+        raise ValueError(f"{JANITOR_INTERVAL.env} ([{section}] {key}) = {raw!r}: must be a whole number of minutes "
+                         "from 5 to 1440")
+    return timedelta(minutes=minutes)
 
 
 def max_map_length() -> int:

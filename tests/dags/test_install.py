@@ -10,8 +10,10 @@ import json
 import subprocess
 import sys
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dlbench import airflow_settings, cli, dags, jobs
@@ -62,6 +64,22 @@ def test_each_parse_builds_the_dag_anew_with_the_settings_of_that_parse(tmp_path
     second = benchmark.benchmark_dag()
     assert first is not second
     assert second.get_task("provision").queue == "cloud-a" != first.get_task("provision").queue
+
+
+def test_the_janitors_schedule_is_a_setting_read_at_each_parse(monkeypatch):
+    """The janitor's interval, `[dlbench] janitor_interval_minutes` (what a Helm deployment sets in
+    its `config:`, docs/install.md): 30 minutes by default, another at the next parse, a bad value an
+    import error naming the option."""
+    from dlbench.dags import janitor
+    from dlbench.settings import JANITOR_INTERVAL
+
+    monkeypatch.delenv(JANITOR_INTERVAL.env, raising=False)
+    assert janitor.janitor_dag().schedule == timedelta(minutes=30)
+    monkeypatch.setenv(JANITOR_INTERVAL.env, "10")
+    assert janitor.janitor_dag().schedule == timedelta(minutes=10)
+    monkeypatch.setenv(JANITOR_INTERVAL.env, "1")
+    with pytest.raises(ValueError, match=r"\[dlbench\] janitor_interval_minutes.*from 5 to 1440"):
+        janitor.janitor_dag()
 
 
 def _pool_slots(name: str) -> int:
@@ -126,3 +144,22 @@ def test_the_wheel_carries_the_dags_the_settings_and_the_plugins_entry_point(tmp
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[airflow.plugins]" in text and "dlbench_reports = dlbench.ui.plugin:DlbenchReportsPlugin" in text
+
+
+def test_the_helm_values_name_only_settings_dlbench_reads():
+    """deploy/helm/values.yaml is not run here (no real kubelet): what is checked offline is that it
+    parses and that every dlbench setting it sets is one the product reads (docs/settings.md), in the
+    form Airflow maps onto it (AIRFLOW_VAR_<name>, AIRFLOW_CONN_<id>, [dlbench] options)."""
+    from dlbench import settings
+
+    values = yaml.safe_load((ROOT / "deploy" / "helm" / "values.yaml").read_text())
+    assert values["images"]["airflow"]["repository"] and values["executor"] == "CeleryExecutor"
+    assert values["airflowVersion"] == next(line.split("==")[1] for line in (ROOT / "requirements.txt").read_text()
+                                            .splitlines() if line.startswith("apache-airflow=="))
+    known = set(settings.declared(settings.Kind.ENV))
+    known |= {f"AIRFLOW_VAR_{key.upper()}" for key in settings.declared(settings.Kind.VARIABLE)}
+    known |= {f"AIRFLOW_CONN_{key.upper()}" for key in settings.declared(settings.Kind.CONNECTION)}
+    named = [e["name"] for e in values["env"]] + [s["envName"] for s in values["secret"]]
+    assert named and not [n for n in named if n not in known], named
+    options = {f"[dlbench] {key}" for key in values["config"]["dlbench"]}
+    assert options <= set(settings.declared(settings.Kind.CONFIG)), options

@@ -1,7 +1,7 @@
 """dlbench_janitor: release leaked benchmark resources.
 
-Every 30 minutes (and from the trigger form): on every cloud listed in the Airflow Variable
-``dlbench_janitor_clouds`` (a JSON list of provider settings, e.g.
+Every 30 minutes by default (``[dlbench] janitor_interval_minutes``; and from the trigger form): on
+every cloud listed in the Airflow Variable ``dlbench_janitor_clouds`` (a JSON list of provider settings, e.g.
 ``[{"name": "ironic", "cloud": "production"}]``; the ``clouds`` param overrides it) and on the local
 Docker engine, find resources carrying the dlbench tag whose expiry has passed or whose DAG run is
 no longer running, release them, and report what was released, what was kept and why. Resources
@@ -33,7 +33,7 @@ def janitor_dag() -> DAG:
     @dag(
         dag_id="dlbench_janitor",
         description="Release dlbench resources whose expiry passed or whose DAG run ended",
-        schedule=timedelta(minutes=30),
+        schedule=settings.janitor_interval(),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,

@@ -1,0 +1,64 @@
+# The Airflow image with dlbench in it (issue 42, docs/install.md): Astro's project layout (this
+# file at the project's root; requirements.txt and packages.txt beside it; dags/, plugins/,
+# include/). The same image runs every Airflow component (api-server, scheduler, dag-processor,
+# triggerer, Celery workers): the command picks which.
+#
+#   docker build -t dlbench-airflow .          FROM the official Airflow 3 image (a registry is needed)
+#   make airflow-image                          here, offline: FROM the project's local Debian base
+#                                               (docker/build-base.sh), Python packages from a
+#                                               wheelhouse (build/airflow-wheelhouse)
+#
+# What it holds: dlbench installed as a package (its DAGs, the explorer's plugin through Airflow's
+# entry point, airflow_settings.yaml), the controller's pinned requirements (requirements.txt:
+# Airflow and its providers, openstacksdk, the reports' libraries; not the training frameworks,
+# which the benchmarked machines carry), the DAG folder written by `dlbench dags install`, and the
+# system packages of packages.txt (the tools a job run on the worker itself needs: the local
+# provider's bare-metal platform). Nothing is fetched at run time.
+ARG BASE_IMAGE=apache/airflow:3.3.2-python3.11
+FROM ${BASE_IMAGE} AS base
+
+USER root
+ENV LANG=C.UTF-8 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    AIRFLOW_HOME=/opt/airflow \
+    PATH=/opt/dlbench/venv/bin:$PATH
+
+# System packages (Astro's packages.txt): installed with apt where missing (the official image);
+# the local base has them from debootstrap (an offline build cannot reach apt).
+COPY packages.txt /opt/dlbench/packages.txt
+RUN set -eux; missing=""; \
+    for p in $(grep -v '^#' /opt/dlbench/packages.txt); do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done; \
+    if [ -n "$missing" ]; then apt-get update; apt-get install -y --no-install-recommends $missing; \
+      rm -rf /var/lib/apt/lists/*; fi; \
+    # the official image's user (uid 50000, group 0); the local base (debootstrap's minbase) may lack useradd
+    if ! id airflow >/dev/null 2>&1; then echo "airflow:x:50000:0::/home/airflow:/bin/bash" >> /etc/passwd; \
+      mkdir -p /home/airflow; chown 50000:0 /home/airflow; fi; \
+    mkdir -p /opt/airflow/dags /opt/airflow/logs /opt/airflow/plugins; chown -R airflow:0 /opt/airflow
+
+# One virtualenv whatever the base (the official image's own Airflow, in its user site, is not
+# used: the pins below are the ones the tests ran against), built in its own stage so that the
+# wheelhouse never becomes a layer of the image; only the venv is copied over.
+FROM base AS venv
+COPY requirements.txt constraints.txt /opt/dlbench/src/
+# build/airflow-wheelhouse: `make airflow-image` fills it for an offline build; the [e] glob makes it
+# optional (absent: install from the index).
+COPY build/airflow-wheelhous[e] /opt/dlbench/wheelhouse/
+RUN set -eux; python3 -m venv /opt/dlbench/venv; \
+    if ls /opt/dlbench/wheelhouse/*.whl >/dev/null 2>&1; then index="--no-index --find-links /opt/dlbench/wheelhouse"; \
+    else index=""; fi; \
+    pip install $index -r /opt/dlbench/src/requirements.txt -c /opt/dlbench/src/constraints.txt setuptools wheel
+
+# dlbench itself, last (the layer a code change rebuilds); its DAG files in the image's stage.
+COPY pyproject.toml /opt/dlbench/src/
+COPY include /opt/dlbench/src/include
+# Built into a wheel first and the wheel installed: what `pip install dlbench-*.whl` does in any Airflow.
+RUN set -eux; pip wheel --no-deps --no-build-isolation -w /opt/dlbench/dist /opt/dlbench/src; \
+    pip install --no-deps /opt/dlbench/dist/dlbench-*.whl
+
+FROM base
+COPY --from=venv /opt/dlbench/venv /opt/dlbench/venv
+RUN set -eux; dlbench dags install /opt/airflow/dags; chown -R airflow:0 /opt/airflow/dags
+
+USER airflow
+WORKDIR /opt/airflow
