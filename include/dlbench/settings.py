@@ -545,34 +545,36 @@ def routing() -> str | None:
     return _airflow_option(ROUTING, ROUTING_OPTION)
 
 
+def _whole_option(setting: Setting[int], option: tuple[str, str], default: int, low: int, high: int,
+                  unit: str) -> int:
+    """One of our whole-number options (:func:`_airflow_option`'s precedence), ``default`` when unset;
+    a value that is not a whole number from ``low`` to ``high`` raises ValueError naming the option
+    (read at DAG parse time: an import error in the UI)."""
+    raw = _airflow_option(setting, option)
+    if raw is None or not raw.strip():
+        return default
+    value = setting.parse(raw) if raw.strip().isdigit() else -1
+    if not low <= value <= high:
+        section, key = option
+        raise ValueError(f"{setting.env} ([{section}] {key}) = {raw!r}: must be a whole number of {unit} "
+                         f"from {low} to {high}")
+    return value
+
+
 def retry_delay() -> timedelta:
     """The DAG tasks' retry delay: ``AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS`` (it wins), else
     ``[dlbench] retry_delay_seconds`` of airflow.cfg, else 30 s. A value that is not 0-3600 whole
     seconds raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
-    raw = _airflow_option(RETRY_DELAY, RETRY_DELAY_OPTION)
-    if raw is None or not raw.strip():
-        return timedelta(seconds=DEFAULT_RETRY_DELAY_S)
-    seconds = RETRY_DELAY.parse(raw) if raw.strip().isdigit() else -1
-    if not 0 <= seconds <= 3600:
-        section, key = RETRY_DELAY_OPTION
-        raise ValueError(f"{RETRY_DELAY.env} ([{section}] {key}) = {raw!r}: must be a whole number of seconds "
-                         "from 0 to 3600")
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=_whole_option(RETRY_DELAY, RETRY_DELAY_OPTION, DEFAULT_RETRY_DELAY_S, 0, 3600,
+                                           "seconds"))
 
 
 def janitor_interval() -> timedelta:
     """The janitor DAG's schedule: ``AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES`` (it wins), else
     ``[dlbench] janitor_interval_minutes`` of airflow.cfg, else 30 minutes. A value that is not 5-1440
     whole minutes raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
-    raw = _airflow_option(JANITOR_INTERVAL, JANITOR_INTERVAL_OPTION)
-    if raw is None or not raw.strip():
-        return timedelta(minutes=DEFAULT_JANITOR_INTERVAL_MIN)
-    minutes = JANITOR_INTERVAL.parse(raw) if raw.strip().isdigit() else -1
-    if not 5 <= minutes <= 1440:
-        section, key = JANITOR_INTERVAL_OPTION
-        raise ValueError(f"{JANITOR_INTERVAL.env} ([{section}] {key}) = {raw!r}: must be a whole number of minutes "
-                         "from 5 to 1440")
-    return timedelta(minutes=minutes)
+    return timedelta(minutes=_whole_option(JANITOR_INTERVAL, JANITOR_INTERVAL_OPTION, DEFAULT_JANITOR_INTERVAL_MIN,
+                                           5, 1440, "minutes"))
 
 
 def max_map_length() -> int:

@@ -42,11 +42,11 @@ def test_the_capacity_table_and_the_curves_are_the_documents(run):
     assert ct.tokens == pytest.approx(statistics.fmean(c * 0.9 * 32 for c in CAPACITY))
     assert bm.target == "TTFT p99 ≤ 250 ms, TPOT p99 ≤ 25 ms" and bm.n == ct.n == 3
 
-    curves = latency.latency_curves(view.frame, "ttft_p99")
+    curves = latency.latency_points(view.frame, "ttft_p99")
     assert list(curves) == ["bare_metal", "container_on_bare_metal"]
     for platform, speed in SPEED.items():
         # the swept rates and each repetition's own capacity point
-        swept = dict(curves[platform])
+        swept = {point.rate: point.ms for point in curves[platform]}
         for rate in RATES:
             expected = statistics.fmean(ttft_ms(rate, c * speed) for c in CAPACITY)
             assert swept[rate] == pytest.approx(expected)

@@ -160,15 +160,17 @@ def _benchmarks_of(engine: Engine, framework: str) -> set[tuple[str, str, str]]:
             select(Benchmark.suite, Benchmark.name, Benchmark.parameters_hash).where(Benchmark.framework == framework))}
 
 
-def _frame(engine: Engine, f: Filters, runs: Sequence[str]) -> pd.DataFrame:
+def _frame(engine: Engine, f: Filters, runs: Sequence[str], metrics_wanted: Sequence[str] | None = None
+           ) -> pd.DataFrame:
     """The selected runs' case samples (:func:`dlbench.reports.analysis.compare.samples_frame`, what the
-    report reads), filtered by suite, model, data, framework, scenario, platforms and metric."""
+    report reads), filtered by suite, model, data, framework, scenario, platforms and metric (or
+    ``metrics_wanted``, when given: in place of the metric filter)."""
     parts = [part for run in runs if not (part := compare.samples_frame(engine, run)).empty]
     if not parts:
         return pd.DataFrame()
     frame = pd.concat(parts, ignore_index=True)
     keep = frame["suite"] == f.suite
-    wanted = _metric_filter(f)
+    wanted = list(metrics_wanted) if metrics_wanted is not None else _metric_filter(f)
     if wanted is not None:
         keep &= frame["metric"].isin(wanted)
     if f.model:
@@ -348,13 +350,10 @@ def serving(engine: Engine, f: Filters) -> dict[str, Any]:
     f = replace(f, suite=latency.SUITE, metric=None, scenario=compare.SINGLE, runs=list(f.runs))
     runs = selected_runs(engine, f)
     # the latencies drawn, not the suite's headline metrics (what _frame keeps without a metric)
-    parts = [part for metric, _, _ in latency.CURVES
-             if not (part := _frame(engine, replace(f, metric=metric), runs)).empty]
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    frame = _frame(engine, f, runs, [metric for metric, _, _ in latency.CURVES])
     return {"runs": list(runs), "target": latency.target_of(frame),
             "curves": [{"metric": curve.metric, "title": curve.title, "target_ms": _num(curve.target_ms),
-                        "points": {platform: [{"rate": p.rate, "ms": p.ms, "n": p.n}
-                                              for p in latency.latency_points(frame, curve.metric)[platform]]
-                                   for platform in curve.series if platform != latency.TARGET},
+                        "points": {platform: [{"rate": p.rate, "ms": p.ms, "n": p.n} for p in points]
+                                   for platform, points in curve.points.items()},
                         "series": curve.series}
                        for curve in latency.curve_series(frame)]}

@@ -39,9 +39,20 @@ class LatencyPoint:
 class Curve:
     metric: str
     title: str
-    series: dict[str, list[tuple[float, float]]]
-    """Per platform (in the report's order), then :data:`TARGET` when the cases state one."""
+    points: dict[str, list[LatencyPoint]]
+    """Per platform (in the report's order), its points."""
     target_ms: float
+    """The latency target (NaN when the cases state none)."""
+
+    @property
+    def series(self) -> dict[str, list[tuple[float, float]]]:
+        """What a line chart draws: (rate, ms) per platform, then :data:`TARGET`'s flat line across
+        every rate drawn when there is a target (where a platform's line crosses it is its capacity)."""
+        series = {platform: [(p.rate, p.ms) for p in points] for platform, points in self.points.items()}
+        if math.isfinite(self.target_ms):
+            rates = [p.rate for points in self.points.values() for p in points]
+            series[TARGET] = [(min(rates), self.target_ms), (max(rates), self.target_ms)]
+        return series
 
 
 def latency_points(frame: pd.DataFrame, metric: str) -> dict[str, list[LatencyPoint]]:
@@ -59,11 +70,6 @@ def latency_points(frame: pd.DataFrame, metric: str) -> dict[str, list[LatencyPo
             for platform, points in sorted(found.items(), key=lambda kv: compare.platform_rank(kv[0]))}
 
 
-def latency_curves(frame: pd.DataFrame, metric: str) -> dict[str, list[tuple[float, float]]]:
-    """Per platform, (offered rate, mean of ``metric`` in ms) at each Poisson point."""
-    return {platform: [(p.rate, p.ms) for p in points] for platform, points in latency_points(frame, metric).items()}
-
-
 def target_of(frame: pd.DataFrame) -> dict[str, float]:
     """The latency target the serving cases ran against (their parameters' ``*_ms`` fields), from
     the first case: one profile's cases share it."""
@@ -73,17 +79,7 @@ def target_of(frame: pd.DataFrame) -> dict[str, float]:
 
 
 def curve_series(frame: pd.DataFrame) -> list[Curve]:
-    """Each latency of :data:`CURVES` that has points: its series per platform and the target's flat
-    line across the swept rates (where a platform's line crosses it is its capacity)."""
+    """Each latency of :data:`CURVES` that has points, with the target it ran against."""
     target = target_of(frame)
-    out = []
-    for metric, field, title in CURVES:
-        series = latency_curves(frame, metric)
-        if not series:
-            continue
-        xs = [x for points in series.values() for x, _ in points]
-        limit = target.get(field, math.nan)
-        if math.isfinite(limit):
-            series = {**series, TARGET: [(min(xs), limit), (max(xs), limit)]}
-        out.append(Curve(metric, title, series, limit))
-    return out
+    return [Curve(metric, title, points, target.get(field, math.nan))
+            for metric, field, title in CURVES if (points := latency_points(frame, metric))]
