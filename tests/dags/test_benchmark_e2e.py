@@ -10,6 +10,7 @@ from dlbench import paths
 from dlbench.pipeline.embedded import in_plan_order
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import db
+from tests.support.dagruns import assert_succeeded
 from tests.support.prereqs import ROOT
 
 
@@ -23,8 +24,7 @@ def dag(airflow_db):
 def test_embedded_run(dag, workload_image):
     with in_plan_order():  # as make run does (dlbench.pipeline.embedded)
         run = dag.test(run_conf={"profile": "smoke", "repetitions": 1})
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    states = assert_succeeded(run)
     jobs = {k: v for k, v in states.items() if k[0] == "run_job"}
     assert len(jobs) == 2 * (3 * 2 + 5)  # platforms x (models x data kinds + micro suites)
     # Only the GPU suite may be skipped (no GPU here), and it is visible as skipped, not missing.

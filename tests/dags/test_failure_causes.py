@@ -3,10 +3,9 @@ saying which task failed and why, and the final task repeats the FIRST failure, 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from tests.support.dagruns import recorded_failures, task_states
 from tests.support.prereqs import ROOT
 
 
@@ -19,16 +18,9 @@ def dag(airflow_db):
 
 
 def run(dag, conf: dict) -> tuple[object, dict[str, str], dict[str, object]]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
     result = dag.test(run_conf=conf)
-    states = {ti.task_id: str(ti.state) for ti in result.get_task_instances() if ti.map_index < 0}
-    with create_session() as session:
-        rows = session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == result.run_id,
-                                               XComModel.key == "dlbench_failure").all()
-        failures = {row.task_id: row.value if isinstance(row.value, dict) else json.loads(row.value) for row in rows}
-    return result, states, failures
+    states = {task: state for (task, index), state in task_states(result).items() if index < 0}
+    return result, states, recorded_failures(result)
 
 
 def test_validation_failure_is_the_cause_every_later_task_names(dag, capfd):

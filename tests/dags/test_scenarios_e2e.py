@@ -12,6 +12,7 @@ from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
+from tests.support.dagruns import assert_succeeded
 from tests.support.prereqs import ROOT
 
 PLATFORMS = ("bare_metal", "container_on_bare_metal")
@@ -31,8 +32,7 @@ def _documents(run_id: str) -> list[ResultDocument]:
 def test_three_scenarios_side_by_side(dag, workload_image):
     run = dag.test(run_conf={"profile": "smoke", "repetitions": 1, "suites": ["tf_cnn"], "models": ["alexnet"],
                              "data": ["synthetic"], "scenarios": ["single", "distributed", "shared"]})
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    states = assert_succeeded(run)
     assert len([k for k in states if k[0] == "run_job"]) == 2 * 5  # single, distributed, background, control, tenants
     docs = _documents(run.run_id)
     cells = {(d.environment.platform.value, d.benchmark.parameters.get("scenario", "single"),

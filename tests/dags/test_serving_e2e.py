@@ -15,6 +15,7 @@ from dlbench.pipeline.steps import safe_run_id
 from dlbench.reports import text_table
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
+from tests.support.dagruns import assert_succeeded
 from tests.support.prereqs import ROOT
 from tests.support.serving import serving_python, vllm_servers
 
@@ -35,8 +36,7 @@ def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, m
     monkeypatch.setenv("AIRFLOW_VAR_DLBENCH_PROFILES", json.dumps(PROFILE))
     run = dag.test(run_conf={"profile": "serving-e2e", "repetitions": 1, "suites": ["serving"],
                              "platforms": list(PLATFORMS), "scenarios": ["single", "shared"]})
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     key = safe_run_id(run.run_id)
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(key))]
     serving = {d.environment.platform.value: d for d in docs if d.benchmark.suite == "serving"

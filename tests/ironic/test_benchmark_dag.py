@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from dlbench import paths
 from dlbench.warehouse import db
+from tests.support.dagruns import assert_succeeded, task_states
 from tests.support.ironic import assert_no_leaks, node_image, settings
 from tests.support.prereqs import ROOT
 
@@ -32,8 +33,7 @@ def run_ironic(dag: Any, platforms: list[str], suites: tuple[str, ...] = ("tf_cn
             "data": list(data), "profile": "smoke", "repetitions": 1,
             "ironic": settings(image_source=node_image(), **ironic).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    return run, states
+    return run, task_states(run)
 
 
 def rows_by_platform(run_id: str) -> dict[tuple[str, str], int]:
@@ -99,7 +99,7 @@ def test_bare_metal_on_two_ironic_nodes(dag, clean_cloud, monkeypatch, capfd):
 
     monkeypatch.setattr(machines, "generate_key", recording)
     run, states = run_ironic(dag, ["bare_metal"], nodes={"bare_metal": 2})
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     assert all(v.endswith("success") for k, v in states.items() if k[0] == "run_job"), states
     found = rows_by_platform(run.run_id)
     assert found.get(("bare_metal", "tf_cnn"), 0) > 0 and found.get(("bare_metal", "cpu"), 0) > 0, found
@@ -128,7 +128,7 @@ def test_container_on_bare_metal_over_ssh(dag, clean_cloud, workload_image):
     run, states = run_ironic(dag, ["bare_metal", "container_on_bare_metal"], suites=("tf_cnn", "network"),
                              data=("synthetic",), nodes={"bare_metal": 2}, share_nodes=True,
                              docker_image=workload_image, prepare_timeout=900)
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     found = rows_by_platform(run.run_id)
     for platform in ("bare_metal", "container_on_bare_metal"):
         assert found.get((platform, "tf_cnn"), 0) > 0, found

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from dlbench.warehouse import db
+from tests.support.dagruns import assert_succeeded
 from tests.support.ironic import assert_no_leaks, node_image, settings
 from tests.support.prereqs import ROOT
 
@@ -35,8 +36,7 @@ def test_every_node_runs_the_job(dag: Any, clean_cloud: Any) -> None:
             "profile": "smoke", "repetitions": 1, "every_machine": True,
             "ironic": settings(image_source=node_image(), nodes={"bare_metal": NODES}).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    states = assert_succeeded(run)
     jobs = [k for k in states if k[0] == "run_job"]
     assert len(jobs) == NODES and all(states[k].endswith("success") for k in jobs), states
 

@@ -16,6 +16,7 @@ from dlbench.warehouse import archive
 from dlbench.workloads.profiles import PROFILES_FILE_ENV
 from dlbench.workloads.result import ResultDocument, Status
 from tests.ironic.test_benchmark_dag import dag  # noqa: F401 - the module's DAG fixture
+from tests.support.dagruns import assert_succeeded
 from tests.support.ironic import assert_no_leaks, node_image, settings
 
 DDP3 = """
@@ -43,8 +44,7 @@ def test_pytorch_ddp_across_three_nodes_and_shared(dag, clean_cloud, tmp_path,  
             "ironic": settings(image_source=node_image(), nodes={"bare_metal": 3}, prepare_timeout=900
                                ).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(safe_run_id(run.run_id)))]
     every_cell = [d for d in docs if d.labels.get("role") == "aggregate"]
     assert all(d.status is Status.OK for d in every_cell), [(d.labels, d.error) for d in every_cell]

@@ -14,6 +14,7 @@ from dlbench.warehouse import archive
 from dlbench.workloads.profiles import PROFILES_FILE_ENV
 from dlbench.workloads.result import ResultDocument, Status
 from tests.ironic.test_benchmark_dag import dag  # noqa: F401 - the module's DAG fixture
+from tests.support.dagruns import assert_succeeded
 from tests.support.ironic import assert_no_leaks, node_image, settings
 
 SMOKE_LEAD5 = """
@@ -38,8 +39,7 @@ def test_distributed_and_shared_on_three_nodes(dag, clean_cloud, workload_image,
             "ironic": settings(image_source=node_image(), nodes={"bare_metal": 3}, share_nodes=True,
                                docker_image=workload_image, prepare_timeout=900).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     docs = [ResultDocument.read(p) for p in archive.archive_files(archive.archive_dir(safe_run_id(run.run_id)))]
     cells = [d for d in docs if d.labels.get("role") == "aggregate"]
     assert len(cells) == 2 * 4 and all(d.status is Status.OK for d in cells), [(d.labels, d.error) for d in cells]

@@ -10,6 +10,7 @@ from kubernetes import client
 
 from dlbench.pipeline.steps import safe_run_id
 from tests.ironic.test_benchmark_dag import rows_by_platform
+from tests.support.dagruns import assert_succeeded
 from tests.support.prereqs import ROOT
 
 
@@ -28,8 +29,7 @@ def test_benchmark_dag_on_an_existing_cluster(dag, cluster):
             "kubernetes": {"kubeconfig": cluster.kubeconfig, "platform": "container_on_bare_metal",
                            "node_selector": {"dlbench.io/pool": "bench"}, "gpus": "none"}}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     assert rows_by_platform(run.run_id).get(("container_on_bare_metal", "tf_cnn"), 0) > 0
     from dlbench.warehouse import archive
     from dlbench.workloads.result import ResultDocument

@@ -11,6 +11,7 @@ from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
 from tests.ironic.test_benchmark_dag import rows_by_platform
 from tests.nova.test_benchmark_dag import dag  # noqa: F401 - the DAG fixture
+from tests.support.dagruns import assert_succeeded
 from tests.support.ironic import assert_no_leaks, clean_cloud, cloud_conn, node_image  # noqa: F401
 from tests.support.ironic import settings as ironic_settings
 from tests.support.magnum import settings, wait_clean
@@ -27,8 +28,7 @@ def test_bare_metal_vs_container_on_a_magnum_cluster(dag, clean_cloud, clean_mag
                                       prepare_timeout=900).model_dump(exclude={"name"}, mode="json"),
             "magnum": magnum.model_dump(exclude={"name"}, mode="json")}
     run = dag.test(run_conf=conf)
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     found = rows_by_platform(run.run_id)
     for platform in PLATFORMS:
         assert found.get((platform, "tf_cnn"), 0) > 0 and found.get((platform, "cpu"), 0) > 0, (platform, found)

@@ -16,6 +16,7 @@ import pytest
 from dlbench import paths
 from dlbench.pipeline.steps import safe_run_id
 from tests.ironic.test_benchmark_dag import rows_by_platform
+from tests.support.dagruns import assert_succeeded
 from tests.support.ironic import assert_no_leaks, node_image
 from tests.support.ironic import settings as ironic_settings
 from tests.support.nova import settings, wait_clean
@@ -45,8 +46,7 @@ def four_platform_conf(workload_image: str, **nova: Any) -> dict[str, Any]:
 
 def test_four_hosting_options_in_one_run(dag, clean_cloud, clean_nova, workload_image):
     run = dag.test(run_conf=four_platform_conf(workload_image))
-    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state).endswith("success"), states
+    assert_succeeded(run)
     found = rows_by_platform(run.run_id)
     for platform in FOUR:
         assert found.get((platform, "tf_cnn"), 0) > 0 and found.get((platform, "cpu"), 0) > 0, (platform, found)
