@@ -58,7 +58,10 @@ RUN set -eux; pip wheel --no-deps --no-build-isolation -w /opt/dlbench/dist /opt
 
 FROM base
 COPY --from=venv /opt/dlbench/venv /opt/dlbench/venv
-RUN set -eux; dlbench dags install /opt/airflow/dags; chown -R airflow:0 /opt/airflow/dags
+# /opt/dlbench/store: where a deployment mounts the shared store (deploy/compose), owned by the
+# image's user so that a new volume there is writable by the workers.
+RUN set -eux; dlbench dags install /opt/airflow/dags; mkdir -p /opt/dlbench/store; \
+    chown -R airflow:0 /opt/airflow/dags /opt/dlbench/store
 
 USER airflow
 WORKDIR /opt/airflow

@@ -166,6 +166,14 @@ class BenchmarkRequest(BaseModel):
         """The pinned profile (always set after validation)."""
         return self.profile_spec or get_profile(self.profile)
 
+    @property
+    def reads_data_set(self) -> bool:
+        """Whether a job this request plans reads the data directory (each suite says so of its
+        cells): micro-benchmarks or synthetic cells alone need no data set, so a controller without
+        TensorFlow (an Airflow image's worker running the local provider) never generates one."""
+        return any(SUITES[suite].reads_data(args) for suite in self.suites for scenario in self.scenarios
+                   for args in suite_cells(self, suite, scenario))
+
     @field_validator("distributed_mode")
     @classmethod
     def _tensorflow_mode(cls, value: DistributedMode | None) -> DistributedMode | None:
