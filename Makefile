@@ -54,9 +54,10 @@ check: venv ## ruff, the architecture contract (import-linter) and the type chec
 
 ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, PostgreSQL, devcloud...)
 
-# What the tests need from their first minute; .ci/run builds the rest (CI_BACKGROUND: the VM image,
-# which only tests/vm use, late in the local stream; `make ci-background`) beside them, and those
-# tests wait for its build (tests/support/prereqs.wait_for_build).
+# What the tests need from their first minute; .ci/run builds the rest (CI_BACKGROUND, in this
+# order: the VM image, which only tests/vm use, late in the local stream; the compose stack's images,
+# which only the cluster session uses, last) beside them, each under build/<target>.lock, which its
+# tests wait for (tests/support/prereqs.wait_for_build).
 # The node image first: its chain (venv -> wheelhouse -> root filesystem -> image) is the longest,
 # and make -j hands a free slot to the goals in the order they are listed (stop 37's run W: its root
 # filesystem waited 35 s for a slot behind the devcloud's venvs; more slots, -j6, slowed every build).
@@ -64,11 +65,13 @@ ci-prereqs: $(CI_PREREQS) ## install and start system prerequisites (Docker, Pos
 # earlier, they took 453 s of slots while the node image waited). Beside the
 # tests they cost more (run JJ: the serving builds and a node-image rebuild there, 894 s of disk and
 # CPU, and the test phase grew to 3,923 s from II's 2,614 s), so they stay prerequisites.
-CI_BACKGROUND := vm-image
+CI_BACKGROUND := vm-image stack-images
 CI_LAST := workload-env-vllm image-vllm
-.PHONY: ci-prereqs-first ci-background
+.PHONY: ci-prereqs-first ci-background ci-background-targets
 ci-prereqs-first: node-image $(filter-out node-image $(CI_BACKGROUND) $(CI_LAST),$(CI_PREREQS)) $(CI_LAST)
 ci-background: $(CI_BACKGROUND)
+ci-background-targets: ## what .ci/run builds beside the tests, in order, each under build/<target>.lock
+	@echo $(CI_BACKGROUND)
 
 clean: ## remove local state (venv kept)
 	rm -rf $(AIRFLOW_HOME) $(DLBENCH_HOME) build

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import settings, storage
+from dlbench import paths, settings, storage
 from dlbench.pipeline import steps
 from dlbench.warehouse import archive, db
 from dlbench.workloads.result import ResultDocument, Status
@@ -80,6 +80,8 @@ def test_archive_load_outcome_report_round_trip(store_url, tmp_path):
         assert conn.execute(text("SELECT dag_id FROM runs")).scalar() == "dlbench_benchmark"
     result = steps.report_run(run, url)
     assert store.exists(f"reports/{safe}/report.html")
+    if not store.local:
+        assert not (paths.reports_dir() / safe).exists()  # nor the report's staging copy (issue 42's stack)
     assert result["html"] == store.url_of(f"reports/{safe}/report.html")
     steps.compare_run(run, url)
     assert json.loads(store.read_text(f"reports/{safe}/regressions.json"))["run_id"] == safe

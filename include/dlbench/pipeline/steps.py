@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -391,9 +392,13 @@ def report_run(run_id: str, url: str | None) -> dict[str, str]:
 
     safe = safe_run_id(run_id)
     engine = db.engine_for(url)
-    html = reports.build_report(engine, safe, paths.reports_dir() / safe)  # staged here, then into the store
+    staged = paths.reports_dir() / safe
+    html = reports.build_report(engine, safe, staged)  # staged here, then into the store
     store = storage.store()
     store.upload_dir(html.parent, f"reports/{safe}")
+    local = store.local_path(f"reports/{safe}")
+    if local is None or local.resolve() != staged.resolve():  # the store is elsewhere: no copy stays on this worker
+        shutil.rmtree(staged, ignore_errors=True)
     return {"html": store.url_of(f"reports/{safe}/{html.name}"), "table": reports.text_table(engine, safe)}
 
 
