@@ -12,5 +12,5 @@ cluster-prereqs: ## install redis-server and PostgreSQL (Debian, as root) for th
 airflow-cluster: venv cluster-prereqs ## multi-worker Airflow (Celery, 2 workers) on http://localhost:8080; Ctrl-C stops it
 	$(PY) -m tools.cluster --workers $(CLUSTER_WORKERS) --port $(CLUSTER_PORT) $(CLUSTER_ARGS)
 
-test-cluster: venv cluster-prereqs ## the multi-worker deployment tier alone (tests/cluster, minutes; `make test` runs it after the local stream)
+test-cluster: venv cluster-prereqs stack-images ## the multi-worker deployment tier alone (tests/cluster, minutes; `make test` runs it after the local stream)
 	DLBENCH_CLUSTER_TESTS=1 $(PY) -m pytest -ra --durations=10 tests/cluster $(TEST_ARGS)
