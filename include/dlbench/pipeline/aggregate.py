@@ -173,20 +173,30 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
     if doc.status is not Status.OK or alone is None or not loaded:
         return doc
     model = {"model": doc.benchmark.name, "data": cell.args.get("data", "")}
-    measures = {}
-    for metric, higher in spec_of(cell.suite).shared_metrics:
+    spec = spec_of(cell.suite)
+    for label in spec.shared_labels:
+        if label in loaded[0].doc.labels:
+            doc.labels[label] = loaded[0].doc.labels[label]
+        if label in alone.doc.labels:
+            doc.labels[f"{label}_alone"] = alone.doc.labels[label]
+    not_measured = []
+    for metric, higher in spec.shared_metrics:
         base = value(alone.doc, metric)
         found = [value(r.doc, metric) for r in loaded]
         under = [u for u in found if u is not None]
         if base is None or len(under) != len(found):
+            if metric in spec.shared_optional:
+                not_measured.append(metric)
+                continue
             doc.status, doc.error = Status.FAILED, f"a role's document has no {metric}"
             return doc
         mean_under = statistics.fmean(under)
-        measures[metric] = (base, mean_under)
         metric_unit = unit(alone.doc, metric, "s" if metric == "elapsed_time" else "images/s")
         doc.add(metric, mean_under, metric_unit, condition="loaded", **model)
         doc.add(alone_metric(metric), base, metric_unit, condition="alone", **model)
         doc.add(degradation_metric(metric), degradation(base, mean_under, higher_is_better=higher), "%", **model)
+    if not_measured:
+        doc.labels["not_measured"] = ",".join(not_measured)
     if cell.args.get("interference") == "tenants":
         doc.add("tenants_throughput_sum", sum(value(r.doc, "throughput") or 0.0 for r in loaded),
                 unit(alone.doc, "throughput", "images/s"), **model)

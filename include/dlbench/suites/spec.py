@@ -139,6 +139,15 @@ class SuiteSpec:
     """What its shared cells compare alone and loaded (metric, higher is better): the cell reports
     each loaded, alone (:func:`alone_metric`) and its degradation (:func:`degradation_metric`); the
     report reads their directions from here."""
+    shared_optional: frozenset[str] = frozenset()
+    """Those of :attr:`shared_metrics` a role's successful document may lack (the serving job records
+    the tokens/s at its capacity only when some rate met the target): the cell then leaves that
+    metric out and names it (label ``not_measured``) instead of failing; any other missing metric
+    fails the cell."""
+    shared_labels: tuple[str, ...] = ()
+    """Labels of the role documents a shared cell carries: the loaded role's as is, the alone role's
+    with the suffix ``_alone`` (the serving job's ``capacity_bound``: whether a capacity is a
+    measurement or a bound)."""
     background_suite: str | None = None
     """The suite whose looped job is its shared cells' background (None: its own): a server's
     background is a training job."""
