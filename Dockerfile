@@ -52,9 +52,14 @@ RUN set -eux; python3 -m venv /opt/dlbench/venv; \
 # dlbench itself, last (the layer a code change rebuilds); its DAG files in the image's stage.
 COPY pyproject.toml /opt/dlbench/src/
 COPY include /opt/dlbench/src/include
-# Built into a wheel first and the wheel installed: what `pip install dlbench-*.whl` does in any Airflow.
+# Built into a wheel first and the wheel installed with its `airflow` extra (requirements.txt, read into
+# the wheel's metadata): what `pip install 'dlbench-*.whl[airflow]'` does in any Airflow. The layer
+# above already holds those requirements, so pip only checks that the wheel's own resolve to them.
 RUN set -eux; pip wheel --no-deps --no-build-isolation -w /opt/dlbench/dist /opt/dlbench/src; \
-    pip install --no-deps /opt/dlbench/dist/dlbench-*.whl
+    if ls /opt/dlbench/wheelhouse/*.whl >/dev/null 2>&1; then index="--no-index --find-links /opt/dlbench/wheelhouse"; \
+    else index=""; fi; \
+    wheel=$(ls /opt/dlbench/dist/dlbench-*.whl); pip install $index -c /opt/dlbench/src/constraints.txt "$wheel[airflow]"; \
+    pip check
 
 FROM base
 COPY --from=venv /opt/dlbench/venv /opt/dlbench/venv

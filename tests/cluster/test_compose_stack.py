@@ -111,6 +111,8 @@ def test_benchmark_on_the_compose_stack(stack):
     api.wait_dag(timeout=300)
     dags = {d["dag_id"] for d in api.get("/api/v2/dags", limit=100)["dags"]}
     assert dags == {DAG_ID, "dlbench_janitor"}, dags
+    listed = json.loads(stack.exec("api-server", "airflow dags list -o json 2>/dev/null"))
+    assert {d["dag_id"] for d in listed} == dags, listed
     # airflow-init's `dlbench airflow-settings` made the pools and Variables of airflow_settings.yaml
     pools = {p["name"] for p in api.get("/api/v2/pools")["pools"]}
     assert {"dlbench_benchmark", "dlbench_provision"} <= pools, pools

@@ -144,6 +144,15 @@ def test_the_wheel_carries_the_dags_the_settings_and_the_plugins_entry_point(tmp
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[airflow.plugins]" in text and "dlbench_reports = dlbench.ui.plugin:DlbenchReportsPlugin" in text
+    # `pip install 'dlbench[airflow]'` brings the controller's pinned set: requirements.txt, read at
+    # build time (one list for the image, Astro and a plain pip install)
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    wanted = {line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    extra = {line.removeprefix("Requires-Dist: ").split(";")[0].strip()
+             for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+             if line.startswith("Requires-Dist:") and 'extra == "airflow"' in line}
+    assert extra == wanted, extra ^ wanted
 
 
 def test_the_helm_values_name_only_settings_dlbench_reads():
