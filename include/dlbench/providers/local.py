@@ -38,6 +38,7 @@ from dlbench.providers.machines import MachineBackend
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
 from dlbench.providers.settings import ProviderSettings, Runtime
 from dlbench.suites import Suite
+from dlbench.workloads.environment import nvidia_gpus
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,10 @@ class LocalBackend(ProviderBackend):
         if Suite.SERVING in request.suites and {Platform.BARE_METAL, Platform.CONTAINER_ON_BARE_METAL} & set(
                 request.platforms):
             have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-            problem = request.resolved_profile.serving.memory_problem(request.profile, have, "this host")
+            spec = request.resolved_profile.serving
+            if not nvidia_gpus()[0]:  # no GPU here: vLLM's CPU build serves the profile's cpu_model
+                spec = spec.on_cpu()
+            problem = spec.memory_problem(request.profile, have, "this host")
             if problem is not None:
                 raise ConfigError(problem)
 

@@ -4,14 +4,16 @@ sustains at a latency target (docs/serving.md).
 The model is a Llama-architecture shape with random weights (vLLM's ``--load-format dummy``): the
 arithmetic and memory traffic of serving that model, without downloading it. The default shape is
 Llama 3.1 8B's and the default target MLPerf Inference's for it in the server scenario (time to
-first token p99 2 s, time per output token p99 100 ms); ``smoke`` scales both to a toy model.
+first token p99 2 s, time per output token p99 100 ms); ``smoke`` scales both to a toy model. A
+machine without a GPU (vLLM's CPU build) serves the profile's ``cpu_model`` when it names one:
+``paper``'s is Llama 3.2 1B's shape, a size a CPU node serves at those limits.
 """
 
 from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr, model_validator
 
 from dlbench.workloads.profiles.enums import Precision
 
@@ -38,6 +40,8 @@ class ServingModel(BaseModel):
     kv_heads: PositiveInt = 8  # num_key_value_heads (grouped-query attention)
     vocabulary: PositiveInt = 128256
     context: PositiveInt = Field(default=8192, description="the server's max_model_len: prompt + output tokens")
+    tied_embeddings: bool = Field(default=False, description="the LM head shares the token embedding's weights "
+                                  "(tie_word_embeddings: Llama 3.2 1B and 3B)")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -56,12 +60,13 @@ class ServingModel(BaseModel):
 
     @property
     def parameters(self) -> int:
-        """Weights of the decoder: token embedding and LM head (untied, as Llama 3.1 8B's), per layer
-        q and o projections (2 d^2), k and v (2 d x kv_heads x head_size), the gated MLP (3 d x i)
-        and two RMSNorms (2 d), then the final norm (d). Llama 3.1 8B: 8,030,261,248."""
+        """Weights of the decoder: token embedding and LM head (one matrix when tied), per layer q and
+        o projections (2 d^2), k and v (2 d x kv_heads x head_size), the gated MLP (3 d x i) and two
+        RMSNorms (2 d), then the final norm (d). Llama 3.1 8B (untied): 8,030,261,248; Llama 3.2 1B
+        (tied): 1,235,814,400."""
         d, kv = self.hidden_size, self.kv_heads * self.head_size
         per_layer = 2 * d * d + 2 * d * kv + 3 * d * self.intermediate_size + 2 * d
-        return 2 * self.vocabulary * d + self.layers * per_layer + d
+        return (1 if self.tied_embeddings else 2) * self.vocabulary * d + self.layers * per_layer + d
 
     def weight_bytes(self, precision: Precision) -> int:
         return self.parameters * (4 if precision is Precision.FP32 else 2)
@@ -72,7 +77,8 @@ class ServingModel(BaseModel):
                 "intermediate_size": self.intermediate_size, "num_hidden_layers": self.layers,
                 "num_attention_heads": self.heads, "num_key_value_heads": self.kv_heads,
                 "vocab_size": self.vocabulary, "max_position_embeddings": self.context, "rms_norm_eps": 1e-5,
-                "rope_theta": 500000.0, "bos_token_id": 0, "eos_token_id": 1, "tie_word_embeddings": False,
+                "rope_theta": 500000.0, "bos_token_id": 0, "eos_token_id": 1,
+                "tie_word_embeddings": self.tied_embeddings,
                 "torch_dtype": "float32" if precision is Precision.FP32 else "bfloat16"}
 
 
@@ -92,6 +98,8 @@ class ServingSpec(BaseModel):
 
     repetitions: PositiveInt = 3
     model: ServingModel = Field(default_factory=ServingModel)
+    cpu_model: ServingModel | None = Field(default=None, description="the shape a machine without a GPU serves "
+                                           "(vLLM's CPU build); None: model everywhere")
     precision: Precision = Precision.BF16
     input_tokens: PositiveInt = Field(default=1024, description="tokens per prompt (random token ids)")
     output_tokens: int = Field(default=128, ge=2, description="tokens generated per request (end of sequence ignored)")
@@ -106,16 +114,28 @@ class ServingSpec(BaseModel):
     kv_cache_gib: PositiveInt = Field(default=4, description="memory the server keeps for the KV cache (GiB)")
     startup_timeout_s: PositiveFloat = Field(default=900.0, description="process start to ready, model load included")
 
+    _model_field: str = PrivateAttr(default="model")
+
     @model_validator(mode="after")
     def _fits(self) -> Self:
-        if self.input_tokens + self.output_tokens > self.model.context:
-            raise ValueError(f"input_tokens {self.input_tokens} + output_tokens {self.output_tokens} exceed the "
-                             f"model's context {self.model.context}")
+        for field, model in (("model", self.model), ("cpu_model", self.cpu_model)):
+            if model is not None and self.input_tokens + self.output_tokens > model.context:
+                raise ValueError(f"input_tokens {self.input_tokens} + output_tokens {self.output_tokens} exceed the "
+                                 f"{'model' if field == 'model' else field}'s context {model.context}")
         if self.precision is Precision.TF32:
             raise ValueError("precision tf32 is a training setting: a server runs fp32 or bf16")
         if sorted(set(self.rates)) != self.rates or sorted(set(self.concurrency)) != self.concurrency:
             raise ValueError("rates and concurrency are sweeps: distinct values in ascending order")
         return self
+
+    def on_cpu(self) -> ServingSpec:
+        """This spec as a machine without a GPU runs it: ``cpu_model`` in ``model``'s place when the
+        profile names one (messages then name ``cpu_model``), else itself."""
+        if self.cpu_model is None:
+            return self
+        spec = self.model_copy(update={"model": self.cpu_model, "cpu_model": None})
+        spec._model_field = "cpu_model"
+        return spec
 
     def memory_bytes(self) -> int:
         """What a server needs: the weights, the KV cache and its processes (:data:`SERVER_OVERHEAD_BYTES`)."""
@@ -127,9 +147,10 @@ class ServingSpec(BaseModel):
         need = self.memory_bytes()
         if have_bytes is None or need <= have_bytes:
             return None
-        return (f"profiles.{profile}.serving.model: {self.model.name} ({self.model.parameters / 1e9:.2f} B weights, "
-                f"{self.precision.value}) with a {self.kv_cache_gib} GiB KV cache needs about {need / 2**30:.1f} GiB, "
-                f"{where} has {have_bytes / 2**30:.1f} GiB: a smaller shape or kv_cache_gib, or a larger machine")
+        weights = f"{self.model.parameters / 1e9:.2f} B weights, {self.precision.value}"
+        return (f"profiles.{profile}.serving.{self._model_field}: {self.model.name} ({weights}) with a "
+                f"{self.kv_cache_gib} GiB KV cache needs about {need / 2**30:.1f} GiB, {where} has "
+                f"{have_bytes / 2**30:.1f} GiB: a smaller shape or kv_cache_gib, or a larger machine")
 
     @property
     def load_points(self) -> int:

