@@ -56,9 +56,8 @@ from dlbench.providers.datasets import ensure_dataset, remote_dataset_dir
 from dlbench.providers.leases import LeaseKeeper
 from dlbench.providers.settings import MachineSettings
 from dlbench.providers.timings import timings_document
-from dlbench.suites import Suite
 from dlbench.warehouse import archive
-from dlbench.workloads.profiles import DataKind, Scenario
+from dlbench.workloads.profiles import Scenario
 from dlbench.workloads.result import Platform
 
 log = logging.getLogger(__name__)
@@ -340,7 +339,7 @@ class MachineBackend(ProvisioningBackend):
         """Reachable over SSH, prepared, data staged: every machine in parallel, each timed."""
         s = self.settings
         local_data = ensure_dataset(request) if not request.data_dir else None
-        needs_data = DataKind.REAL in request.data or Suite.DISK in request.suites
+        needs_data = request.reads_data_set  # a job of the run reads the data directory (each suite says)
 
         def ready(machine: Machine) -> None:
             inst = machine.instance
