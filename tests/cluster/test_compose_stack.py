@@ -53,6 +53,13 @@ class Stack:
     def exec(self, service: str, command: str) -> str:
         return self.compose("exec", "-T", service, "bash", "-c", command).stdout
 
+    def airflow_json(self, service: str, command: str) -> list:
+        """An ``airflow ... -o json`` listing: the JSON from its first line that opens one (Airflow's
+        CLI may print warnings on stdout before it, graphviz's for ``dags list``)."""
+        lines = self.exec(service, f"airflow {command} -o json 2>/dev/null").splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("["))
+        return json.loads("\n".join(lines[start:]))
+
     def container(self, service: str) -> dict:
         cid = self.compose("ps", "-q", service).stdout.strip()
         return json.loads(subprocess.run(["docker", "inspect", cid], capture_output=True, text=True,
@@ -106,12 +113,12 @@ def test_benchmark_on_the_compose_stack(stack):
 
     # The image's Airflow: dlbench's plugin through its entry point, both DAGs from the DAG folder
     # `dlbench dags install` wrote, no example DAG.
-    plugins = json.loads(stack.exec("api-server", "airflow plugins -o json 2>/dev/null"))
+    plugins = stack.airflow_json("api-server", "plugins")
     assert [p["name"] for p in plugins if p["name"] == "dlbench_reports"], plugins
     api.wait_dag(timeout=300)
     dags = {d["dag_id"] for d in api.get("/api/v2/dags", limit=100)["dags"]}
     assert dags == {DAG_ID, "dlbench_janitor"}, dags
-    listed = json.loads(stack.exec("api-server", "airflow dags list -o json 2>/dev/null"))
+    listed = stack.airflow_json("api-server", "dags list")
     assert {d["dag_id"] for d in listed} == dags, listed
     # airflow-init's `dlbench airflow-settings` made the pools and Variables of airflow_settings.yaml
     pools = {p["name"] for p in api.get("/api/v2/pools")["pools"]}
