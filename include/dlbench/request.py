@@ -167,7 +167,7 @@ class BenchmarkRequest(BaseModel):
         return self.profile_spec or get_profile(self.profile)
 
     @property
-    def reads_data_set(self) -> bool:
+    def needs_data_set(self) -> bool:
         """Whether a job this request plans reads the data directory (each suite says so of its
         cells): micro-benchmarks or synthetic cells alone need no data set, so a controller without
         TensorFlow (an Airflow image's worker running the local provider) never generates one."""

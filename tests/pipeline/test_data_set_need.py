@@ -23,7 +23,7 @@ from dlbench.request import BenchmarkRequest
     ({"suites": ["fathom"]}, True),  # auto: its data set when the directory holds it
 ])
 def test_a_request_reads_the_data_set_only_through_its_jobs(conf, reads):
-    assert BenchmarkRequest(**conf).reads_data_set is reads
+    assert BenchmarkRequest(**conf).needs_data_set is reads
 
 
 def test_no_data_set_and_no_tensorflow_for_a_request_that_reads_none(tmp_path):

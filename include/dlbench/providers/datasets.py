@@ -24,7 +24,7 @@ REMOTE_DATA_ROOT = "/var/tmp/dlbench/data"
 def ensure_dataset(request: RunRequest) -> str | None:
     """The real-data directory on this worker: the user's (``data_dir``) or a generated demo set;
     None when no job of the request reads one."""
-    if DataKind.REAL not in request.data or not request.reads_data_set:
+    if DataKind.REAL not in request.data or not request.needs_data_set:
         return None
     if request.data_dir:
         return request.data_dir

@@ -339,7 +339,7 @@ class MachineBackend(ProvisioningBackend):
         """Reachable over SSH, prepared, data staged: every machine in parallel, each timed."""
         s = self.settings
         local_data = ensure_dataset(request) if not request.data_dir else None
-        needs_data = request.reads_data_set  # a job of the run reads the data directory (each suite says)
+        needs_data = request.needs_data_set  # a job of the run reads the data directory (each suite says)
 
         def ready(machine: Machine) -> None:
             inst = machine.instance
