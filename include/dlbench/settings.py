@@ -165,15 +165,25 @@ RUN_SECRET: Setting[str] = Setting(
         "metadata DB. Read only when `DLBENCH_SECRETS` resolves to `airflow`.",
 )
 
+def _dag_parse_option(option: tuple[str, str], env_note: str = "Airflow's environment form of the option"
+                      ) -> dict[str, Any]:
+    """A ``[dlbench]`` option of Airflow's configuration read where the DAGs are parsed: its name
+    and sources (``AIRFLOW__<SECTION>__<KEY>``, which wins, then airflow.cfg) and who reads it,
+    derived from (section, key) for :class:`Setting`."""
+    section, key = option
+    name = f"AIRFLOW__{section.upper()}__{key.upper()}"
+    return {"name": name, "sources": (_env(name, env_note), Source(Kind.CONFIG, f"[{section}] {key}",
+                                                                   "airflow.cfg; only where Airflow is installed")),
+            "read_by": "every process that parses the DAGs (scheduler, DAG processor, workers)"}
+
+
 ROUTING_OPTION = ("dlbench", "routing")
 """Airflow configuration option (section, key) of :data:`ROUTING`."""
 ROUTING: Setting[str] = Setting(
-    name="AIRFLOW__DLBENCH__ROUTING",
-    sources=(_env("AIRFLOW__DLBENCH__ROUTING", "set, even empty, it wins"),
-             Source(Kind.CONFIG, "[dlbench] routing", "airflow.cfg; only where Airflow is installed")),
+    **_dag_parse_option(ROUTING_OPTION, "set, even empty, it wins"),
     type='JSON object: `{"setup_queue": ..., "routes": [{"name", "providers", "queue", "pool"}]}`',
     parse=_text, default=None, default_doc="no routes: every job on `run_job`, every task on the default queue",
-    accessors=("routing()",), read_by="every process that parses the DAGs (scheduler, DAG processor, workers)",
+    accessors=("routing()",),
     doc="Which Celery queue and pool each provider's jobs run on, and the queue of the tasks that reach every "
         "cloud (`setup_queue`). Read at DAG parse time, because a task's queue and pool are fixed then; a bad "
         "value fails the DAG's import naming the field (docs/scaling.md).",
@@ -181,13 +191,10 @@ ROUTING: Setting[str] = Setting(
 
 RETRY_DELAY_OPTION = ("dlbench", "retry_delay_seconds")
 """Airflow configuration option (section, key) of :data:`RETRY_DELAY`."""
-DEFAULT_RETRY_DELAY_S = 30
 RETRY_DELAY: Setting[int] = Setting(
-    name="AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS",
-    sources=(_env("AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS", "Airflow's environment form of the option"),
-             Source(Kind.CONFIG, "[dlbench] retry_delay_seconds", "airflow.cfg; only where Airflow is installed")),
-    type="whole number of seconds, 0 to 3600", parse=int, default=DEFAULT_RETRY_DELAY_S, default_doc="30",
-    accessors=("retry_delay()",), read_by="every process that parses the DAGs (scheduler, DAG processor, workers)",
+    **_dag_parse_option(RETRY_DELAY_OPTION),
+    type="whole number of seconds, 0 to 3600", parse=int, default=30, default_doc="30",
+    accessors=("retry_delay()",),
     doc="How long the benchmark DAG waits before retrying a task that has retries (a job once, the release "
         "and the load twice): long enough for a cloud API or the warehouse to come back from a blip. Read at "
         "DAG parse time (a task's retry delay is fixed then); a bad value fails the DAG's import naming the "
@@ -196,13 +203,10 @@ RETRY_DELAY: Setting[int] = Setting(
 
 JANITOR_INTERVAL_OPTION = ("dlbench", "janitor_interval_minutes")
 """Airflow configuration option (section, key) of :data:`JANITOR_INTERVAL`."""
-DEFAULT_JANITOR_INTERVAL_MIN = 30
 JANITOR_INTERVAL: Setting[int] = Setting(
-    name="AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES",
-    sources=(_env("AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES", "Airflow's environment form of the option"),
-             Source(Kind.CONFIG, "[dlbench] janitor_interval_minutes", "airflow.cfg; only where Airflow is installed")),
-    type="whole number of minutes, 5 to 1440", parse=int, default=DEFAULT_JANITOR_INTERVAL_MIN, default_doc="30",
-    accessors=("janitor_interval()",), read_by="every process that parses the DAGs (scheduler, DAG processor, workers)",
+    **_dag_parse_option(JANITOR_INTERVAL_OPTION),
+    type="whole number of minutes, 5 to 1440", parse=int, default=30, default_doc="30",
+    accessors=("janitor_interval()",),
     doc="How often the janitor DAG sweeps the clouds for expired or orphaned dlbench resources (its schedule). "
         "Shorter releases a killed run's machines sooner; a run's own lease (its expiry) bounds what any sweep "
         "keeps. Read at DAG parse time; a bad value fails the janitor DAG's import naming the option.",
@@ -545,14 +549,14 @@ def routing() -> str | None:
     return _airflow_option(ROUTING, ROUTING_OPTION)
 
 
-def _whole_option(setting: Setting[int], option: tuple[str, str], default: int, low: int, high: int,
-                  unit: str) -> int:
-    """One of our whole-number options (:func:`_airflow_option`'s precedence), ``default`` when unset;
+def _whole_option(setting: Setting[int], option: tuple[str, str], low: int, high: int, unit: str) -> int:
+    """One of our whole-number options (:func:`_airflow_option`'s precedence), its default when unset;
     a value that is not a whole number from ``low`` to ``high`` raises ValueError naming the option
     (read at DAG parse time: an import error in the UI)."""
     raw = _airflow_option(setting, option)
     if raw is None or not raw.strip():
-        return default
+        assert setting.default is not None, setting.name  # declared with one
+        return setting.default
     value = setting.parse(raw) if raw.strip().isdigit() else -1
     if not low <= value <= high:
         section, key = option
@@ -565,16 +569,14 @@ def retry_delay() -> timedelta:
     """The DAG tasks' retry delay: ``AIRFLOW__DLBENCH__RETRY_DELAY_SECONDS`` (it wins), else
     ``[dlbench] retry_delay_seconds`` of airflow.cfg, else 30 s. A value that is not 0-3600 whole
     seconds raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
-    return timedelta(seconds=_whole_option(RETRY_DELAY, RETRY_DELAY_OPTION, DEFAULT_RETRY_DELAY_S, 0, 3600,
-                                           "seconds"))
+    return timedelta(seconds=_whole_option(RETRY_DELAY, RETRY_DELAY_OPTION, 0, 3600, "seconds"))
 
 
 def janitor_interval() -> timedelta:
     """The janitor DAG's schedule: ``AIRFLOW__DLBENCH__JANITOR_INTERVAL_MINUTES`` (it wins), else
     ``[dlbench] janitor_interval_minutes`` of airflow.cfg, else 30 minutes. A value that is not 5-1440
     whole minutes raises ValueError naming the option (at DAG parse time: an import error in the UI)."""
-    return timedelta(minutes=_whole_option(JANITOR_INTERVAL, JANITOR_INTERVAL_OPTION, DEFAULT_JANITOR_INTERVAL_MIN,
-                                           5, 1440, "minutes"))
+    return timedelta(minutes=_whole_option(JANITOR_INTERVAL, JANITOR_INTERVAL_OPTION, 5, 1440, "minutes"))
 
 
 def max_map_length() -> int:
