@@ -102,6 +102,13 @@ class Store:
         """The local file behind ``key`` on ``file://``, else None."""
         return Path(self.path(key)) if self.local else None
 
+    def holds_in_place(self, key: str, staged: str | os.PathLike[str]) -> bool:
+        """Whether ``key`` is the staged file or directory itself (a ``file://`` store rooted where
+        this worker stages): its staged copy is then the stored one and stays; otherwise a worker
+        drops its staged copy once it is in the store (nothing stays on a worker's disk)."""
+        local = self.local_path(key)
+        return local is not None and local.resolve() == Path(staged).resolve()
+
     # -- writes -----------------------------------------------------------------------------
     def write_bytes(self, key: str, data: bytes) -> str:
         """Write ``key`` atomically (readers see the old object or the new one, never a part)."""

@@ -396,8 +396,7 @@ def report_run(run_id: str, url: str | None) -> dict[str, str]:
     html = reports.build_report(engine, safe, staged)  # staged here, then into the store
     store = storage.store()
     store.upload_dir(html.parent, f"reports/{safe}")
-    local = store.local_path(f"reports/{safe}")
-    if local is None or local.resolve() != staged.resolve():  # the store is elsewhere: no copy stays on this worker
+    if not store.holds_in_place(f"reports/{safe}", staged):  # the store is elsewhere: no copy stays here
         shutil.rmtree(staged, ignore_errors=True)
     return {"html": store.url_of(f"reports/{safe}/{html.name}"), "table": reports.text_table(engine, safe)}
 

@@ -62,8 +62,7 @@ def publish(run_id: str, path: str | os.PathLike[str]) -> str:
     store = storage.store()
     key = archive_key(run_id, source.name)
     where = store.upload(source, key)
-    local = store.local_path(key)
-    if local is None or local.resolve() != source.resolve():
+    if not store.holds_in_place(key, source):
         source.unlink(missing_ok=True)
     return where
 
