@@ -54,12 +54,9 @@ COPY pyproject.toml /opt/dlbench/src/
 COPY include /opt/dlbench/src/include
 # Built into a wheel first and the wheel installed with its `airflow` extra (requirements.txt, read into
 # the wheel's metadata): what `pip install 'dlbench-*.whl[airflow]'` does in any Airflow. The layer
-# above already holds those requirements, so pip only checks that the wheel's own resolve to them.
+# above already holds those requirements: --no-index makes pip prove the wheel's own are met by them.
 RUN set -eux; pip wheel --no-deps --no-build-isolation -w /opt/dlbench/dist /opt/dlbench/src; \
-    if ls /opt/dlbench/wheelhouse/*.whl >/dev/null 2>&1; then index="--no-index --find-links /opt/dlbench/wheelhouse"; \
-    else index=""; fi; \
-    wheel=$(ls /opt/dlbench/dist/dlbench-*.whl); pip install $index -c /opt/dlbench/src/constraints.txt "$wheel[airflow]"; \
-    pip check
+    wheel=$(ls /opt/dlbench/dist/dlbench-*.whl); pip install --no-index "$wheel[airflow]"; pip check
 
 FROM base
 COPY --from=venv /opt/dlbench/venv /opt/dlbench/venv
