@@ -343,10 +343,18 @@ class MachineBackend(ProvisioningBackend):
 
         def ready(machine: Machine) -> None:
             inst = machine.instance
-            inst.timings["reachable_over_ssh"] = wait_reachable(
-                str(inst.address) if machine.ssh_port == 22 else f"{inst.address}:{machine.ssh_port}", s.ssh_user,
-                key_path,
-                min(s.ssh_timeout, max(work.remaining(), 0.1)), s.poll_interval, known_hosts)
+            ssh_limit = min(s.ssh_timeout, max(work.remaining(), 0.1))
+            try:
+                inst.timings["reachable_over_ssh"] = wait_reachable(
+                    str(inst.address) if machine.ssh_port == 22 else f"{inst.address}:{machine.ssh_port}",
+                    s.ssh_user, key_path, ssh_limit, s.poll_interval, known_hosts)
+            except ExecutionError as exc:
+                if ssh_limit >= s.ssh_timeout:
+                    raise
+                # The provisioning budget, not ssh_timeout, ended this wait: say so, as the deploy
+                # wait does, so the user raises the budget rather than looks for a network fault.
+                raise WaitTimeout(f"not ready in time: {work.what} had {ssh_limit:.0f} s left for SSH "
+                                  f"(ssh_timeout is {s.ssh_timeout:.0f} s): {exc}") from exc
             access = SSHHost(address=str(inst.address), port=machine.ssh_port, user=s.ssh_user, key_path=key_path,
                              known_hosts=known_hosts, python=s.remote_python or "python3")
             runtimes: set[str] = {s.runtime_for(p) for p in machine.platforms}
