@@ -120,8 +120,8 @@ report: venv ## regenerate the latest run's report from the warehouse
 	$(VENV)/bin/dlbench report
 
 # The whole suite as concurrent pytest streams (tests/streams.py): the devcloud's tests in one
-# ordered stream, every other test beside it and then the multi-worker cluster tier, beside which the
-# Kubernetes tier runs on the devcloud's second node pool; after them all, the
+# ordered stream, every other test beside it; once the first of the two ends, the multi-worker
+# cluster tier and the Kubernetes tier (on the devcloud's second node pool); after them all, the
 # tests that need the machine alone (@pytest.mark.alone, @pytest.mark.quiet). Ends with one
 # line per tier, the missing prerequisites (and what installs them) and the whole run's counts.
 # TEST_ARGS narrows it (pytest arguments, e.g. TEST_ARGS=tests/reports); the cluster tier runs

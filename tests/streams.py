@@ -6,9 +6,11 @@ three nodes, the Nova hypervisors and the Magnum API, so they stay one ordered s
 other test needs nothing of the devcloud and runs in a second stream beside it, followed by the
 multi-worker cluster tier (its own pytest session: it starts its own Airflow). The Kubernetes
 tier needs only Ironic nodes and its own control planes: it deploys on the devcloud's second node
-pool (:data:`SECOND_POOL_CLASS`), so it is a third stream, started when the local stream's tests
-end (beside the cluster tier, in the devcloud stream's last tiers: the machine's idle end, not its
-busy start). Which stream a test belongs to is decided by ``tests/conftest.py`` (``--stream``),
+pool (:data:`SECOND_POOL_CLASS`), so it is a third stream. It and the cluster tier are the tails
+(:data:`TAILS`): each starts when the first of the two main streams ends, beside the other's last
+tests (the machine's idle end, not its busy start; a tail started after the longer stream would
+lengthen the run by its whole time: run KK's local stream ended 450 s after the devcloud stream,
+and then ran the cluster tier). Which stream a test belongs to is decided by ``tests/conftest.py`` (``--stream``),
 from the test itself, so the streams are a partition of the collected suite: nothing is run twice
 or left out.
 
@@ -58,8 +60,13 @@ STREAMS = ("devcloud", "local", SECOND_POOL)
 rule that puts each test in exactly one of them (or in :data:`LAST`)."""
 SECOND_POOL_CLASS = "dlbench-bm-2"
 """The second pool's Ironic resource class (docs/devcloud.md, the contract)."""
-STARTS_AFTER = {SECOND_POOL: "local"}
-"""A stream that starts when another stream's tests (its first step) have ended."""
+MAIN = ("devcloud", "local")
+"""The streams that start at once; :data:`TAILS` wait for the first of them to end."""
+CLUSTER = "cluster"
+"""The multi-worker tier's stream (``--cluster``): its own pytest session, a tail."""
+TAILS = (SECOND_POOL, CLUSTER)
+"""Streams that start when the first :data:`MAIN` stream has ended: what waits most (Ironic
+deploys, Airflow's heartbeats) fills the end of the longer one, where the cores idle."""
 LAST = "alone"
 """The step after every stream has ended: the tests marked ``alone``, whose bound is a share of the
 whole machine's CPU (another stream's test, or its daemons mid-tier, would be that share), and
@@ -80,9 +87,10 @@ class Step:
     seconds: float = 0.0
     waited: float = 0.0
     """Seconds its tests waited for their turn on Ironic (tests/turns.py)."""
-    after: Step | None = None
-    """The step whose end this one waits for before it starts (:data:`STARTS_AFTER`)."""
+    after: tuple[Step, ...] = ()
+    """Steps of which the first to end starts this one (:data:`TAILS`)."""
     ended: threading.Event = field(default_factory=threading.Event)
+    ended_at: float | None = None
 
 
 @dataclass
@@ -113,24 +121,30 @@ def _stream_step(stream: str, logs: Path, pytest_args: list[str]) -> Step:
 
 
 def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[Step]]:
-    """The concurrent streams' steps (:data:`STREAMS`; the cluster tier after the local stream;
-    a stream of :data:`STARTS_AFTER` waits for the other's first step). :data:`LAST` is not among
-    them: :func:`last` is its step, run once they have all ended."""
+    """The concurrent streams' steps (:data:`STREAMS`, and the cluster tier's with ``cluster``);
+    a :data:`TAILS` stream waits for the first :data:`MAIN` stream to end. :data:`LAST` is not
+    among them: :func:`last` is its step, run once they have all ended."""
     py = sys.executable
     streams = {stream: [_stream_step(stream, logs, pytest_args)] for stream in STREAMS}
-    for stream, other in STARTS_AFTER.items():
-        streams[stream][0].after = streams[other][0]
     if cluster:
         env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
-        streams["local"].append(Step("cluster", [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
-                                                 "tests/cluster"], env, junit, logs / "cluster.log"))
+        streams[CLUSTER] = [Step(CLUSTER, [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
+                                           "tests/cluster"], env, junit, logs / "cluster.log")]
+    for tail in TAILS:
+        if tail in streams:
+            streams[tail][0].after = tuple(streams[main][0] for main in MAIN)
     return streams
 
 
 def last(logs: Path, pytest_args: list[str]) -> Step:
     """The :data:`LAST` step: its own pytest process, after the streams (:func:`main`)."""
     return _stream_step(LAST, logs, pytest_args)
+
+
+def _first_ended(steps: tuple[Step, ...]) -> str:
+    ended = [s for s in steps if s.ended_at is not None]
+    return min(ended, key=lambda s: s.ended_at or 0.0).name if ended else "?"
 
 
 _PRINT = threading.Lock()  # the streams' threads print whole lines
@@ -144,8 +158,8 @@ def _say(message: str, t0: float) -> None:
 
 def _run_stream(steps: list[Step], t0: float) -> None:
     for step in steps:
-        if step.after is not None:
-            step.after.ended.wait()
+        while step.after and not any(s.ended.wait(0.5) for s in step.after):
+            pass  # the first of them to end starts this one
         _say(f"{step.name}: started ({step.log})", t0)
         start = time.monotonic()
         try:
@@ -155,6 +169,7 @@ def _run_stream(steps: list[Step], t0: float) -> None:
             step.seconds = time.monotonic() - start
             _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
         finally:
+            step.ended_at = time.monotonic()
             step.ended.set()  # after its line; also on an error: a step waiting for this one must not hang
 
 
@@ -222,7 +237,8 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
     for stream, stream_steps in streams.items():
         seconds = sum(s.seconds for s in stream_steps)
         parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for its turn"
-                          f"{f'; started after {s.after.name}' if s.after else ''})" for s in stream_steps)
+                          f"{f'; started after {_first_ended(s.after)}' if s.after else ''})"
+                          for s in stream_steps)
         print(f"  {stream:<16} {seconds:7.0f} s  {judged('stream', stream, seconds)}: {parts}")
     print(f"  {'whole run':<16} {wall:7.0f} s  {judged('ci', 'tests', wall)}")
     budget_line = f"budgets: {'; '.join(over)}" if over else "budgets: every tier and stream within its budget"

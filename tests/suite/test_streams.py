@@ -1,8 +1,8 @@
 """The test suite's own machinery (tests/streams.py, tests/turns.py, the stream rule in
 tests/conftest.py): the streams are a partition of the suite, an exclusive turn on Ironic runs
 alone and goes before turns that arrive after it, the summary counts what the JUnit files say and
-fails on any failure or abnormal stream, the Kubernetes stream starts after the local stream's
-tests and the last step after every stream."""
+fails on any failure or abnormal stream, the tail streams start after the first main stream has
+ended and the last step after every stream."""
 
 from __future__ import annotations
 
@@ -186,9 +186,9 @@ def test_a_stream_that_ended_abnormally_fails_the_run_even_with_nothing_failed(t
 
 def test_the_alone_step_starts_after_every_stream_has_ended(tmp_path):
     """The runner itself, on one small file: the local stream runs its label tests, the devcloud
-    and kubernetes streams select nothing, the kubernetes stream starts only once the local
-    stream's tests have ended, and the alone step (its tests deselected by -k) only once every
-    stream has; the summary counts every step."""
+    and kubernetes streams select nothing, the kubernetes stream (a tail) starts only once the
+    first main stream has ended (here the devcloud stream, which selects nothing), and the alone
+    step (its tests deselected by -k) only once every stream has; the summary counts every step."""
     out = subprocess.run([sys.executable, "-m", "tests.streams", "--logs", str(tmp_path), "--",
                           "tests/workloads/test_load_flag.py", "-k", "labels or thresholds or window",
                           "-p", "no:cacheprovider"],
@@ -197,7 +197,9 @@ def test_the_alone_step_starts_after_every_stream_has_ended(tmp_path):
     ended = [i for i, e in enumerate(events) if e.startswith(tuple(f"{s}: ended" for s in streams.STREAMS))]
     started = [i for i, e in enumerate(events) if e.startswith("alone: started")]
     assert len(ended) == 3 and len(started) == 1 and started[0] > max(ended), events
-    local_ended = next(i for i, e in enumerate(events) if e.startswith("local: ended"))
-    assert next(i for i, e in enumerate(events) if e.startswith("kubernetes: started")) > local_ended, events
+    first_ended, first = min((next(i for i, e in enumerate(events) if e.startswith(f"{s}: ended")), s)
+                             for s in streams.MAIN)
+    assert next(i for i, e in enumerate(events) if e.startswith("kubernetes: started")) > first_ended, events
+    assert f"started after {first})" in out, out[-3000:]  # the first to end, named in the summary
     assert out.rstrip().splitlines()[-1] == "3 passed, 0 failed, 0 skipped", out[-3000:]
     assert {p.name for p in tmp_path.glob("*.log")} == {f"{name}.log" for name in (*streams.STREAMS, streams.LAST)}
