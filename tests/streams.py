@@ -127,7 +127,9 @@ def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[St
     py = sys.executable
     streams = {stream: [_stream_step(stream, logs, pytest_args)] for stream in STREAMS}
     if cluster:
-        env = {**_stream_env("local", logs), "DLBENCH_CLUSTER_TESTS": "1"}
+        # Its own machine lock: it now runs beside the local stream's last tests, whose jobs would
+        # otherwise hold its workers' jobs back (and theirs it).
+        env = {**_stream_env(CLUSTER, logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
         streams[CLUSTER] = [Step(CLUSTER, [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
                                            "tests/cluster"], env, junit, logs / "cluster.log")]
