@@ -3,8 +3,8 @@
 Why streams: the suite waits on devcloud boots, SSH, Docker and Airflow start-up far more than
 it computes (the host's 2 cores were 46 % idle over the serial run). The devcloud tests share
 three nodes, the Nova hypervisors and the Magnum API, so they stay one ordered stream; every
-other test needs nothing of the devcloud and runs in a second stream beside it, followed by the
-multi-worker cluster tier (its own pytest session: it starts its own Airflow). The Kubernetes
+other test needs nothing of the devcloud and runs in a second stream beside it. The multi-worker
+cluster tier is a stream of its own (its own pytest session: it starts its own Airflow). The Kubernetes
 tier needs only Ironic nodes and its own control planes: it deploys on the devcloud's second node
 pool (:data:`SECOND_POOL_CLASS`), so it is a third stream. It and the cluster tier are the tails
 (:data:`TAILS`): each starts when the first of the two main streams ends, beside the other's last
@@ -90,7 +90,8 @@ class Step:
     after: tuple[Step, ...] = ()
     """Steps of which the first to end starts this one (:data:`TAILS`)."""
     ended: threading.Event = field(default_factory=threading.Event)
-    ended_at: float | None = None
+    started_after: str | None = None
+    """Which of :attr:`after` had ended when this one started (the summary names it)."""
 
 
 @dataclass
@@ -127,8 +128,8 @@ def plan(logs: Path, pytest_args: list[str], cluster: bool) -> dict[str, list[St
     py = sys.executable
     streams = {stream: [_stream_step(stream, logs, pytest_args)] for stream in STREAMS}
     if cluster:
-        # Its own machine lock: it now runs beside the local stream's last tests, whose jobs would
-        # otherwise hold its workers' jobs back (and theirs it).
+        # Its own stream name and machine-lock path, like every stream (its Airflow's workers do
+        # not inherit them: tools/cluster.py passes them no DLBENCH_* variable).
         env = {**_stream_env(CLUSTER, logs), "DLBENCH_CLUSTER_TESTS": "1"}
         junit = logs / "cluster.xml"
         streams[CLUSTER] = [Step(CLUSTER, [py, "-m", "pytest", "-ra", "--durations=10", f"--junitxml={junit}",
@@ -144,11 +145,6 @@ def last(logs: Path, pytest_args: list[str]) -> Step:
     return _stream_step(LAST, logs, pytest_args)
 
 
-def _first_ended(steps: tuple[Step, ...]) -> str:
-    ended = [s for s in steps if s.ended_at is not None]
-    return min(ended, key=lambda s: s.ended_at or 0.0).name if ended else "?"
-
-
 _PRINT = threading.Lock()  # the streams' threads print whole lines
 
 
@@ -160,8 +156,10 @@ def _say(message: str, t0: float) -> None:
 
 def _run_stream(steps: list[Step], t0: float) -> None:
     for step in steps:
-        while step.after and not any(s.ended.wait(0.5) for s in step.after):
-            pass  # the first of them to end starts this one
+        if step.after:  # the first of them to end starts this one
+            while not any(s.ended.is_set() for s in step.after):
+                time.sleep(0.5)
+            step.started_after = next(s.name for s in step.after if s.ended.is_set())
         _say(f"{step.name}: started ({step.log})", t0)
         start = time.monotonic()
         try:
@@ -171,7 +169,6 @@ def _run_stream(steps: list[Step], t0: float) -> None:
             step.seconds = time.monotonic() - start
             _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
         finally:
-            step.ended_at = time.monotonic()
             step.ended.set()  # after its line; also on an error: a step waiting for this one must not hang
 
 
@@ -239,7 +236,7 @@ def report(streams: dict[str, list[Step]], wall: float, logs: Path) -> int:
     for stream, stream_steps in streams.items():
         seconds = sum(s.seconds for s in stream_steps)
         parts = ", ".join(f"{s.name} {s.seconds:.0f} s (exit {s.rc}, {s.waited:.0f} s waiting for its turn"
-                          f"{f'; started after {_first_ended(s.after)}' if s.after else ''})"
+                          f"{f'; started after {s.started_after}' if s.started_after else ''})"
                           for s in stream_steps)
         print(f"  {stream:<16} {seconds:7.0f} s  {judged('stream', stream, seconds)}: {parts}")
     print(f"  {'whole run':<16} {wall:7.0f} s  {judged('ci', 'tests', wall)}")
