@@ -4,6 +4,7 @@ compares each with its budget and says OVER, with the seconds, where one is exce
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,33 @@ def test_the_summary_compares_each_tier_with_its_budget(tmp_path: Path, capsys, 
     assert written.startswith(line) and line in out
     limit = budgets.load()[("tier", "ironic")].seconds
     assert f"of {limit:,} s" in next(row for row in out.splitlines() if row.startswith("  ironic"))
+
+
+def test_ci_runs_disk_summary_survives_a_long_run_under_pipefail(tmp_path: Path):
+    """.ci/run's last words on disk use (its ``disk_summary``) ran under ``set -euo pipefail`` as a
+    ``sort | head -n 1``: once the sample file outgrew one pipe write, sort died of SIGPIPE and a run
+    whose tests all passed ended with exit 141 (stop 52's landing, after 3,938 s). The function, as
+    .ci/run defines it, runs here on a day's worth of samples and must name the lowest one."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    begin = lines.index("disk_summary() {")
+    body = "\n".join(lines[begin : lines.index("}", begin) + 1])
+    samples = tmp_path / "build" / "ci-disk.txt"
+    samples.parent.mkdir()
+    # 8,640 samples (24 h at one per 10 s), the lowest in the middle; one torn last line
+    rows = [f"{10 * i} {40000 - (i if i <= 4000 else 8000 - i)}" for i in range(1, 8641)]
+    samples.write_text("\n".join(rows) + "\n86410\n")
+    script = f"""set -euo pipefail
+cd {tmp_path}
+start=$(date +%s); free_at_start=51200; sampler=$$
+free_mib() {{ echo 99999; }}
+kill() {{ :; }}
+{body}
+disk_summary
+echo "status $?"
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "== disk: 50 GiB free at the start, 35 GiB at the lowest (after 40000 s): this run used up to 14 GiB",
+        "status 0",
+    ]
