@@ -15,13 +15,20 @@ are compared within a round, never across days):
 Compared at the concurrency point: output tokens/s and TTFT p50 (product / by hand, per round,
 then the median ratio). Run it in the serving environment's absence and it says so.
 
-    .venv/bin/python bench/serving_overhead.py --rounds 4
+The client does not share the server's cores: the server's whole process group (API server,
+engine core, its OpenMP threads: ``VLLM_CPU_OMP_THREADS_BIND``) runs on ``--server-cpus`` and
+each side's client on ``--client-cpus`` (``taskset``), as a client instance beside a server on a
+cloud would. Without the split (the first measurement, stop 49) the two sides' rounds scattered
+by ±30 %: the client's own CPU time was taken from the server it measured.
+
+    .venv/bin/python bench/serving_overhead.py --rounds 6 --server-cpus 0 --client-cpus 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,12 +58,25 @@ json.dump({"output_throughput": result["output_throughput"], "p50_ttft_ms": resu
 """
 
 
+def pin_group(leader: int, cpus: str) -> int:
+    """Every thread of every process in ``leader``'s process group onto ``cpus``; how many processes."""
+    pids = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True, check=True).stdout.split()
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-c", "-p", cpus, pid], capture_output=True, check=True)
+    return len(pids)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--requests", type=int, default=96)
+    parser.add_argument("--server-cpus", default="0", help="the server's CPUs (taskset list; '' for no pinning)")
+    parser.add_argument("--client-cpus", default="1", help="each client's CPUs (taskset list; '' for no pinning)")
     args = parser.parse_args()
+    client = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
+    if args.server_cpus:  # the engine's OpenMP threads bind to these (vLLM's CPU backend), the rest below
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = args.server_cpus
     env = workload_env.local(Framework.VLLM)
     if env.label != workload_env.SERVING.label:
         print(f"no current {workload_env.SERVING.directory}: make workload-env-vllm", file=sys.stderr)
@@ -72,6 +92,9 @@ def main() -> int:
         # the server as the job starts it, from the serving environment's interpreter
         server = Server(spec, model, log=work / "server.log", python=env.python)
         started = server.start()
+        if args.server_cpus and server.process is not None:
+            pinned = pin_group(server.process.pid, args.server_cpus)
+            print(f"server's {pinned} processes on CPUs {args.server_cpus}, clients on {args.client_cpus or 'any'}")
         print(f"server ready in {started:.1f} s at {server.url}")
         warm = generator_args(spec.model_copy(update={"requests": 4}), server.url, model, LoadPoint(concurrency=1), 0)
         measured = generator_args(spec, server.url, model, point, 0)
@@ -81,15 +104,16 @@ def main() -> int:
                 for side in (("product", "by hand") if i % 2 == 0 else ("by hand", "product")):
                     out = work / f"{side.replace(' ', '-')}-{i}.json"
                     if side == "product":
-                        subprocess.run([env.python, "-m", "dlbench.workloads", "serving", "--profile", profile.name,
-                                        "--profile-spec", profile_to_argument(profile), "--server-url", server.url,
-                                        "--out", str(out)], check=True, capture_output=True, timeout=900, cwd=ROOT)
+                        subprocess.run([*client, env.python, "-m", "dlbench.workloads", "serving", "--profile",
+                                        profile.name, "--profile-spec", profile_to_argument(profile),
+                                        "--server-url", server.url, "--out", str(out)],
+                                       check=True, capture_output=True, timeout=900, cwd=ROOT)
                         doc = ResultDocument.read(out)
                         labels = point.labels
                         sides[side].append({"output_throughput": doc.sample("output_throughput", **labels).value,
                                             "p50_ttft_ms": doc.sample("ttft_p50", **labels).value * 1000})
                     else:
-                        subprocess.run([env.python, "-c", BY_HAND, json.dumps([warm, measured]), str(out)],
+                        subprocess.run([*client, env.python, "-c", BY_HAND, json.dumps([warm, measured]), str(out)],
                                        check=True, capture_output=True, timeout=900, cwd=ROOT)
                         sides[side].append(json.loads(out.read_text()))
                     print(f"round {i} {side:8}: {sides[side][-1]['output_throughput']:8.1f} tokens/s, "

@@ -15,6 +15,7 @@ engine reached with ``ssh ... docker``, docs/node-image.md):
 - runs each pod the scheduler bound to one of its nodes as one container of the pod's image on
   that node's engine (``--network host``: no CNI, the pod IP is the node's address; limits:
   memory -> ``--memory``, cpu -> ``--cpus``, ``nvidia.com/gpu`` -> ``--gpus``; hostPath volumes;
+  emptyDir volumes, ``medium: Memory`` as a tmpfs of its ``sizeLimit`` (a serving pod's /dev/shm);
   ``hostname``/``subdomain`` peers as ``--add-host``), writes the pod's status the way the kubelet
   does (phases, container states, ``OOMKilled``, ``ErrImagePull``/``ImagePullBackOff`` since there
   is no registry) and the kubelet's events;
@@ -26,7 +27,7 @@ engine reached with ``ssh ... docker``, docs/node-image.md):
 
 What it does not: more than one container per pod, init containers, probes, restarts
 (``restartPolicy: Always`` pods run once), exec/attach/port-forward, volumes other than hostPath
-(the service-account token volume is not mounted), image pulls.
+and emptyDir (the service-account token volume is not mounted), image pulls.
 
 Stdlib only (plus the ``ssh`` and ``docker`` CLIs): it imports nothing of dlbench.
 """
@@ -82,6 +83,17 @@ def quantity(text: Any) -> float:
     if not match or match.group(2) not in _SUFFIX:
         raise ValueError(f"not a quantity: {text!r}")
     return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def empty_dir_mount(empty_dir: dict[str, Any], path: str) -> str:
+    """A pod's ``emptyDir`` as the kubelet makes it, in ``docker run --mount`` form: ``medium:
+    Memory`` is a tmpfs of ``sizeLimit`` (vLLM's engine needs a /dev/shm larger than the runtime's
+    64 MiB, and Kubernetes gives one this way), any other an anonymous volume on the node's disk
+    (removed with the container: ``rm -v``)."""
+    if empty_dir.get("medium") == "Memory":
+        size = f",tmpfs-size={int(quantity(empty_dir['sizeLimit']))}" if empty_dir.get("sizeLimit") else ""
+        return f"type=tmpfs,destination={path}{size}"
+    return f"type=volume,destination={path}"
 
 
 def log(message: str) -> None:
@@ -350,7 +362,7 @@ class Agent:
         for uid in gone:  # removed from the API without us (forced deletion): its container goes too
             extra = self.local.pop(uid)
             if extra.get("container"):
-                self.nodes[extra["node"]].docker("rm", "-f", extra["container"])
+                self.nodes[extra["node"]].docker("rm", "-f", "-v", extra["container"])
 
     def sync(self, pod: dict[str, Any], node: Node) -> None:
         uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase", "Pending")
@@ -464,7 +476,7 @@ class Agent:
                     # The kubelet's last status of a pod it stopped: the Job controller counts it as
                     # failed from this (it would otherwise replace a pod that vanished).
                     self.follow(pod, node, extra)
-                node.docker("rm", "-f", extra["container"])
+                node.docker("rm", "-f", "-v", extra["container"])
             try:
                 self.api.call("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
                               {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
@@ -500,9 +512,12 @@ class Agent:
             argv += ["--workdir", c["workingDir"]]
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
         for mount in c.get("volumeMounts") or []:
-            path = ((volumes.get(mount["name"]) or {}).get("hostPath") or {}).get("path")
+            volume = volumes.get(mount["name"]) or {}
+            path = (volume.get("hostPath") or {}).get("path")
             if path:
                 argv += ["-v", f"{path}:{mount['mountPath']}:{'ro' if mount.get('readOnly') else 'rw'}"]
+            elif "emptyDir" in volume:
+                argv += ["--mount", empty_dir_mount(volume["emptyDir"] or {}, mount["mountPath"])]
         if spec.get("subdomain"):
             peers = self.api.call("GET", f"/api/v1/namespaces/{meta['namespace']}/pods").get("items") or []
             for peer in peers:
@@ -542,7 +557,7 @@ class Agent:
             listed = node.docker("ps", "-aq", "--filter", f"label={CONTAINER_LABEL}=1", timeout=30)
             ids = listed.stdout.split()
             if ids:
-                node.docker("rm", "-f", *ids, timeout=60)
+                node.docker("rm", "-f", "-v", *ids, timeout=60)
 
 
 def make_handler(agent: Agent) -> type[BaseHTTPRequestHandler]:

@@ -54,6 +54,18 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
         nodes.release()
 
 
+@pytest.fixture(scope="package")
+def vllm_on_the_node(cluster: Cluster, workload_image: str, serving_image: str) -> str:
+    """The serving suite's vLLM image in the tier's node engine, loaded by ``prepare`` as a run's
+    preparation of a node does (about two minutes: 4 GB), for the tier's serving run; its tag."""
+    from dlbench.execution.prepare import prepare
+
+    with cluster.machine.host() as host:
+        prep = prepare(host, host_runtime=False, docker_image=workload_image, frameworks=(Framework.VLLM,))
+    assert prep.images.get(Framework.VLLM.value) == serving_image, prep.image_reason
+    return serving_image
+
+
 @pytest.fixture(scope="module")
 def two_nodes(cluster: Cluster, conn: Any, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
               workload_image: str) -> Iterator[TwoNodes]:

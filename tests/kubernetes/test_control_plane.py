@@ -114,6 +114,35 @@ def test_namespace_deletion_cascades_to_running_jobs_and_their_containers(cluste
     assert time.monotonic() - started < 60
 
 
+def test_empty_dir_volumes_as_the_kubelet_makes_them(cluster, run_id):
+    """A memory-backed emptyDir is a tmpfs of its sizeLimit (a serving pod's /dev/shm: vLLM's engine
+    fails in the runtime's 64 MiB), any other a volume on the node's disk; both go with the pod."""
+    core, batch = client.CoreV1Api(cluster.api), client.BatchV1Api(cluster.api)
+    ns = cluster.namespace(run_id)
+    body = job_body("vols", ["sh", "-c", "stat -f -c '%T' /dev/shm /scratch; df -B1 --output=size /dev/shm | tail -n 1;"
+                             " echo kept > /scratch/f && cat /scratch/f"],
+                    volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+                             {"name": "scratch", "emptyDir": {}}])
+    body["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "dshm", "mountPath": "/dev/shm"}, {"name": "scratch", "mountPath": "/scratch"}]
+    batch.create_namespaced_job(ns, body)
+    _wait("complete", lambda: batch.read_namespaced_job("vols", ns).status.succeeded, timeout=120)
+    pod = core.list_namespaced_pod(ns, label_selector="job-name=vols").items[0]
+    shm_fs, scratch_fs, size, kept = core.read_namespaced_pod_log(pod.metadata.name, ns, container="main").split()
+    assert (shm_fs, int(size), kept) == ("tmpfs", 256 * 2**20, "kept")
+    assert scratch_fs != "tmpfs"  # on the node's disk, as a kubelet's emptyDir without a medium
+    (container,) = _containers(cluster, ns)
+    with cluster.machine.host() as host:
+        volumes = host.check(["docker", "inspect", "--format", "{{range .Mounts}}{{.Name}} {{end}}", container],
+                             timeout=60).split()
+    assert len(volumes) == 1, volumes  # the tmpfs has no volume; the disk one is the container's own
+    batch.delete_namespaced_job("vols", ns, propagation_policy="Foreground")
+    _wait("container removed", lambda: not _containers(cluster, ns))
+    with cluster.machine.host() as host:
+        status, out = host.run(["docker", "volume", "inspect", volumes[0]], 60)
+    assert status != 0, out  # removed with its container, as the kubelet removes a pod's emptyDir
+
+
 def test_the_scheduler_and_the_agent_report_failures_like_kubernetes(cluster, run_id):
     core, batch = client.CoreV1Api(cluster.api), client.BatchV1Api(cluster.api)
     ns = cluster.namespace(run_id)
