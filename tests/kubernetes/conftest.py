@@ -27,7 +27,7 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
             framework_images: dict[str, str]) -> Iterator[Cluster]:
     from kubernetes import config
 
-    from dlbench.execution.prepare import prepare
+    from dlbench.execution.prepare import image_archives, prepare
 
     require(NODE_IMAGE.exists(), f"no dlbench-node image at {NODE_IMAGE} (run `make node-image`)")
     require(k8s_control.ready(), k8s_control.missing_reason())
@@ -36,7 +36,7 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
     plane = None
     try:
         (machine,) = nodes.deploy(1, image="dlbench-node")
-        with machine.host() as host:
+        with image_archives(), machine.host() as host:  # archives deleted once loaded
             # PyTorch's image too: a tenant's framework in a pod (test_executor's pytorch job).
             prep = prepare(host, host_runtime=False, docker_image=workload_image,
                            frameworks=(Framework.TENSORFLOW, Framework.PYTORCH))
@@ -58,9 +58,10 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
 def vllm_on_the_node(cluster: Cluster, workload_image: str, serving_image: str) -> str:
     """The serving suite's vLLM image in the tier's node engine, loaded by ``prepare`` as a run's
     preparation of a node does (about two minutes: 4 GB), for the tier's serving run; its tag."""
-    from dlbench.execution.prepare import prepare
+    from dlbench.execution.prepare import image_archives, prepare
 
-    with cluster.machine.host() as host:
+    # the 4 GB archive the load streams from is deleted once loaded, not when the session ends
+    with image_archives(), cluster.machine.host() as host:
         prep = prepare(host, host_runtime=False, docker_image=workload_image, frameworks=(Framework.VLLM,))
     assert prep.images.get(Framework.VLLM.value) == serving_image, prep.image_reason
     return serving_image
