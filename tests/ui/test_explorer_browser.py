@@ -312,3 +312,34 @@ def test_the_framework_filter_and_names_in_chromium(tmp_path, browser):
         assert browser.evaluate("document.getElementById('framework').value") == "pytorch"
         assert {box: charts(browser, box) for box in drawn} == drawn
         assert browser.errors() == []
+
+
+def test_the_serving_capacity_sizes_the_demand_typed_in_chromium(tmp_path, browser):
+    """Issue 41: the serving view's capacity table answers "instances of each platform for R
+    requests/s": typing R refreshes the instances, lands in the address, and a fresh page from
+    that address shows the same answer."""
+    from dlbench.warehouse import db
+    from dlbench.warehouse.load import RunInfo, load_documents
+    from tests.support.serving import RUN, documents
+
+    engine = db.upgrade(db.engine_for(f"sqlite:///{tmp_path / 'warehouse.db'}"))
+    load_documents(engine, documents(), RunInfo(run_id=RUN, profile="smoke", provider="local"))
+    rows = "Array.from(document.querySelectorAll('#serving-capacity-table tr')).slice(1).map((r) => " \
+           "Array.from(r.cells).map((c) => c.textContent))"
+    with serving(engine) as url:
+        open_page(browser, url)
+        first = browser.evaluate(rows)
+        # bare metal 20 requests/s, the container 18: 100 requests/s need 5 and 6 instances
+        assert [(r[1], r[-2]) for r in first] == [("bare_metal", "5"), ("container_on_bare_metal", "6")]
+        change(browser, "const d = document.getElementById('demand'); d.value = '250';"
+                        "d.dispatchEvent(new Event('change'))")
+        assert [(r[1], r[-2]) for r in browser.evaluate(rows)] == [("bare_metal", "13"),
+                                                                   ("container_on_bare_metal", "14")]
+        assert "Instances for 250 requests/s" in browser.evaluate(
+            "document.getElementById('serving-capacity').textContent")
+        shared = browser.evaluate("location.href")
+        assert "demand=250" in shared
+        open_page(browser, shared)
+        assert browser.evaluate("document.getElementById('demand').value") == "250"
+        assert [r[-2] for r in browser.evaluate(rows)] == ["13", "14"]
+        assert browser.errors() == []

@@ -5,6 +5,7 @@ checked against the documents, computed here."""
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -65,3 +66,35 @@ def test_the_default_is_the_latest_serving_run_and_filters_narrow_it(client):
     assert none["curves"] == [] and "no serving run in this selection" in none["table"]
     page = client.get(f"{PREFIX}/").text
     assert 'id="serving-chart-box"' in page and "api/serving?" in page
+
+
+def test_the_capacity_answer_pools_the_selected_runs_and_sizes_the_typed_demand(client):
+    """The report's capacity answer over the runs a planner selects, and the instances each platform
+    needs for the demand typed in the page (the report sizes for 100 requests/s)."""
+    both = client.get(f"{PREFIX}/api/serving", params={"runs": [RUN, LATER], "demand": 250}).json()
+    assert both["demand"] == 250
+    lines = {line["platform"]: line for line in both["capacity"]}
+    assert list(lines) == ["bare_metal", "container_on_bare_metal"]  # the report's order
+    bm, ct = lines["bare_metal"], lines["container_on_bare_metal"]
+    mean = statistics.fmean(CAPACITY)
+    assert bm["capacity"] == pytest.approx(mean) and ct["capacity"] == pytest.approx(mean * SPEED[ct["platform"]])
+    assert bm["instances"] == math.ceil(250 / mean) == 13 and ct["instances"] == math.ceil(250 / 18.0) == 14
+    assert bm["ratio"] == "baseline" and ct["normalized"] == pytest.approx(0.9)
+    # across runs the run is the unit (run-to-run variance, docs/statistics.md): two runs are too few
+    assert bm["n"] == ct["n"] == 2 and ct["verdict"] == "too_few_repetitions" and ct["normalized_ci_low"] is None
+    assert bm["answer"] == ct["answer"] == "measured" and "TTFT p99 ≤ 250 ms" in bm["target"]
+    table = both["capacity_table"]
+    assert 'id="serving-capacity-table"' in table and "Instances for 250 requests/s" in table
+    assert "⌈250 / capacity⌉" in table and "<td>13</td>" in table and "<td>14</td>" in table
+    # one run: its repetitions, with the interval and verdict its report states; the report's demand
+    one = {line["platform"]: line for line in client.get(f"{PREFIX}/api/serving", params={"runs": [RUN]}).json()[
+        "capacity"]}
+    bm, ct = one["bare_metal"], one["container_on_bare_metal"]
+    assert bm["n"] == ct["n"] == len(CAPACITY) and ct["normalized_ci_low"] < 0.9 < ct["normalized_ci_high"]
+    assert ct["verdict"] == "worse" and ct["ratio"].startswith("×0.900 [")
+    assert bm["instances"] == math.ceil(100 / mean) == 5 and ct["instances"] == 6
+    # a demand that is not a positive number is refused
+    assert client.get(f"{PREFIX}/api/serving", params={"demand": 0}).status_code == 422
+    assert client.get(f"{PREFIX}/api/serving", params={"runs": ["no-such-run"]}).json()["capacity"] == []
+    page = client.get(f"{PREFIX}/").text
+    assert 'id="demand"' in page and 'id="serving-capacity"' in page

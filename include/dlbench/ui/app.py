@@ -36,6 +36,7 @@ from dlbench.reports.analysis import capacity as cap
 from dlbench.reports.analysis import regression
 from dlbench.reports.analysis import stats as st
 from dlbench.reports.analysis.metrics import Direction
+from dlbench.reports.analysis.serving import FLEET_RATE
 from dlbench.reports.rendering.charts import DIRECTION_TEXT, FLAG_MARK, Bar, bar_chart, density_chart_svg, line_chart
 from dlbench.suites import Suite
 from dlbench.ui import auth, explorer
@@ -261,10 +262,25 @@ def capacity_view(engine: Engine, hardware: str | None, f: explorer.Filters, *, 
     return result
 
 
-def serving_view(engine: Engine, f: explorer.Filters) -> dict[str, Any]:
-    """The serving view: TTFT and TPOT p99 against the offered load, one line per platform and the
-    target's flat line (the report's charts, over the selected runs), and the points as a table."""
-    result = explorer.serving(engine, f)
+def serving_view(engine: Engine, f: explorer.Filters, demand: float = FLEET_RATE) -> dict[str, Any]:
+    """The serving view: the capacity at the latency target per platform with the instances that
+    serve ``demand`` requests/s (the report's answer, over the selected runs); TTFT and TPOT p99
+    against the offered load, one line per platform and the target's flat line (the report's
+    charts), and the points as a table."""
+    result = explorer.serving(engine, f, demand)
+    lines = result["capacity"]
+    result["capacity_table"] = (
+        (f"<p class='note'>Requests per second one instance sustains with {html.escape(lines[0]['target'])}, the "
+         f"mean over n repetitions of the selected runs with its ×BM and 95 % interval, and the instances that "
+         f"serve {demand:g} requests/s (⌈{demand:g} / capacity⌉).</p>" if lines else "")
+        + _table(["Case", "Platform", "Capacity (requests/s)", "×BM [95 % interval]", "Verdict", "Answer",
+                  "Tokens/s at capacity", f"Instances for {demand:g} requests/s", "n"],
+                 [[html.escape(line["case"]), html.escape(line["platform"]), _fmt(line["capacity"]),
+                   html.escape(line["ratio"]), html.escape(line["verdict"] if line["ratio"] != "baseline" else ""),
+                   html.escape(line["answer"]), _fmt(line["tokens"]),
+                   "–" if line["instances"] is None else str(line["instances"]), str(line["n"])] for line in lines],
+                 "serving-capacity-table",
+                 empty="no serving capacity in this selection (suite serving: docs/serving.md)"))
     rows = [[html.escape(curve["title"]), html.escape(platform), _fmt(point["rate"]), _fmt(point["ms"]),
              "-" if curve["target_ms"] is None else ("met" if point["ms"] <= curve["target_ms"] else "missed"),
              str(point["n"])]
@@ -365,11 +381,14 @@ def create_app(engine: Engine | Callable[[], Engine] | None = None, *, airflow: 
     @app.get("/api/serving")
     def serving(runs: list[str] = Query(default=[]), since: str | None = None, until: str | None = None,
                 suite: str | None = None, model: str | None = None,
-                platforms: list[str] = Query(default=[])) -> dict[str, Any]:
+                platforms: list[str] = Query(default=[]),
+                demand: float = Query(default=FLEET_RATE, gt=0, le=1e9,
+                                      description="requests/s the fleet must serve at the latency target")
+                ) -> dict[str, Any]:
         # The page's model filter names a model of its chosen suite: a serving model only then.
         model = model if suite == Suite.SERVING.value else None
         return serving_view(warehouse(), _filters(runs, since, until, None, model, None, None, platforms, None,
-                                                  scheduled_only=bool(since or until) and not runs))
+                                                  scheduled_only=bool(since or until) and not runs), demand)
 
     @app.get("/api/pins")
     def list_pins() -> list[dict[str, Any]]:

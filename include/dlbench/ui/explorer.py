@@ -341,17 +341,31 @@ def dag_runs(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
 
 
 
-def serving(engine: Engine, f: Filters) -> dict[str, Any]:
-    """The serving suite's latency against the offered load over the selected runs (the filters'
-    runs or date range, else the latest serving run; their platforms and model): per latency, per
-    platform, each Poisson rate's mean over every repetition of every selected run and how many
-    samples that is, and the target. Pooling runs is what a planner asks of a series of scheduled
-    runs (how the tail grows with the load on this platform); a single run's curve is its report's."""
+CAPACITY_METRICS = ("capacity", "capacity_output_throughput")
+"""The serving samples the capacity answer compares (:func:`dlbench.reports.analysis.serving.capacity_lines`)."""
+
+
+def serving(engine: Engine, f: Filters, demand: float = latency.FLEET_RATE) -> dict[str, Any]:
+    """The serving suite over the selected runs (the filters' runs or date range, else the latest
+    serving run; their platforms and model): the capacity at the latency target per platform and
+    case (the report's answer: mean, ×BM with its interval and verdict over every repetition of
+    every selected run) with the instances that serve ``demand`` requests/s; and per latency, per
+    platform, each Poisson rate's mean and how many samples that is, and the target. Pooling runs
+    is what a planner asks of a series of scheduled runs (how the tail grows with the load on this
+    platform, how many instances a demand needs); a single run's answer is its report's."""
     f = replace(f, suite=latency.SUITE, metric=None, scenario=compare.SINGLE, runs=list(f.runs))
     runs = selected_runs(engine, f)
-    # the latencies drawn, not the suite's headline metrics (what _frame keeps without a metric)
-    frame = _frame(engine, f, runs, [metric for metric, _, _ in latency.CURVES])
-    return {"runs": list(runs), "target": latency.target_of(frame),
+    # the latencies drawn and the capacity's samples, not the suite's headline (what _frame keeps without a metric)
+    frame = _frame(engine, f, runs, [*(metric for metric, _, _ in latency.CURVES), *CAPACITY_METRICS])
+    answer = frame[frame["metric"].isin(CAPACITY_METRICS)] if not frame.empty else frame
+    lines = (latency.capacity_lines(answer, compare.statistics(answer, compare.step_checks(engine, list(runs))))
+             if not answer.empty else [])
+    return {"runs": list(runs), "target": latency.target_of(frame), "demand": demand,
+            "capacity": [{"platform": line.platform, "case": line.case, "capacity": _num(line.capacity), "n": line.n,
+                          "normalized": _num(line.normalized), "normalized_ci_low": _num(line.low),
+                          "normalized_ci_high": _num(line.high), "ratio": line.ratio_text, "verdict": line.verdict,
+                          "answer": line.answer, "tokens": _num(line.tokens), "target": line.target,
+                          "instances": line.instances_for(demand)} for line in lines],
             "curves": [{"metric": curve.metric, "title": curve.title, "target_ms": _num(curve.target_ms),
                         "points": {platform: [{"rate": p.rate, "ms": p.ms, "n": p.n} for p in points]
                                    for platform, points in curve.points.items()},

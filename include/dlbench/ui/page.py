@@ -59,7 +59,10 @@ verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters 
 <div id="capacity-chart-box" class="charts"></div><div id="capacity"></div>
 <p class="note">Prices: Airflow Variable <code>dlbench_host_prices</code> or <code>$DLBENCH_HOME/prices.yaml</code>
 (docs/capacity.md).</p>
-<h2>Serving: latency against the offered load (the selected runs, or the latest serving run)</h2>
+<h2>Serving: capacity at the latency target and latency against the load (the selected runs, or the latest
+serving run)</h2>
+<label>Requests/s to serve <input id="demand" name="demand" type="number" min="0.001" step="any" value="100"></label>
+<div id="serving-capacity"></div>
 <div id="serving-chart-box" class="charts"></div><div id="serving"></div>
 <p class="note">TTFT and TPOT p99 per platform at each offered Poisson rate (the mean over every repetition of
 every selected run), the latency target flat: where a platform's line crosses it is its capacity
@@ -124,6 +127,12 @@ function suiteChanged(chosen) {
     undefined, chosen && chosen.metric);
 }
 
+function demand() {
+  // The fleet's demand for the serving capacity's instances: a positive number, else the default.
+  const v = Number($("demand").value);
+  return v > 0 ? String(v) : "100";
+}
+
 async function refresh() {
   $("status").textContent = "loading...";
   try {
@@ -131,7 +140,7 @@ async function refresh() {
       getJSON("api/comparison?" + query()),
       getJSON("api/trend?" + query({metric: $("metric").value, case: wantedCase || $("case").value})),
       getJSON("api/capacity?" + query({hardware: $("hardware").value})),
-      getJSON("api/serving?" + query()),
+      getJSON("api/serving?" + query({demand: demand()})),
     ]);
     wantedCase = "";
     $("comparison-chart-box").innerHTML = cmp.svg; $("comparison").innerHTML = cmp.table;
@@ -141,10 +150,12 @@ async function refresh() {
     fill($("case"), tr.cases.map((c) => ({value: c, label: several ? c + " · " + tr.case_frameworks[c] : c})),
          undefined, tr.case ? [tr.case] : []);
     $("capacity-chart-box").innerHTML = cap.svg; $("capacity").innerHTML = cap.table;
+    $("serving-capacity").innerHTML = srv.capacity_table;
     $("serving-chart-box").innerHTML = srv.svg; $("serving").innerHTML = srv.table;
     if (cap.hardware) $("hardware").value = cap.hardware;
     $("status").innerHTML = "runs: " + (cmp.links || "none");
-    const shared = query({metric: $("metric").value, case: tr.case, hardware: $("hardware").value});
+    const shared = query({metric: $("metric").value, case: tr.case, hardware: $("hardware").value,
+                          demand: demand() === "100" ? "" : demand()});
     history.replaceState(null, "", shared ? "?" + shared : location.pathname);
     $("share").href = location.href;
   } catch (err) {
@@ -177,6 +188,7 @@ async function init() {
   fill($("data"), OPTIONS.data, "all data", [INITIAL.get("data") || ""]);
   fill($("scenario"), OPTIONS.scenarios, "all scenarios", [INITIAL.get("scenario") || ""]);
   fill($("hardware"), OPTIONS.hardware, undefined, [INITIAL.get("hardware") || ""]);
+  if (INITIAL.get("demand")) $("demand").value = INITIAL.get("demand");
   for (const id of ["since", "until"]) $(id).value = INITIAL.get(id) || "";
   suiteChanged({model: [INITIAL.get("model") || ""], metric: [INITIAL.get("metric") || ""],
                 framework: [INITIAL.get("framework") || ""]});
@@ -188,7 +200,8 @@ async function init() {
     c.addEventListener("change", refresh); l.appendChild(c); l.appendChild(document.createTextNode(p));
     $("platforms").appendChild(l);
   }
-  for (const id of ["runs", "since", "until", "model", "data", "framework", "scenario", "metric", "case", "hardware"])
+  for (const id of ["runs", "since", "until", "model", "data", "framework", "scenario", "metric", "case", "hardware",
+                    "demand"])
     $(id).addEventListener("change", refresh);
   $("suite").addEventListener("change", () => { suiteChanged(); refresh(); });
   $("pin-button").addEventListener("click", () => changePin(false));

@@ -18,91 +18,22 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from dlbench.reports.analysis import compare
 from dlbench.reports.analysis import serving as latency
-from dlbench.reports.analysis.formatting import ratio
+from dlbench.reports.analysis.serving import CapacityLine
 from dlbench.reports.rendering.charts import line_chart
 from dlbench.reports.rendering.tables import verdict_html
 from dlbench.reports.sections.base import RunView
 
 SUITE = latency.SUITE
 X_LABEL = "offered load (requests/s, Poisson)"
-FLEET_RATE = 100.0
-"""The demand the fleet column sizes for (requests/s): instances scale linearly with it."""
-
-
-@dataclass(frozen=True)
-class CapacityLine:
-    platform: str
-    case: str
-    capacity: float
-    """requests/s: the mean over the repetitions."""
-    n: int
-    normalized: float
-    low: float
-    high: float
-    verdict: str
-    bounds: tuple[str, ...]
-    """What the repetitions found (``measured``, ``at_least``, ``below``), each once."""
-    tokens: float
-    """tokens/s served at the capacity (NaN: none measured)."""
-    target: str
-    row: Any
-    """The comparison's row of the capacity (its verdict's details)."""
-
-    @property
-    def instances_per_fleet_rate(self) -> int | None:
-        if "below" in self.bounds or not self.capacity > 0:
-            return None
-        return math.ceil(FLEET_RATE / self.capacity)
-
-
-def _target(parameters: Mapping[str, Any] | None) -> str:
-    p = parameters or {}
-    return f"TTFT p99 ≤ {p.get('ttft_p99_ms', 0):g} ms, TPOT p99 ≤ {p.get('tpot_p99_ms', 0):g} ms"
+FLEET_RATE = latency.FLEET_RATE
 
 
 def capacity_lines(run: RunView) -> list[CapacityLine]:
     """One line per platform and case of the run's serving results, bare metal first."""
-    stats, frame = run.stats, run.frame
-    if stats.empty or frame.empty:
-        return []
-    # One server on its own machine (the shared cells' capacities, alone and beside a training job,
-    # and their degradation are in the suite's tables and the scenarios' figures).
-    rows = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity") & (stats["scenario"] == compare.SINGLE)]
-    mine = frame[(frame["suite"] == SUITE) & (frame["metric"] == "capacity")]
-    tokens = stats[(stats["suite"] == SUITE) & (stats["metric"] == "capacity_output_throughput")
-                   & (stats["scenario"] == compare.SINGLE)]
-    lines = []
-    for r in rows.itertuples():
-        docs = mine[(mine["platform"] == r.platform) & (mine["case_key"] == r.case_key)]
-        bounds = tuple(sorted({str((ex or {}).get("capacity_bound", "")) for ex in docs["execution_labels"]} - {""}))
-        served = tokens[(tokens["platform"] == r.platform) & (tokens["case_key"] == r.case_key)]
-        parameters = docs["parameters"].iloc[0] if not docs.empty else {}
-        lines.append(CapacityLine(
-            platform=str(r.platform), case=str(r.cell), capacity=float(r.mean), n=int(r.n),
-            normalized=float(r.normalized), low=float(r.normalized_ci_low), high=float(r.normalized_ci_high),
-            verdict=str(r.verdict), bounds=bounds, target=_target(parameters), row=r,
-            tokens=float(served["mean"].iloc[0]) if not served.empty else math.nan))
-    return sorted(lines, key=lambda line: (line.case, compare.platform_rank(line.platform), line.platform))
-
-
-def _bound_text(bounds: tuple[str, ...]) -> str:
-    return ", ".join(b.replace("_", " ") for b in bounds) or "?"
-
-
-def _ratio_text(line: CapacityLine) -> str:
-    if line.platform == compare.BASELINE:
-        return "baseline"
-    if not math.isfinite(line.normalized):
-        return "–"
-    interval = (f" [{ratio(line.low)}, {ratio(line.high)}]" if math.isfinite(line.low) and math.isfinite(line.high)
-                else "")
-    return f"×{ratio(line.normalized)}{interval}"
+    return latency.capacity_lines(run.frame, run.stats)
 
 
 class ServingSection:
@@ -121,9 +52,9 @@ class ServingSection:
             return ""
         rows = "".join(
             f"<tr><td>{html.escape(line.case)}</td><td>{html.escape(line.platform)}</td>"
-            f"<td>{line.capacity:.3g}</td><td>{html.escape(_ratio_text(line))}</td>"
+            f"<td>{line.capacity:.3g}</td><td>{html.escape(line.ratio_text)}</td>"
             f"<td>{verdict_html(line.row, short=True) if line.platform != compare.BASELINE else ''}</td>"
-            f"<td>{html.escape(_bound_text(line.bounds))}</td>"
+            f"<td>{html.escape(line.answer)}</td>"
             f"<td>{'' if math.isnan(line.tokens) else f'{line.tokens:.4g}'}</td>"
             f"<td>{line.instances_per_fleet_rate if line.instances_per_fleet_rate is not None else '–'}</td>"
             f"<td>{line.n}</td></tr>" for line in lines)
@@ -146,7 +77,7 @@ class ServingSection:
         out = [f"Serving capacity ({lines[0].target}; instances per {FLEET_RATE:g} requests/s):"]
         for line in lines:
             fleet = line.instances_per_fleet_rate
-            out.append(f"  {line.case} {line.platform}: {line.capacity:.3g} requests/s ({_bound_text(line.bounds)}), "
-                       f"{_ratio_text(line)} {'' if line.platform == compare.BASELINE else line.verdict}".rstrip()
+            out.append(f"  {line.case} {line.platform}: {line.capacity:.3g} requests/s ({line.answer}), "
+                       f"{line.ratio_text} {'' if line.platform == compare.BASELINE else line.verdict}".rstrip()
                        + f"; {fleet if fleet is not None else 'no'} instances per {FLEET_RATE:g} requests/s")
         return out
