@@ -42,6 +42,7 @@ from dlbench.execution import workload_env  # noqa: E402 - after the path above
 from dlbench.workloads.profiles import Framework, get_profile, profile_to_argument  # noqa: E402
 from dlbench.workloads.result import ResultDocument  # noqa: E402
 from dlbench.workloads.serving.load import LoadPoint, generator_args  # noqa: E402
+from dlbench.workloads.serving.main import SEEDS_PER_JOB  # noqa: E402
 from dlbench.workloads.serving.model import write_model_dir  # noqa: E402
 from dlbench.workloads.serving.server import Server  # noqa: E402
 
@@ -96,8 +97,7 @@ def main() -> int:
             pinned = pin_group(server.process.pid, args.server_cpus)
             print(f"server's {pinned} processes on CPUs {args.server_cpus}, clients on {args.client_cpus or 'any'}")
         print(f"server ready in {started:.1f} s at {server.url}")
-        warm = generator_args(spec.model_copy(update={"requests": 4}), server.url, model, LoadPoint(concurrency=1), 0)
-        measured = generator_args(spec, server.url, model, point, 0)
+        warm_spec = spec.model_copy(update={"requests": 4})
         sides: dict[str, list[dict[str, float]]] = {"product": [], "by hand": []}
         try:
             for i in range(args.rounds):
@@ -106,13 +106,20 @@ def main() -> int:
                     if side == "product":
                         subprocess.run([*client, env.python, "-m", "dlbench.workloads", "serving", "--profile",
                                         profile.name, "--profile-spec", profile_to_argument(profile),
-                                        "--server-url", server.url, "--out", str(out)],
+                                        "--server-url", server.url, "--out", str(out),
+                                        # fresh prompts each round (seeds from the repetition): never
+                                        # served from the prefix cache an earlier round filled
+                                        "--repetition", str(i + 1)],
                                        check=True, capture_output=True, timeout=900, cwd=ROOT)
                         doc = ResultDocument.read(out)
                         labels = point.labels
                         sides[side].append({"output_throughput": doc.sample("output_throughput", **labels).value,
                                             "p50_ttft_ms": doc.sample("ttft_p50", **labels).value * 1000})
                     else:
+                        # the job's own seeds for its warm-up and first point, at a repetition of its own
+                        base = (args.rounds + 1 + i) * SEEDS_PER_JOB
+                        warm = generator_args(warm_spec, server.url, model, LoadPoint(concurrency=1), base)
+                        measured = generator_args(spec, server.url, model, point, base + 1)
                         subprocess.run([*client, env.python, "-c", BY_HAND, json.dumps([warm, measured]), str(out)],
                                        check=True, capture_output=True, timeout=900, cwd=ROOT)
                         sides[side].append(json.loads(out.read_text()))

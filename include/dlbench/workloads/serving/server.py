@@ -56,11 +56,33 @@ def free_port(host: str = "127.0.0.1") -> int:
 def server_argv(spec: ServingSpec, model_dir: Path, host: str, port: int, python: str = sys.executable) -> list[str]:
     """The server's command line: the profile's model with random weights, eager mode (no graph
     capture or compilation: ready in tens of seconds on a CPU instead of minutes, the same on
-    every platform), the profile's context and precision."""
+    every platform), the profile's context and precision. Its statistics stay on (vLLM's default):
+    its ``/metrics`` counts the prefix cache's hits, which the job reads (:func:`prefix_cache`)."""
     return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
             "--served-model-name", spec.model.name, "--load-format", "dummy", "--enforce-eager",
             "--max-model-len", str(spec.model.context), "--dtype", DTYPES[spec.precision],
-            "--host", host, "--port", str(port), "--disable-log-stats", "--seed", "0"]
+            "--host", host, "--port", str(port), "--seed", "0"]
+
+
+_COUNTER = re.compile(r"^vllm:prefix_cache_(hits|queries)(?:_total)?(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.M)
+
+
+def prefix_cache(url: str, timeout: float = 10.0) -> tuple[float, float] | None:
+    """The server's prefix-cache counters from its ``/metrics`` (tokens: hits, queries), summed
+    over its engines; None when it exposes none (statistics off, or another server). vLLM keeps a
+    prefix cache by default: a prompt that repeats an earlier one's blocks is served from it, and
+    its time to first token is then not a prefill's."""
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=timeout) as response:
+            text = response.read().decode(errors="replace")
+    except (OSError, urllib.error.URLError):
+        return None
+    found = {"hits": 0.0, "queries": 0.0}
+    seen = False
+    for kind, value in _COUNTER.findall(text):
+        found[kind] += float(value)
+        seen = True
+    return (found["hits"], found["queries"]) if seen else None
 
 
 def server_env(spec: ServingSpec) -> dict[str, str]:
