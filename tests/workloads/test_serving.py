@@ -242,3 +242,34 @@ def test_the_request_refuses_what_cannot_run_before_anything_is_provisioned():
             steps.validate({**base, "profile": name}, user_profiles=text)
     accepted = steps.validate({**base, "profile": "smoke"})
     assert accepted["suites"] == ["serving"]
+
+
+def test_a_pod_memory_limit_that_cannot_hold_the_server_is_refused_at_validation(tmp_path):
+    """On Kubernetes (an existing cluster, or Magnum's) each job is a pod with the provider's memory
+    limit: a serving run whose server cannot fit in it is refused by the validation step, naming
+    that setting and the profile's field, before any namespace or cluster exists; a limit that holds
+    the server passes, and the memory quantities are Kubernetes' (binary and decimal suffixes)."""
+    from dlbench.errors import ConfigError
+    from dlbench.execution.kubernetes.quantity import memory_bytes
+    from dlbench.pipeline import steps
+
+    assert [memory_bytes(q) for q in ("2Gi", "512Mi", "3G", "1024")] == [2**31, 2**29, 3 * 10**9, 1024]
+    with pytest.raises(ValueError, match="not a memory quantity"):
+        memory_bytes("2GB")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    need = SMOKE.serving.memory_bytes()
+    small, enough = f"{need // 2**20 // 2}Mi", f"{need // 2**20 + 64}Mi"
+    base = {"provider": "kubernetes", "platforms": ["container_on_bare_metal"], "suites": ["serving"],
+            "profile": "smoke"}
+    for gpus in ("none", "auto"):
+        with pytest.raises(ConfigError, match=rf"profiles\.smoke\.serving\.model: tiny-llama .* a pod's memory "
+                                              rf"limit \(kubernetes\.memory: {small}\) has"):
+            steps.validate({**base, "kubernetes": {"kubeconfig": str(kubeconfig), "memory": small, "gpus": gpus}})
+    # Magnum's pods alike, refused before its cloud is asked anything (this cloud does not exist)
+    with pytest.raises(ConfigError, match=rf"tiny-llama \(3\.2 M weights, bf16\) .* \(magnum\.memory: {small}\)"):
+        steps.validate({**base, "provider": "magnum", "magnum": {"cloud": "nowhere", "memory": small}})
+    accepted = steps.validate({**base, "kubernetes": {"kubeconfig": str(kubeconfig), "memory": enough}})
+    assert accepted["suites"] == ["serving"]
+    # training alone asks nothing of the limit here (its jobs' needs are the cluster's to enforce)
+    steps.validate({**base, "suites": ["tf_cnn"], "kubernetes": {"kubeconfig": str(kubeconfig), "memory": small}})

@@ -34,6 +34,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.errors import ExecutionError
+from dlbench.execution.kubernetes.quantity import MemoryQuantity
 from dlbench.execution.transport import RemoteHost
 from dlbench.suites import framework_of
 from dlbench.workloads.result import Platform
@@ -247,8 +248,8 @@ class KubernetesAccess(_Access):
     node_name: str | None = Field(default=None, description="the node the job runs on (kubernetes.io/hostname)")
     node_selector: dict[str, str] = Field(default_factory=dict)
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request")
-    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$",
-                               description="memory limit = request, a Kubernetes quantity (8Gi)")
+    memory: MemoryQuantity | None = Field(default=None,
+                                          description="memory limit = request, a Kubernetes quantity (8Gi)")
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     publish: tuple[Annotated[int, Field(ge=1, le=65535)], ...] = Field(
         default=(), description="container ports also bound on the node (hostPort): roles on other nodes reach "

@@ -33,10 +33,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from dlbench.errors import ConfigError
 from dlbench.execution.gpus import GpuFacts, allot
 from dlbench.execution.kubernetes.client import api_client
 from dlbench.execution.kubernetes.labels import k8s_labels, label_value, run_selector
 from dlbench.execution.kubernetes.namespaces import await_namespace
+from dlbench.execution.kubernetes.quantity import MemoryQuantity, memory_bytes
 from dlbench.execution.targets import KubernetesAccess, Target
 from dlbench.grammar import AbsolutePath, ImageReference, Name
 from dlbench.polling import Deadline, poll
@@ -45,6 +47,7 @@ from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
 from dlbench.providers.sweep import sweep_runs
+from dlbench.suites import Suite
 from dlbench.workloads.result import Platform
 
 ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
@@ -75,8 +78,8 @@ class KubernetesSettings(ProviderSettings):
                                          description="the workload image, as the cluster's nodes can pull it")
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request per job")
-    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$",
-                               description="memory limit = request per job (a Kubernetes quantity, 8Gi)")
+    memory: MemoryQuantity | None = Field(default=None,
+                                          description="memory limit = request per job (a Kubernetes quantity, 8Gi)")
     lease_minutes: float = Field(
         default=15, ge=0.05, le=24 * 60,
         description="a dead run's namespace is deleted by the janitor this long after its last live task")
@@ -98,6 +101,22 @@ class KubernetesSettings(ProviderSettings):
 log = logging.getLogger(__name__)
 
 ANNOTATION_PREFIX = "dlbench.io/"
+
+
+def serving_fits(request: RunRequest, memory: str | None, gpus: str, field: str) -> None:
+    """Refuse, before anything is provisioned, a serving run whose pods' memory limit (``field``)
+    cannot hold the server: the pod would be OOM-killed mid-start. Which shape a pod serves is
+    known only on its node (vLLM's CPU build serves the profile's ``cpu_model``, the CUDA build its
+    ``model``): with ``gpus: none`` the CPU one, else the smaller of the two (never a false refusal)."""
+    if Suite.SERVING not in request.suites or memory is None:
+        return
+    spec = request.resolved_profile.serving
+    shapes = [spec.on_cpu()] if gpus == "none" else [spec, spec.on_cpu()]
+    have = memory_bytes(memory)
+    problems = [shape.memory_problem(request.profile, have, f"a pod's memory limit ({field}: {memory})")
+                for shape in sorted(shapes, key=lambda shape: shape.memory_bytes())]
+    if problems[0] is not None:
+        raise ConfigError(problems[0])
 
 
 def namespace_for(settings: KubernetesSettings, run_id: str) -> str:
@@ -142,6 +161,7 @@ class KubernetesBackend(ProviderBackend):
         if other:
             raise ValueError(f"kubernetes.platform: this cluster is declared {self.settings.platform!r}; "
                              f"platforms {other} need another cluster (set kubernetes.platform)")
+        serving_fits(request, self.settings.memory, self.settings.gpus, "kubernetes.memory")
 
     def nodes(self) -> list[Any]:
         from kubernetes import client  # kubernetes: heavy, only where a cluster is used

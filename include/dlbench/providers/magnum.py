@@ -61,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dlbench.errors import ProvisioningError
 from dlbench.execution.kubernetes.client import api_client
+from dlbench.execution.kubernetes.quantity import MemoryQuantity
 from dlbench.execution.targets import Target
 from dlbench.grammar import Name
 from dlbench.polling import Deadline, poll, wait_for_status
@@ -73,6 +74,7 @@ from dlbench.providers.kubernetes import (
     KubernetesBackend,
     KubernetesSettings,
     delete_run,
+    serving_fits,
 )
 from dlbench.providers.machines import ProvisioningBackend
 from dlbench.providers.openstack import OpenStackDriver, OpenStackSettings
@@ -160,7 +162,7 @@ class MagnumSettings(OpenStackSettings):
     namespace_prefix: str = Field(default="dlbench", pattern=r"^[a-z][a-z0-9-]{0,30}$")
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU limit = request per job")
-    memory: str | None = Field(default=None, pattern=r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+    memory: MemoryQuantity | None = Field(default=None, description="memory limit = request per job (8Gi)")
     api_timeout: float = Field(default=300, gt=0, le=3600, description="s until the new cluster's API answers")
 
     def node_count(self, platform: Platform) -> int:
@@ -497,6 +499,7 @@ class MagnumBackend(ProvisioningBackend):
         return [Demand(role="k8s", platform=platform.value, count=self.settings.node_count(platform))]
 
     def preflight(self, request: RunRequest) -> None:
+        serving_fits(request, self.settings.memory, self.settings.gpus, "magnum.memory")
         demands = self._demands(request)
         if demands:
             self.driver.preflight(demands)

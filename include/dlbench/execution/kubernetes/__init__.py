@@ -13,6 +13,7 @@ One module per concern:
 - :mod:`~dlbench.execution.kubernetes.labels`: label values, our labels and annotations, the run's selector;
 - :mod:`~dlbench.execution.kubernetes.pods`: reading a pod's state, its Warning events, the API's refusals;
 - :mod:`~dlbench.execution.kubernetes.facts`: the cluster facts a number went through (CNI, kubelet, runtime);
+- :mod:`~dlbench.execution.kubernetes.quantity`: memory quantities (``8Gi``): their form and their bytes;
 - :mod:`~dlbench.execution.kubernetes.namespaces`: a run's namespace is usable (its ServiceAccount exists);
 - :mod:`~dlbench.execution.kubernetes.rbac`: the permissions dlbench needs (ClusterRole, Role), stated once;
 - :mod:`~dlbench.execution.kubernetes.services`: the headless Service of a distributed role group;

@@ -147,7 +147,9 @@ class ServingSpec(BaseModel):
         need = self.memory_bytes()
         if have_bytes is None or need <= have_bytes:
             return None
-        weights = f"{self.model.parameters / 1e9:.2f} B weights, {self.precision.value}"
+        count = self.model.parameters
+        size = f"{count / 1e9:.2f} B" if count >= 1e9 else f"{count / 1e6:.1f} M"
+        weights = f"{size} weights, {self.precision.value}"
         return (f"profiles.{profile}.serving.{self._model_field}: {self.model.name} ({weights}) with a "
                 f"{self.kv_cache_gib} GiB KV cache needs about {need / 2**30:.1f} GiB, {where} has "
                 f"{have_bytes / 2**30:.1f} GiB: a smaller shape or kv_cache_gib, or a larger machine")
