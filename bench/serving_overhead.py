@@ -42,7 +42,7 @@ from dlbench.execution import workload_env  # noqa: E402 - after the path above
 from dlbench.workloads.profiles import Framework, get_profile, profile_to_argument  # noqa: E402
 from dlbench.workloads.result import ResultDocument  # noqa: E402
 from dlbench.workloads.serving.load import LoadPoint, generator_args  # noqa: E402
-from dlbench.workloads.serving.main import SEEDS_PER_JOB  # noqa: E402
+from dlbench.workloads.serving.main import job_seeds  # noqa: E402
 from dlbench.workloads.serving.model import write_model_dir  # noqa: E402
 from dlbench.workloads.serving.server import Server  # noqa: E402
 
@@ -117,9 +117,9 @@ def main() -> int:
                                             "p50_ttft_ms": doc.sample("ttft_p50", **labels).value * 1000})
                     else:
                         # the job's own seeds for its warm-up and first point, at a repetition of its own
-                        base = (args.rounds + 1 + i) * SEEDS_PER_JOB
-                        warm = generator_args(warm_spec, server.url, model, LoadPoint(concurrency=1), base)
-                        measured = generator_args(spec, server.url, model, point, base + 1)
+                        seeds = job_seeds(args.rounds + 1 + i)
+                        warm = generator_args(warm_spec, server.url, model, LoadPoint(concurrency=1), next(seeds))
+                        measured = generator_args(spec, server.url, model, point, next(seeds))
                         subprocess.run([*client, env.python, "-c", BY_HAND, json.dumps([warm, measured]), str(out)],
                                        check=True, capture_output=True, timeout=900, cwd=ROOT)
                         sides[side].append(json.loads(out.read_text()))

@@ -98,3 +98,4 @@ def test_the_capacity_answer_pools_the_selected_runs_and_sizes_the_typed_demand(
     assert client.get(f"{PREFIX}/api/serving", params={"runs": ["no-such-run"]}).json()["capacity"] == []
     page = client.get(f"{PREFIX}/").text
     assert 'id="demand"' in page and 'id="serving-capacity"' in page
+    assert 'value="100"' in page and 'const FLEET_RATE = "100";' in page and "{{" not in page  # the report's

