@@ -15,7 +15,9 @@
 # system packages of packages.txt (the tools a job run on the worker itself needs: the local
 # provider's bare-metal platform). Nothing is fetched at run time.
 ARG BASE_IMAGE=apache/airflow:3.3.2-python3.11
-FROM ${BASE_IMAGE} AS base
+FROM ${BASE_IMAGE}
+# Ours whatever the base: the builds' sweep finds a replaced image by it (execution/docker_build.py).
+LABEL dlbench.image=airflow
 
 USER root
 ENV LANG=C.UTF-8 \
@@ -37,16 +39,14 @@ RUN set -eux; missing=""; \
     mkdir -p /opt/airflow/dags /opt/airflow/logs /opt/airflow/plugins; chown -R airflow:0 /opt/airflow
 
 # One virtualenv whatever the base (the official image's own Airflow, in its user site, is not
-# used: the pins below are the ones the tests ran against), built in its own stage so that the
-# wheelhouse never becomes a layer of the image; only the venv is copied over.
-FROM base AS venv
+# used: the pins below are the ones the tests ran against). Offline (`make airflow-image`), its
+# wheels are served to the build (WHEELHOUSE: build/airflow-wheelhouse at a URL on the host's
+# loopback, the build's RUN steps on the host's network; include/dlbench/execution/docker_build.py),
+# so no wheel becomes a layer and no build stage is left behind; empty, pip uses the index.
 COPY requirements.txt constraints.txt /opt/dlbench/src/
-# build/airflow-wheelhouse: `make airflow-image` fills it for an offline build; the [e] glob makes it
-# optional (absent: install from the index).
-COPY build/airflow-wheelhous[e] /opt/dlbench/wheelhouse/
+ARG WHEELHOUSE=""
 RUN set -eux; python3 -m venv /opt/dlbench/venv; \
-    if ls /opt/dlbench/wheelhouse/*.whl >/dev/null 2>&1; then index="--no-index --find-links /opt/dlbench/wheelhouse"; \
-    else index=""; fi; \
+    if [ -n "$WHEELHOUSE" ]; then index="--no-index --find-links $WHEELHOUSE"; else index=""; fi; \
     pip install $index -r /opt/dlbench/src/requirements.txt -c /opt/dlbench/src/constraints.txt setuptools wheel
 
 # dlbench itself, last (the layer a code change rebuilds); its DAG files in the image's stage.
@@ -56,10 +56,9 @@ COPY include /opt/dlbench/src/include
 # the wheel's metadata): what `pip install 'dlbench-*.whl[airflow]'` does in any Airflow. The layer
 # above already holds those requirements: --no-index makes pip prove the wheel's own are met by them.
 RUN set -eux; pip wheel --no-deps --no-build-isolation -w /opt/dlbench/dist /opt/dlbench/src; \
-    wheel=$(ls /opt/dlbench/dist/dlbench-*.whl); pip install --no-index "$wheel[airflow]"; pip check
+    wheel=$(ls /opt/dlbench/dist/dlbench-*.whl); pip install --no-index "$wheel[airflow]"; pip check; \
+    rm -rf /opt/dlbench/dist /opt/dlbench/src/include /opt/dlbench/src/build
 
-FROM base
-COPY --from=venv /opt/dlbench/venv /opt/dlbench/venv
 # /opt/dlbench/store: where a deployment mounts the shared store (deploy/compose), owned by the
 # image's user so that a new volume there is writable by the workers.
 RUN set -eux; dlbench dags install /opt/airflow/dags; mkdir -p /opt/dlbench/store; \

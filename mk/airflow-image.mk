@@ -36,13 +36,13 @@ airflow-wheelhouse: venv $(AIRFLOW_PIP_ENV)/bin/pip ## wheels of requirements.tx
 
 airflow-image: base-image venv ## the Airflow image with dlbench, $(AIRFLOW_IMAGE) (root Dockerfile; docs/install.md)
 	@mkdir -p build; flock build/airflow-image.lock sh -c \
-	  '$(MAKE) -s airflow-wheelhouse >/dev/null && docker/build-airflow-image.sh $(AIRFLOW_IMAGE) $(OFFICIAL_AIRFLOW) $(LOCAL_BASE)'
+	  '$(MAKE) -s airflow-wheelhouse >/dev/null && PYTHON=$(PY) docker/build-airflow-image.sh $(AIRFLOW_IMAGE) $(OFFICIAL_AIRFLOW) $(LOCAL_BASE)'
 
 # PostgreSQL and Redis where no registry is reachable (docker/stack: Debian's packages, the official
 # images' interface); with a registry the compose file takes the official images instead.
 stack-images: airflow-image ## the compose stack's images: dlbench-airflow and $(STACK_SERVICES_IMAGE) (deploy/compose)
 	@flock build/airflow-image.lock sh -c 'start=$$(date +%s); \
-	  docker build -q --build-arg BASE_IMAGE=$(LOCAL_BASE) -t $(STACK_SERVICES_IMAGE) docker/stack >/dev/null && \
+	  $(PY) -m dlbench.execution.docker_build -- -q --build-arg BASE_IMAGE=$(LOCAL_BASE) -t $(STACK_SERVICES_IMAGE) docker/stack >/dev/null && \
 	  echo "built $(STACK_SERVICES_IMAGE) in $$(( $$(date +%s) - start )) s"'
 
 STACK := docker-compose -p dlbench -f deploy/compose/docker-compose.yaml --env-file deploy/compose/.env

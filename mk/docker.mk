@@ -7,7 +7,7 @@ CI_PREREQS += docker-up image workload-env image-vllm workload-env-vllm
 # benchmarks never use a real network's addresses.
 DOCKER_BIP ?= 198.18.200.1/24
 
-.PHONY: docker-up base-image wheelhouse workload-env workload-env-vllm image image-tensorflow image-vllm
+.PHONY: docker-up docker-sweep base-image wheelhouse workload-env workload-env-vllm image image-tensorflow image-vllm
 docker-up: ## start the Docker engine if it is installed but not running
 	@if docker info >/dev/null 2>&1; then exit 0; fi; \
 	if ! command -v dockerd >/dev/null; then echo "Docker is not installed: container rows will be skipped"; exit 0; fi; \
@@ -15,6 +15,13 @@ docker-up: ## start the Docker engine if it is installed but not running
 	(setsid dockerd --bip=$(DOCKER_BIP) >/var/log/dlbench-dockerd.log 2>&1 &); \
 	for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && exit 0; sleep 1; done; \
 	echo "dockerd did not start: see /var/log/dlbench-dockerd.log"; exit 1
+
+# Untagged images our builds left on this engine (replaced images, an older layout's build stages):
+# removed, so a machine that runs CI again and again does not lose a few GB each time (stop 53's
+# landing: 19 GB of them, and the run ran out of disk). Only ours: include/dlbench/execution/docker_build.py.
+# Plain python3: the sweep needs no virtualenv, so CI runs it before building anything.
+docker-sweep: docker-up ## remove the untagged images dlbench's builds left behind (ours only)
+	@docker info >/dev/null 2>&1 && python3 include/dlbench/execution/docker_build.py --drop-leftovers || true
 
 # The workload images' base (dlbench.execution.image.choose_base takes the first present): the
 # official image (the Dockerfile's BASE_IMAGE default) when present or pullable, else the local
@@ -70,7 +77,7 @@ GPU_TAG_tensorflow = dlbench-workload:gpu
 GPU_TAG_pytorch = dlbench-workload-pytorch:gpu
 GPU_TAG_jax = dlbench-workload-jax:gpu
 GPU_BASE_IMAGE ?= python:3.11-slim-bookworm
-image-gpu: docker-up ## a GPU workload image (FRAMEWORK=tensorflow|pytorch|jax: dlbench-workload[-FRAMEWORK]:gpu; needs an index or build/wheelhouse)
+image-gpu: docker-up ## a GPU workload image (FRAMEWORK=tensorflow|pytorch|jax: dlbench-workload[-FRAMEWORK]:gpu; needs a package index)
 	docker build -f docker/Dockerfile --build-arg BASE_IMAGE=$(GPU_BASE_IMAGE) --build-arg FRAMEWORK=$(FRAMEWORK) \
 	  --build-arg FRAMEWORK_PACKAGE="$(GPU_PACKAGE_$(FRAMEWORK))" -t $(GPU_TAG_$(FRAMEWORK)) .
 

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench import settings
+from dlbench.execution import docker_build
+from dlbench.execution.docker_build import LOCAL_BASE
 from dlbench.suites import Suite, framework_of, spec_of
 from dlbench.workloads.profiles import Framework
 
@@ -41,7 +42,6 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
-LOCAL_BASE = "dlbench-base:bookworm-2"
 DEFAULT_TAG = "dlbench-workload:latest"
 BUILD_RECORD = ROOT / "build" / "image-build.json"
 REQUIREMENTS: dict[Framework, Path] = {
@@ -219,19 +219,14 @@ def build_image(tag: str = DEFAULT_TAG, base: str | None = None,
     else:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    proc = subprocess.run(
-        ["docker", "build", "-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
-         "--build-arg", f"FRAMEWORK={framework.value}", "--label", f"{CONTEXT_LABEL}={context_digest()}",
-         "-t", tag, str(ROOT)],
-        capture_output=True, text=True, timeout=3600, env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False,
-    )
+    # The wheelhouse is served to the build, never copied into it (docker_build says why).
+    proc = docker_build.build(
+        ["-f", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"FRAMEWORK={framework.value}",
+         "--label", f"{CONTEXT_LABEL}={context_digest()}", "-t", tag, str(ROOT)],
+        WHEELHOUSE)
     if proc.returncode != 0:
         raise RuntimeError(f"docker build of {tag} from {base} failed: {(proc.stdout + proc.stderr)[-2000:]}")
     elapsed = time.monotonic() - started
-    # The image this one replaced is now untagged: drop it (only ours, by label) so each workload
-    # code change does not leave another 2 GB behind. Images still used by a container are kept.
-    _docker("image", "prune", "--force", "--filter", f"label={CONTEXT_LABEL}", timeout=300, check=False)
-    _drop_outdated_venv_stages()
     size = image_size(tag)
     record: dict[str, object] = {
         "tag": tag, "framework": framework.value, "base": base, "build_seconds": round(elapsed, 1), "size_bytes": size,
@@ -255,22 +250,6 @@ def _record_build(record: dict[str, object]) -> None:
     BUILD_RECORD.write_text(json.dumps({**top, "images": images}, indent=2) + "\n")
 
 
-def _drop_outdated_venv_stages() -> None:
-    """The legacy builder keeps each build's venv stage (1.5+ GB) as an untagged image. The newest
-    one of each framework is the cache that makes a workload-code-only rebuild take seconds: keep
-    it, drop the rest."""
-    listing = _docker("image", "ls", "--filter", "label=dlbench.stage=venv", "--filter", "dangling=true",
-                      "--format", '{{.CreatedAt}}\t{{.ID}}\t{{index .Labels "dlbench.framework"}}',
-                      timeout=60, check=False).stdout.split("\n")
-    by_framework: dict[str, list[str]] = {}
-    for line in sorted(filter(None, listing)):
-        _, image_id, framework = (line.split("\t") + ["", ""])[:3]
-        by_framework.setdefault(framework or Framework.TENSORFLOW.value, []).append(image_id)
-    stale = [image_id for ids in by_framework.values() for image_id in ids[:-1]]
-    if stale:
-        _docker("image", "rm", *stale, timeout=300, check=False)
-
-
 def image_size(tag: str) -> int:
     """Size of the image in bytes (what ``docker images`` shows)."""
     return int(_docker("image", "inspect", "--format", "{{.Size}}", tag, timeout=60).stdout.strip())
@@ -281,12 +260,10 @@ def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False,
     """The tag of a current workload image of ``framework``, building it when missing, stale, or
     when asked."""
     if rebuild or not image_is_current(tag):
-        # One build at a time on this host (a lock beside the build record): `make -j` builds the
-        # serving image beside the training ones, and a build's prune of outdated images must not
-        # run under another's build.
-        BUILD_RECORD.parent.mkdir(parents=True, exist_ok=True)
-        with (BUILD_RECORD.parent / "image-build.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        # One build at a time on this host (docker_build.build_lock): `make -j` builds the serving
+        # image beside the training ones, and a build's sweep of leftovers must not run under
+        # another's build.
+        with docker_build.build_lock():
             if rebuild or not image_is_current(tag):
                 build_image(tag, framework=framework)
     return tag
