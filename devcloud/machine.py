@@ -648,7 +648,8 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="machine.py", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["launch", "stage2", "extract"])
+    parser.add_argument("command", choices=["launch", "stage2", "extract", "root"],
+                        help="root: extract (when not yet) and print only the extracted root's path")
     parser.add_argument("--state", type=Path, default=Path(os.environ.get("DEVCLOUD_STATE", ROOT / ".devcloud")))
     parser.add_argument("--node", type=int)
     parser.add_argument("--image", help="extract: image name (stock, dlbench-node...)")
@@ -660,7 +661,10 @@ def main(argv: list[str] | None = None) -> None:
     else:
         tar = images(args.state)[args.image]
         lower, seconds = extract(args.state, args.image, tar)
-        print(f"{args.image}: {lower} ({f'extracted in {seconds:.1f} s' if seconds else 'already extracted'})")
+        if args.command == "root":
+            print(lower)
+        else:
+            print(f"{args.image}: {lower} ({f'extracted in {seconds:.1f} s' if seconds else 'already extracted'})")
 
 
 if __name__ == "__main__":
