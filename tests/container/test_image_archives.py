@@ -43,3 +43,27 @@ def test_an_archive_lives_until_the_last_scope_around_it_ends(tiny_image):
         assert fresh.exists()
     finally:
         fresh.unlink()
+
+
+def test_a_stage_of_one_machine_streams_and_makes_no_archive(tiny_image):
+    """One machine alone: its images are streamed (``docker save | load``), so this disk never holds
+    an archive beside the machine's copy (run OO's lowest point: the vLLM image's 3.8 GB archive);
+    several machines, or a stage inside another, keep the archive (parallel streams failed)."""
+    with prepare.image_archives(machines=1):
+        assert prepare._STREAMING
+        status, out = prepare._stream_image(_LocalEngine(), tiny_image, "docker")
+        assert status == 0 and "Loaded image" in out, out
+        assert not [key for key in prepare._SAVED if key[0] == tiny_image], "a streamed load made an archive"
+    assert not prepare._STREAMING
+    with prepare.image_archives(machines=3):
+        assert not prepare._STREAMING
+    with prepare.image_archives(machines=1), prepare.image_archives(machines=1):
+        assert not prepare._STREAMING, "a stage inside another shares its archives"
+
+
+class _LocalEngine:
+    """This host's engine in a machine's place (RemoteHost.run's contract: argv, timeout, stdin stream)."""
+
+    def run(self, argv, timeout, stdin=None):
+        proc = subprocess.run(argv, stdin=stdin, capture_output=True, timeout=timeout, check=False)
+        return proc.returncode, (proc.stdout + proc.stderr).decode()

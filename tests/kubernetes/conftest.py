@@ -36,7 +36,7 @@ def cluster(conn: Any, tmp_path_factory: pytest.TempPathFactory, workload_image:
     plane = None
     try:
         (machine,) = nodes.deploy(1, image="dlbench-node")
-        with image_archives(), machine.host() as host:  # archives deleted once loaded
+        with image_archives(machines=1), machine.host() as host:  # one machine: streamed, no archive
             # PyTorch's image too: a tenant's framework in a pod (test_executor's pytorch job).
             prep = prepare(host, host_runtime=False, docker_image=workload_image,
                            frameworks=(Framework.TENSORFLOW, Framework.PYTORCH))
@@ -60,8 +60,8 @@ def vllm_on_the_node(cluster: Cluster, workload_image: str, serving_image: str) 
     preparation of a node does (about two minutes: 4 GB), for the tier's serving run; its tag."""
     from dlbench.execution.prepare import image_archives, prepare
 
-    # the 4 GB archive the load streams from is deleted once loaded, not when the session ends
-    with image_archives(), cluster.machine.host() as host:
+    # one machine: the 4 GB image streamed to the node, no archive on this disk beside its copy
+    with image_archives(machines=1), cluster.machine.host() as host:
         prep = prepare(host, host_runtime=False, docker_image=workload_image, frameworks=(Framework.VLLM,))
     assert prep.images.get(Framework.VLLM.value) == serving_image, prep.image_reason
     return serving_image

@@ -552,9 +552,12 @@ def _load_image(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, 
         return (f"image {image} is {'stale' if present is not None else 'missing'} on "
                 f"{host.address} and the controller has no copy to load")
     with clock("image_load"):
-        archive = saved_image(image, wanted)
-        with open(archive, "rb") as tar:
-            status, out = host.run([engine, "load"], 3600, stdin=tar)
+        if _STREAMING:
+            status, out = _stream_image(host, image, engine)
+        else:
+            archive = saved_image(image, wanted)
+            with open(archive, "rb") as tar:
+                status, out = host.run([engine, "load"], 3600, stdin=tar)
         if status != 0:
             raise ExecutionError(f"{engine} load of {image} on {host.address} failed: {out.strip()[-800:]}")
         loaded = remote_image_context(host, image, engine)
@@ -568,6 +571,30 @@ def _load_image(host: RemoteHost, prep: Preparation, clock: _Clock, image: str, 
 _SAVE_LOCK = threading.Lock()
 _SAVED: dict[tuple[str, str], Path] = {}
 _SCOPES = 0
+_STREAMING = False
+"""The open stage prepares one machine: its images are streamed (``docker save | load``), no archive."""
+
+
+def _stream_image(host: RemoteHost, image: str, engine: str) -> tuple[int | None, str]:
+    """``docker save IMAGE | <engine> load`` on ``host``, without an archive on this disk: for a
+    stage of one machine (the archive exists for several machines' parallel loads, :func:`saved_image`).
+    Disk: the archive of the vLLM image (3.8 GB) beside its copy on the node was run OO's lowest
+    point (3,658 s in: 33 GiB used); streamed, only the node's copy is written."""
+    save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert save.stdout is not None and save.stderr is not None
+    try:
+        status, out = host.run([engine, "load"], 3600, stdin=save.stdout)
+    finally:
+        save.stdout.close()
+        try:
+            save.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            save.kill()
+            save.wait()
+    if save.returncode != 0 and status == 0:
+        status, out = save.returncode, f"docker save {image} failed: {save.stderr.read().decode(errors='replace')}"
+    save.stderr.close()
+    return status, out
 
 
 def saved_image(image: str, context: str) -> Path:
@@ -594,20 +621,25 @@ def saved_image(image: str, context: str) -> Path:
 
 
 @contextmanager
-def image_archives() -> Iterator[None]:
-    """Scope of one prepare stage (all its machines): the image archives :func:`saved_image`
+def image_archives(machines: int = 2) -> Iterator[None]:
+    """Scope of one prepare stage (all its ``machines``): the image archives :func:`saved_image`
     made inside it are deleted when the last open scope ends. Without it a long-lived process
     (a test session, a worker preparing one run after another) kept every image it ever sent,
     2 GB for TensorFlow's, 1.4 GB for PyTorch's, in its temp dir. A load still reading an
-    archive when it goes keeps its open file (an unlinked file stays readable)."""
-    global _SCOPES
+    archive when it goes keeps its open file (an unlinked file stays readable).
+
+    A stage of one machine, alone in the process, streams its images instead (no archive at all:
+    :func:`_stream_image`); the archive is for several machines, whose parallel streams failed."""
+    global _SCOPES, _STREAMING
     with _SAVE_LOCK:
         _SCOPES += 1
+        _STREAMING = _SCOPES == 1 and machines == 1
     try:
         yield
     finally:
         with _SAVE_LOCK:
             _SCOPES -= 1
+            _STREAMING = False
             if _SCOPES == 0:
                 for path in _SAVED.values():
                     path.unlink(missing_ok=True)

@@ -379,7 +379,8 @@ class MachineBackend(ProvisioningBackend):
                 errors.append(_named(exc, machine.instance.name))
 
         pool = ThreadPoolExecutor(max_workers=parallelism(len(machines)), thread_name_prefix="make-ready")
-        with image_archives():  # the image archives sent to the machines go when the stage ends
+        # the image archives sent to the machines go when the stage ends (one machine: streamed)
+        with image_archives(len(machines)):
             futures = [pool.submit(guarded, m) for m in machines]
             limit = min(work.remaining(), self.settings.ssh_timeout + self.settings.prepare_timeout)
             done, pending = wait(futures, timeout=max(limit, 0.1))
