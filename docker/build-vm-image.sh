@@ -36,7 +36,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--out DIR] [--force]" >&2; exit 2 ;;
   esac
 done
-node_tar=${NODE_IMAGE:-$repo/build/node-image/dlbench-node.tar.zst}
+project_node_tar=$repo/build/node-image/dlbench-node.tar.zst
+node_tar=${NODE_IMAGE:-$project_node_tar}
 label=dlbench-root
 cmdline="root=LABEL=$label ro console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
 # Only what a bootable cloud guest adds to the node image's rootfs (apparmor: the Debian kernel enables it,
@@ -85,7 +86,7 @@ step() { echo "[$(( $(date +%s) - start )) s] $*"; }
 # 12 GB for this build at its peak (tree + raw filesystem), 674 s in, the run's lowest point. A
 # node image other than the project's (NODE_IMAGE=...) is unpacked into the tree as before.
 mkdir -p "$root"
-if [ "$(realpath "$node_tar")" = "$(realpath -m "$repo/build/node-image/dlbench-node.tar.zst")" ]; then
+if [ "$(realpath "$node_tar")" = "$(realpath -m "$project_node_tar")" ]; then
   step "the node image's root: the devcloud's extraction of $node_tar, under an overlay"
   lower=$(python3 "$repo/devcloud/machine.py" root --image dlbench-node)
   [ -d "$lower" ] || { echo "no extracted root of $node_tar (devcloud/machine.py root said: $lower)" >&2; exit 1; }

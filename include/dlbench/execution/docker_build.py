@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,37 +80,34 @@ def serve(directory: Path) -> Iterator[str]:
         server.server_close()
 
 
-def has_wheels(wheelhouse: Path | None) -> bool:
-    return wheelhouse is not None and any(wheelhouse.glob("*.whl"))
+def has_wheels(wheelhouse: Path) -> bool:
+    return any(wheelhouse.glob("*.whl"))
 
 
 def build(args: Sequence[str], wheelhouse: Path | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:
     """``docker build ARGS`` (the legacy builder, as everywhere here), with ``WHEELHOUSE`` the served
     wheelhouse's URL when it holds wheels (else the Dockerfile installs from the index). The caller
     holds :func:`build_lock`; leftovers are dropped after a successful build."""
-    command = ["docker", "build", *args]
-    env = {**os.environ, "DOCKER_BUILDKIT": "0"}
-    if has_wheels(wheelhouse):
-        assert wheelhouse is not None
-        with serve(wheelhouse) as url:
-            proc = subprocess.run([*command[:2], "--network", "host", "--build-arg", f"WHEELHOUSE={url}", *command[2:]],
-                                  capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    else:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    served = serve(wheelhouse) if wheelhouse is not None and has_wheels(wheelhouse) else nullcontext(None)
+    with served as url:
+        network = ["--network", "host", "--build-arg", f"WHEELHOUSE={url}"] if url else []
+        proc = subprocess.run(["docker", "build", *network, *args], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False)
     if proc.returncode == 0:
         drop_leftovers()
     return proc
 
 
-def _docker(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+def docker(*args: str, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess:
+    """``docker ARGS``, its output captured (image.py's calls too)."""
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
 
 
 def _inspect(images: Sequence[str]) -> list[tuple[str, dict[str, str], list[str]]]:
     """(id, labels, layers) of each of ``images`` that exists."""
     if not images:
         return []
-    proc = _docker("image", "inspect", "--format", "{{.Id}}\t{{json .Config.Labels}}\t{{json .RootFS.Layers}}",
+    proc = docker("image", "inspect", "--format", "{{.Id}}\t{{json .Config.Labels}}\t{{json .RootFS.Layers}}",
                    *images, timeout=120)
     found = []
     for line in proc.stdout.splitlines():
@@ -121,7 +118,7 @@ def _inspect(images: Sequence[str]) -> list[tuple[str, dict[str, str], list[str]
 
 def leftovers() -> list[str]:
     """Our untagged images: with one of our labels, or built on :data:`LOCAL_BASE`."""
-    dangling = _docker("image", "ls", "--quiet", "--no-trunc", "--filter", "dangling=true", timeout=60).stdout.split()
+    dangling = docker("image", "ls", "--quiet", "--no-trunc", "--filter", "dangling=true", timeout=60).stdout.split()
     base = next((layers for _, _, layers in _inspect([LOCAL_BASE])), [])
     return [image_id for image_id, labels, layers in _inspect(dangling)
             if any(key.startswith(LABEL_PREFIX) for key in labels) or (base and layers[:len(base)] == base)]
@@ -132,7 +129,7 @@ def drop_leftovers() -> list[str]:
     it). Returns what was removed."""
     removed = []
     for image_id in leftovers():
-        if _docker("image", "rm", image_id).returncode == 0:
+        if docker("image", "rm", image_id).returncode == 0:
             removed.append(image_id)
     return removed
 

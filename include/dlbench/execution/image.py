@@ -117,12 +117,8 @@ def docker_available(timeout: float = 10) -> tuple[bool, str]:
     return True, ""
 
 
-def _docker(*args: str, timeout: float = 3600, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
 def image_exists(tag: str) -> bool:
-    return _docker("image", "inspect", tag, timeout=60, check=False).returncode == 0
+    return docker_build.docker("image", "inspect", tag, timeout=60).returncode == 0
 
 
 CONTEXT_LABEL = "dlbench.context"
@@ -151,8 +147,8 @@ def context_digest() -> str:
 
 
 def image_is_current(tag: str) -> bool:
-    proc = _docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}', tag,
-                   timeout=60, check=False)
+    proc = docker_build.docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{CONTEXT_LABEL}"}}}}', tag,
+                               timeout=60)
     return proc.returncode == 0 and proc.stdout.strip() == context_digest()
 
 
@@ -165,7 +161,7 @@ def choose_base() -> str:
         if image_exists(candidate):
             return candidate
     try:
-        if _docker("pull", OFFICIAL_BASE, timeout=120, check=False).returncode == 0:
+        if docker_build.docker("pull", OFFICIAL_BASE, timeout=120).returncode == 0:
             return OFFICIAL_BASE
     except subprocess.TimeoutExpired:
         pass
@@ -252,7 +248,8 @@ def _record_build(record: dict[str, object]) -> None:
 
 def image_size(tag: str) -> int:
     """Size of the image in bytes (what ``docker images`` shows)."""
-    return int(_docker("image", "inspect", "--format", "{{.Size}}", tag, timeout=60).stdout.strip())
+    proc = docker_build.docker("image", "inspect", "--format", "{{.Size}}", tag, timeout=60, check=True)
+    return int(proc.stdout.strip())
 
 
 def ensure_image(tag: str = DEFAULT_TAG, rebuild: bool = False,

@@ -286,15 +286,21 @@ def _prepare_host(host: RemoteHost, prep: Preparation, clock: _Clock, prefix: st
             source = f"{prefix}/include/dlbench/workloads/micro/hpcg.c"
             host.check(["sh", "-c", 'mkdir -p -- "$1/bin" && gcc -O3 -o "$1/bin/dlbench-hpcg" "$2" -lm',
                         "sh", prefix, source], 300)
-    with clock("verify"):
-        check = ("import importlib.util, sys, dlbench.workloads.cli, pydantic, yaml\n"
-                 "for p in sys.argv[1:]: assert importlib.util.find_spec(p), p + ' is not importable'")
-        host.check(["env", f"PYTHONPATH={pythonpath}", python, "-c", check, *(PACKAGES[f] for f in installed)], 120)
+    _verify(host, clock, python, pythonpath, installed)
     record = {"context": digest, "frameworks": [f.value for f in installed],
               "requirements": requirements_digest(installed), "python": python, "pythonpath": pythonpath,
               "python_version": prep.python_version, "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     host.put_bytes(json.dumps(record, indent=2).encode() + b"\n", f"{prefix}/prepared.json")
     prep.python, prep.pythonpath, prep.host_ready = python, pythonpath, True
+
+
+def _verify(host: RemoteHost, clock: _Clock, python: str, pythonpath: str, frameworks: Sequence[Framework]) -> None:
+    """The workload package and its own requirements import with ``python``, and ``frameworks``' packages are there."""
+    with clock("verify"):
+        check = ("import importlib.util, sys, dlbench.workloads.cli, pydantic, yaml\n"
+                 "for p in sys.argv[1:]: assert importlib.util.find_spec(p), p + ' is not importable'")
+        host.check(["env", f"PYTHONPATH={pythonpath}", python, "-c", check,
+                    *(PACKAGES.get(f, f.value) for f in frameworks)], 120)
 
 
 def _install_dependencies(host: RemoteHost, prep: Preparation, clock: _Clock, node: dict[str, Any],
@@ -363,9 +369,7 @@ def _prepare_own_env(host: RemoteHost, prep: Preparation, clock: _Clock, prefix:
         current = mine.get("requirements") == digest and host.run(["test", "-x", python], 30)[0] == 0
     if not current:
         python, _ = _install_dependencies(host, prep, clock, node, prefix, [framework], venv)
-        with clock("verify"):
-            host.check([python, "-c", "import importlib.util, sys; assert importlib.util.find_spec(sys.argv[1]), "
-                        "sys.argv[1] + ' is not importable'", PACKAGES.get(framework, framework.value)], 120)
+        _verify(host, clock, python, prep.pythonpath or f"{prefix}/include", [framework])
         host.put_bytes(json.dumps({"framework": framework.value, "requirements": digest, "python": python,
                                    "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                   indent=2).encode() + b"\n", marker)
