@@ -273,3 +273,137 @@ def test_a_pod_memory_limit_that_cannot_hold_the_server_is_refused_at_validation
     assert accepted["suites"] == ["serving"]
     # training alone asks nothing of the limit here (its jobs' needs are the cluster's to enforce)
     steps.validate({**base, "suites": ["tf_cnn"], "kubernetes": {"kubeconfig": str(kubeconfig), "memory": small}})
+
+
+def test_two_servers_on_one_machine_share_every_load_point(tmp_path):
+    """Tenants: one job starts two servers, each on its half of the CPUs, and offers every point to
+    both at the same moment; the point's latencies are the pooled requests', the capacity the rate
+    each sustained beside the other, and the machine's the sum."""
+    python = serving_python()
+    profile = profile_with("serving-tenants", concurrency=[2], rates=[4.0, 32.0], requests=8, bisection_steps=1)
+    spec = profile.serving
+    out = tmp_path / "doc.json"
+    job = subprocess.Popen([*job_argv(python, profile, out), "--scenario", "shared", "--condition", "tenants",
+                            "--tenants", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True, cwd=ROOT)
+    output, _ = job.communicate(timeout=600)
+    assert job.returncode == 0, output[-3000:]
+    doc = ResultDocument.read(out)
+    assert doc.status is Status.OK, doc.error
+    assert doc.benchmark.parameters["condition"] == "tenants" and doc.benchmark.parameters["tenants"] == 2
+    shares = doc.labels["server_cpus"].split()
+    assert len(shares) == 2 and not set(shares[0].split(",")) & set(shares[1].split(","))  # disjoint halves
+    assert len([s for s in doc.samples if s.metric == "startup_time"]) == 1
+    assert len(doc.labels["startup_times"].split()) == 2
+    assert doc.sample("startup_time").value == pytest.approx(max(map(float, doc.labels["startup_times"].split())), abs=0.05)
+    # Both servers answered every point, the same number of requests each.
+    for point in [LoadPoint(concurrency=2), LoadPoint(rate=4.0)]:
+        records = [r for r in doc.requests if r.load == point.kind and r.level == point.level]
+        assert sorted({r.server for r in records}) == [0, 1]
+        per_server = requests_for(spec, point)
+        assert [len([r for r in records if r.server == s]) for s in (0, 1)] == [per_server, per_server]
+        # The point's percentiles are the two servers' requests pooled (numpy's definition).
+        ttfts = np.array([r.ttft_s for r in records])
+        assert doc.sample("ttft_p99", **point.labels).value == pytest.approx(np.percentile(ttfts, 99), rel=1e-9)
+        tpots = np.array([r.tpot_s for r in records])
+        assert doc.sample("tpot_p50", **point.labels).value == pytest.approx(np.percentile(tpots, 50), rel=1e-9)
+    assert doc.sample("capacity_machine").value == pytest.approx(2 * doc.sample("capacity").value)
+    assert not servers_of(tmp_path), "a server outlived its job"
+    assert (tmp_path / "doc.server0.log").exists() and (tmp_path / "doc.server1.log").exists()
+
+
+def job_argv(python: str, profile: Profile, out: Path) -> list[str]:
+    return [python, "-m", "dlbench.workloads", "serving", "--profile", profile.name, "--profile-spec",
+            profile_to_argument(profile), "--out", str(out), "--platform", "bare_metal", "--run-id", "serving-test"]
+
+
+def test_a_server_alone_for_a_client_on_another_machine(tmp_path):
+    """``serving-server`` (what a cloud run starts on the machine measured) prints the machine's
+    environment and its start-up time once ready; ``serving --server-url`` drives it, serving the
+    shape the server says it serves, and records the given start-up time; SIGTERM stops the server
+    and everything it started. A server that dies makes ``serving-server`` exit 1 with its log's tail."""
+    from dlbench.workloads.result import Environment
+    from dlbench.workloads.serving.command import SERVER_ENVIRONMENT, SERVER_READY
+
+    python = serving_python()
+    profile = profile_with("serving-alone", concurrency=[1], rates=[4.0], requests=6, bisection_steps=0)
+    server = subprocess.Popen([python, "-m", "dlbench.workloads", "serving-server", "--bind", "127.0.0.1",
+                               "--port", "18123", "--profile", profile.name, "--profile-spec",
+                               profile_to_argument(profile)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True, cwd=ROOT)
+    said: list[str] = []
+    try:
+        assert server.stdout is not None
+        for line in server.stdout:
+            said.append(line)
+            if line.startswith(SERVER_READY):
+                break
+        assert said and said[-1].startswith(SERVER_READY), "".join(said)[-3000:]
+        environment = Environment.model_validate_json(
+            next(line for line in said if line.startswith(SERVER_ENVIRONMENT)).removeprefix(SERVER_ENVIRONMENT))
+        assert environment.cpu_count and environment.memory_bytes
+        assert "model=tiny-llama" in said[-1] and "device=cpu" in said[-1]
+        startup = float(said[-1].split("startup_time=")[1].split()[0])
+        assert 1 < startup < profile.serving.startup_timeout_s
+
+        out = tmp_path / "client.json"
+        client = subprocess.run([*job_argv(python, profile, out), "--server-url", "http://127.0.0.1:18123",
+                                 "--startup-time", f"{startup:.3f}"], capture_output=True, text=True, timeout=300,
+                                cwd=ROOT)
+        assert client.returncode == 0, (client.stdout + client.stderr)[-3000:]
+        doc = ResultDocument.read(out)
+        assert doc.status is Status.OK, doc.error
+        assert doc.benchmark.name == "tiny-llama" and doc.labels["server"] == "given http://127.0.0.1:18123"
+        assert doc.labels["load_client"] == "another machine than the server's"
+        assert doc.sample("startup_time").value == pytest.approx(startup, abs=1e-3)
+        assert len([r for r in doc.requests if r.load == "concurrency"]) == 6
+        assert not list(tmp_path.glob(".serving-*"))
+
+        # A client pointed at a server of another profile's shape is refused in its document.
+        other = profile_with("serving-other", model=SMOKE.serving.model.model_copy(update={"name": "other-llama"}))
+        wrong = tmp_path / "wrong.json"
+        refused = subprocess.run([*job_argv(python, other, wrong), "--server-url", "http://127.0.0.1:18123"],
+                                 capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert refused.returncode == 1
+        assert "serves 'tiny-llama', not the profile's 'other-llama'" in (ResultDocument.read(wrong).error or "")
+
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+        assert not vllm_servers("dlbench-serving-server-"), "the server outlived serving-server"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def test_tenants_get_disjoint_near_equal_cpu_shares_and_pooled_percentiles_are_numpys():
+    from dlbench.workloads.serving.load import percentile
+    from dlbench.workloads.serving.server import cpu_shares
+
+    assert cpu_shares(2, [0, 1]) == [frozenset({0}), frozenset({1})]
+    assert cpu_shares(2, [0, 1, 2, 3, 4]) == [frozenset({0, 1, 2}), frozenset({3, 4})]
+    assert cpu_shares(4, range(8)) == [frozenset({0, 1}), frozenset({2, 3}), frozenset({4, 5}), frozenset({6, 7})]
+    assert cpu_shares(3, [5]) == [frozenset({5})] * 3  # fewer CPUs than servers: they share it
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 7, 100):
+        values = list(rng.exponential(size=n))
+        for p in (50, 90, 99):
+            assert percentile(values, p) == pytest.approx(np.percentile(values, p), rel=1e-12)
+
+
+def test_the_tenants_arguments_are_checked_before_anything_starts(tmp_path, capsys):
+    from dlbench.workloads.cli import main
+
+    for argv, said in (
+        (["--tenants", "2"], "--condition and --tenants belong to --scenario shared"),
+        (["--scenario", "shared", "--condition", "alone", "--tenants", "2"],
+         "more than one server only with --condition tenants"),
+        (["--scenario", "shared", "--condition", "tenants"], "--condition tenants needs --tenants 2 or more"),
+        (["--scenario", "shared", "--condition", "tenants", "--tenants", "2", "--server-url", "http://h:1"],
+         "not with --server-url"),
+        (["--startup-time", "3"], "--startup-time is a given server's"),
+        (["--server-url", "http://h:1", "--server-url", "h:2"], "must be an http:// or https:// URL, got 'h:2'"),
+    ):
+        assert main(["serving", "--out", str(tmp_path / "x.json"), *argv]) == 2, argv
+        assert said in capsys.readouterr().err, argv
+    assert not (tmp_path / "x.json").exists()

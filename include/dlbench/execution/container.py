@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from dlbench.execution.image import job_image
+from dlbench.execution.image import job_image, workload_image
 from dlbench.execution.machine_lock import CONTAINER_BUSY, hold_prefix
 from dlbench.settings import DEFAULT_EXPIRY
 from dlbench.suites import find_spec
+from dlbench.workloads.profiles import Framework
 
 if TYPE_CHECKING:
     from dlbench.execution.targets import Target
@@ -304,3 +305,17 @@ def server_launch(target: Target, run_id: str, port: int, user: str | None, bind
         labels=labels_for(run_id, f"netserve-{port}", target.expires_at), env=dict(WORKLOAD_ENV), user=user,
         resources=Resources(), ports=launch_ports,
     )
+
+
+def serving_server_launch(target: Target, run_id: str, port: int, argv: tuple[str, ...],
+                          user: str | None) -> ContainerLaunch:
+    """The serving suite's server alone (``argv``: ``python -m dlbench.workloads serving-server ...``)
+    in vLLM's image with the suite's shared memory and the target's limits, ``port`` published on
+    every address of the machine: a client on another instance drives it through the container's
+    network stack, as the platform's tenants would be reached."""
+    spec = find_spec("serving")
+    return ContainerLaunch(
+        image=workload_image(image_of(target), Framework.VLLM), name=f"dlbench-{safe_name(run_id)}-serving-{port}",
+        command=argv, labels=labels_for(run_id, f"serving-{port}", target.expires_at), env=dict(WORKLOAD_ENV),
+        user=user, resources=resources_of(target), ports=(("", port, port),),
+        shm_size=spec.shared_memory if spec else None)

@@ -11,15 +11,16 @@ import ipaddress
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from dlbench.errors import JobSkipped
 from dlbench.execution.engine import bridge_gateway
 from dlbench.execution.kubernetes import peer as kubernetes_peer
-from dlbench.execution.peer import network_peer
+from dlbench.execution.peer import network_peer, serving_peer
 from dlbench.execution.targets import NetworkPeer, Target
 from dlbench.jobs import Job
 from dlbench.workloads.micro.network import servers
-from dlbench.workloads.profiles import Scenario
+from dlbench.workloads.profiles import Scenario, get_profile
 
 
 def _natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -68,10 +69,53 @@ def cell_targets(job: Job, target: Target, targets: list[Target]) -> list[Target
     cell's group (any instance of its platform), a network job's peer, else the job's target."""
     if job.scenario is not Scenario.SINGLE:
         return [t for t in targets if t.platform == job.platform and not t.skip_reason]
-    if job.suite == "network" and target.access.network_peer is NetworkPeer.INSTANCE:
+    if job.suite in ("network", "serving") and target.access.network_peer is NetworkPeer.INSTANCE:
         peer = network_peer_target(target, targets)
         return [target, *([peer] if peer else [])]
     return [target]
+
+
+@dataclass(frozen=True)
+class ServingClient:
+    """Where a serving job's load generator runs when it is not on the server's machine."""
+
+    target: Target
+    """The client instance: the job runs there, driving the server at ``args["server_url"]``."""
+    args: dict[str, str]
+    """The job's arguments for it: the server's URL and its start-up time, measured on its machine."""
+    environment: str
+    """The server machine's environment (JSON): what the job's document describes."""
+    label: str
+    """The ``load_client`` label: which machine drove which."""
+
+
+@contextmanager
+def serving_client(job: Job, target: Target, targets: list[Target]) -> Iterator[ServingClient | None]:
+    """A serving job's server on ``target`` (the machine measured) and its load generator on
+    **another instance of the run** of the same platform (the first by name, as the network suite's
+    peer): the client's CPU is then not taken from the server's, and its requests cross the cloud's
+    network as a tenant's do. None (the job starts its own server and drives it on the loopback)
+    for every other job, on this host's platforms, on Kubernetes, and when the run has one
+    instance of the platform (the document's ``load_client`` label says ``same machine``)."""
+    if job.suite != "serving" or job.scenario is not Scenario.SINGLE or \
+            target.access.network_peer is not NetworkPeer.INSTANCE:
+        yield None
+        return
+    client = network_peer_target(target, targets)
+    if client is None:
+        yield None
+        return
+    profile = job.workload_argv("-")
+    at = profile.index("--profile")
+    profile_args = profile[at:at + 2]
+    if "--profile-spec" in profile:
+        at = profile.index("--profile-spec")
+        profile_args += profile[at:at + 2]
+    ready_s = get_profile(job.profile).serving.startup_timeout_s + 60  # its own limit, then the SSH round trips
+    with serving_peer(target, profile_args, run_id=job.run_id, ready_timeout=ready_s) as server:
+        args = {"server_url": server.url, "startup_time": f"{server.startup_time:.3f}"}
+        yield ServingClient(target=client, args=args, environment=server.environment,
+                            label=f"{client.name} (another {target.runtime} instance) -> server on {target.name}")
 
 
 @contextmanager

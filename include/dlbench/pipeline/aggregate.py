@@ -197,10 +197,14 @@ def shared(cell: Job, roles: Sequence[RoleOutcome]) -> ResultDocument:
         doc.add(degradation_metric(metric), degradation(base, mean_under, higher_is_better=higher), "%", **model)
     if not_measured:
         doc.labels["not_measured"] = ",".join(not_measured)
-    if cell.args.get("interference") == "tenants":
+    if cell.args.get("interference") == "tenants" and not spec.tenants_in_one_job:
         doc.add("tenants_throughput_sum", sum(value(r.doc, "throughput") or 0.0 for r in loaded),
                 unit(alone.doc, "throughput", "images/s"), **model)
         doc.add("tenants_window_overlap", common_fraction([window(r.doc) for r in loaded]), "fraction")
+    for metric in spec.tenants_metrics if cell.args.get("interference") == "tenants" else ():
+        total = value(loaded[0].doc, metric)  # one job held every tenant: its document says the whole machine's
+        if total is not None:
+            doc.add(metric, total, unit(loaded[0].doc, metric, ""), **model)
     if background is not None:
         rate = value(background.doc, "throughput")
         if rate is not None:

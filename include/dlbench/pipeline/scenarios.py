@@ -338,7 +338,9 @@ def run_shared(cell: Job, targets: Sequence[Target], timeout: float, archive: Ar
         alone = Role("alone", 0, role_job(cell, "alone", 0, args("alone")), target)
         outcomes += run_together(cell, [alone], timeout, archive)
         if outcomes[0].doc.status is Status.OK:
-            copies = [Role("tenant", i, role_job(cell, "tenant", i, args("tenant")), target) for i in range(tenants)]
+            copies = ([Role("tenant", 0, role_job(cell, "tenant", 0, args("tenants")), target)]
+                      if spec_of(cell.suite).tenants_in_one_job else
+                      [Role("tenant", i, role_job(cell, "tenant", i, args("tenant")), target) for i in range(tenants)])
             outcomes += run_together(cell, copies, timeout, archive)
         return aggregate.shared(cell, outcomes)
 

@@ -19,7 +19,7 @@ from dlbench.errors import ConfigError, JobFailed, JobSkipped, MachineBusy, Scen
 from dlbench.execution import executors
 from dlbench.execution.base import failed_document
 from dlbench.execution.machine_lock import claim_machines, holder_text
-from dlbench.execution.placement import cell_targets, network_endpoint, pick_target
+from dlbench.execution.placement import cell_targets, network_endpoint, pick_target, serving_client
 from dlbench.execution.targets import HOST_LABEL, Target
 from dlbench.jobs import Job
 from dlbench.pipeline.aggregate import is_role_document
@@ -34,7 +34,7 @@ from dlbench.request import BenchmarkRequest, parse_request, plan_jobs
 from dlbench.settings import DEFAULT_EXPIRY, SCHEDULED_REQUEST
 from dlbench.warehouse import archive as warehouse_archive
 from dlbench.workloads.profiles import ProfileError, Scenario, job_timeout, register_profile
-from dlbench.workloads.result import ResultDocument, Status
+from dlbench.workloads.result import Environment, ResultDocument, Status
 
 log = logging.getLogger(__name__)
 
@@ -250,10 +250,18 @@ def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive
                                 holder_text(the_job.run_id, the_job.label), wait_s=timeout) as waited:
                 if the_job.scenario is not Scenario.SINGLE:
                     return _run_scenario(the_job, all_targets, archive, timeout, staged)
-                with network_endpoint(the_job, target, all_targets) as (peer, path):
+                with network_endpoint(the_job, target, all_targets) as (peer, path), \
+                        serving_client(the_job, target, all_targets) as client:
                     if peer is not None:
                         the_job = the_job.model_copy(update={"args": {**the_job.args, "server": peer}})
-                    doc = executors.executor_for(target).execute(the_job, target, archive, timeout)
+                    if client is None:
+                        doc = executors.executor_for(target).execute(the_job, target, archive, timeout)
+                    else:  # the server on the target, the load generator on another instance
+                        driven = the_job.model_copy(update={"args": {**the_job.args, **client.args}})
+                        doc = executors.executor_for(client.target).execute(driven, client.target, archive, timeout)
+                        doc.environment = Environment.model_validate_json(client.environment).model_copy(
+                            update={"platform": doc.environment.platform})
+                        doc.labels["load_client"] = client.label
         except MachineBusy as busy:  # raised only while claiming: nothing of the job ran
             doc = failed_document(the_job, str(busy))
             doc.write(archive)

@@ -47,7 +47,7 @@ from dlbench.providers.backend import ProviderBackend, RunRequest
 from dlbench.providers.base import LEASE_KEY, Instance, SweepAction, Tags
 from dlbench.providers.settings import DEFAULT_WORKLOAD_IMAGE, ProviderSettings, Runtime
 from dlbench.providers.sweep import sweep_runs
-from dlbench.suites import Suite
+from dlbench.suites import Suite, serving
 from dlbench.workloads.result import Platform
 
 ClusterPlatform = Literal["container_on_bare_metal", "container_on_vm"]
@@ -112,7 +112,8 @@ def serving_fits(request: RunRequest, memory: str | None, gpus: str, field: str)
         return
     spec = request.resolved_profile.serving
     shape = spec.on_cpu() if gpus == "none" else min(spec, spec.on_cpu(), key=lambda s: s.memory_bytes())
-    problem = shape.memory_problem(request.profile, memory_bytes(memory), f"a pod's memory limit ({field}: {memory})")
+    problem = shape.memory_problem(request.profile, memory_bytes(memory), f"a pod's memory limit ({field}: {memory})",
+                                   serving.servers_per_machine(request.resolved_profile, request.scenarios))
     if problem is not None:
         raise ConfigError(problem)
 

@@ -37,7 +37,7 @@ from dlbench.providers.datasets import ensure_dataset
 from dlbench.providers.machines import MachineBackend
 from dlbench.providers.qemu import LocalVMSettings, QemuDriver, sweep_local_vms, vms_dir
 from dlbench.providers.settings import ProviderSettings, Runtime
-from dlbench.suites import Suite
+from dlbench.suites import Suite, serving
 from dlbench.workloads.environment import nvidia_gpus
 from dlbench.workloads.result import Platform
 
@@ -87,7 +87,8 @@ class LocalBackend(ProviderBackend):
             spec = request.resolved_profile.serving
             if not nvidia_gpus()[0]:  # no GPU here: vLLM's CPU build serves the profile's cpu_model
                 spec = spec.on_cpu()
-            problem = spec.memory_problem(request.profile, have, "this host")
+            servers = serving.servers_per_machine(request.resolved_profile, request.scenarios)
+            problem = spec.memory_problem(request.profile, have, "this host", servers)
             if problem is not None:
                 raise ConfigError(problem)
 

@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from dlbench.errors import ProvisioningError
+from dlbench.execution.peer import SERVING_PORT
 from dlbench.grammar import AbsolutePath, Name
 from dlbench.polling import Deadline, poll, poll_each, retry_call
 from dlbench.providers.base import (
@@ -154,10 +155,10 @@ the run's instances (only between them: the rule's remote is the run's own group
 
 def benchmark_ports() -> list[tuple[str, int, int]]:
     """(protocol, from, to) the run's instances open to each other: the network suite's iperf3
-    server pair, every profile's distributed role port and the collectives' ephemeral ports (one
-    source for each fact)."""
+    server pair, the serving suite's server (its load generator on another instance), every
+    profile's distributed role port and the collectives' ephemeral ports (one source for each fact)."""
     ports = {("tcp", DEFAULT_PORT, DEFAULT_PORT + 1), ("udp", DEFAULT_PORT, DEFAULT_PORT + 1),
-             ("tcp", *COLLECTIVE_PORTS)}
+             ("tcp", *COLLECTIVE_PORTS), ("tcp", SERVING_PORT, SERVING_PORT)}
     for profile in load_profiles().values():
         port = profile.scenarios.distributed.port
         ports.add(("tcp", port, port))

@@ -16,13 +16,24 @@ FRAMEWORK = Framework.VLLM
 
 def cells(request: CellRequest, scenario: Scenario) -> list[Cell]:
     """One server per instance (single); shared: the server alone, then beside the core study's
-    looped training background on the same machine (the serving latency's degradation). Two
-    servers on one machine are not built yet (docs/serving.md)."""
+    looped training background on the same machine (the serving latency's degradation), and N
+    servers sharing one machine (the profile's ``scenarios.shared.tenants``: one job starts them
+    all and offers every load point to each at once; docs/serving.md)."""
     if scenario is Scenario.SINGLE:
         return [{**framework_arg(FRAMEWORK)}]
     if scenario is Scenario.SHARED:
-        return [{**framework_arg(FRAMEWORK), "interference": "background"}]
+        tenants = request.resolved_profile.scenarios.shared.tenants
+        return [{**framework_arg(FRAMEWORK), "interference": "background"},
+                *({**framework_arg(FRAMEWORK), "interference": "tenants", "tenants": n} for n in tenants if n > 1)]
     return []
+
+
+def servers_per_machine(profile: Profile, scenarios: Iterable[Scenario]) -> int:
+    """The most servers a run's serving jobs start on one machine (its tenants cells'), which the
+    controllers' memory checks multiply a server's needs by."""
+    if Scenario.SHARED not in set(scenarios):
+        return 1
+    return max((n for n in profile.scenarios.shared.tenants if n > 1), default=1)
 
 
 def background(profile: Profile, cell: Mapping[str, Any]) -> Cell:
@@ -38,7 +49,8 @@ def _frameworks(chosen: Iterable[Framework]) -> set[Framework]:
 
 SPEC = SuiteSpec(name="serving", command="serving", cells=cells, opt_in=True, frameworks=_frameworks,
                  document_framework=FRAMEWORK, scenarios=frozenset({Scenario.SINGLE, Scenario.SHARED}),
-                 background=background, background_suite=tf_cnn.SPEC.name,
+                 background=background, background_suite=tf_cnn.SPEC.name, tenants_in_one_job=True,
+                 tenants_metrics=("capacity_machine",),
                  shared_metrics=(("capacity", True), ("capacity_output_throughput", True)),
                  # A server that missed the target at the lowest rate tried (capacity bound "below",
                  # e.g. beside a training job on a loaded machine) served no rate at the target: no

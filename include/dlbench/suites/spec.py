@@ -154,3 +154,10 @@ class SuiteSpec:
     background: Callable[[Profile, Mapping[str, Any]], Cell] | None = None
     """What the looped background job of its shared cells runs, given the profile and the foreground
     cell's arguments (None: a suite without the shared scenario)."""
+    tenants_in_one_job: bool = False
+    """Its tenants cells run as **one** job holding every tenant (``--condition tenants --tenants N``)
+    instead of N jobs started together: the serving job offers each load point to its servers at
+    the same moment, which N jobs' adaptive sweeps would not (they drift apart within a point)."""
+    tenants_metrics: tuple[str, ...] = ()
+    """What a tenants cell carries as is from that one job, beside :attr:`shared_metrics`' comparison
+    (the serving job's ``capacity_machine``: the requests/s all its servers served at the target)."""

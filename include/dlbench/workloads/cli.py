@@ -182,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     net_serve.add_argument("--port", type=int, default=5201)
     net_serve.add_argument("--seconds", type=float, default=None,
                            help="stop after this long (default: until killed)")
+    llm = sub.add_parser("serving-server", help="the serving suite's server alone until stopped, for a load "
+                                                "generator on another machine (serving --server-url)")
+    llm.add_argument("--bind", default="127.0.0.1")
+    llm.add_argument("--port", type=int, default=8100)
+    llm.add_argument("--profile", default="smoke")
+    llm.add_argument("--profile-spec", default=None, metavar="JSON")
     sub.add_parser("schema", help="print the result document's JSON Schema")
     sub.add_parser("profiles", help="print the profiles as JSON")
     args = parser.parse_args(argv)
@@ -196,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         serve: Callable[[str, int, float | None], None] = load("dlbench.workloads.micro.network").serve
         serve(args.bind, args.port, args.seconds)
         return 0
+    if args.command == "serving-server":
+        resolve_profile(parser, args)
+        return int(load("dlbench.workloads.serving.standalone").main(args))
     if args.command == "make-tfrecords":
         write: Callable[..., list[Path]] = load("dlbench.workloads.cnn.tf_data").write_imagenet_tfrecords
         paths = write(

@@ -127,6 +127,8 @@ class RequestRecord(BaseModel):
     itl_s: list[float] = Field(default_factory=list)
     start_s: float
     error: str | None = None
+    server: int | None = None
+    """Which of the servers sharing the machine answered it (tenants: 0, 1, ...); None for one server."""
 
 
 class ResultDocument(BaseModel):

@@ -141,17 +141,20 @@ class ServingSpec(BaseModel):
         """What a server needs: the weights, the KV cache and its processes (:data:`SERVER_OVERHEAD_BYTES`)."""
         return self.model.weight_bytes(self.precision) + self.kv_cache_gib * 2**30 + SERVER_OVERHEAD_BYTES
 
-    def memory_problem(self, profile: str, have_bytes: int | None, where: str = "this machine") -> str | None:
-        """Why a machine of ``have_bytes`` cannot hold this server (None: it can, or its memory is
-        unknown), naming the profile's field: the workload's check and the controller's say the same."""
-        need = self.memory_bytes()
+    def memory_problem(self, profile: str, have_bytes: int | None, where: str = "this machine",
+                       servers: int = 1) -> str | None:
+        """Why a machine of ``have_bytes`` cannot hold this server (``servers`` of them: tenants
+        sharing it) (None: it can, or its memory is unknown), naming the profile's field: the
+        workload's check and the controller's say the same."""
+        need = self.memory_bytes() * servers
         if have_bytes is None or need <= have_bytes:
             return None
         count = self.model.parameters
         size = f"{count / 1e9:.2f} B" if count >= 1e9 else f"{count / 1e6:.1f} M"
         weights = f"{size} weights, {self.precision.value}"
-        return (f"profiles.{profile}.serving.{self._model_field}: {self.model.name} ({weights}) with a "
-                f"{self.kv_cache_gib} GiB KV cache needs about {need / 2**30:.1f} GiB, {where} has "
+        many, verb = (f"{servers} servers of ", "need") if servers > 1 else ("", "needs")
+        return (f"profiles.{profile}.serving.{self._model_field}: {many}{self.model.name} ({weights}) with a "
+                f"{self.kv_cache_gib} GiB KV cache {verb} about {need / 2**30:.1f} GiB, {where} has "
                 f"{have_bytes / 2**30:.1f} GiB: a smaller shape or kv_cache_gib, or a larger machine")
 
     @property

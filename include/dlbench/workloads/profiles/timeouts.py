@@ -94,7 +94,10 @@ def planned_work(profile: Profile, suite: str, args: Mapping[str, Any] | None = 
             seconds, basis = seconds * 3 + lead, basis + f"; alone + x2 beside generation, {lead:.0f} s lead"
         return seconds, basis
     if suite == "serving":
-        return _serving_seconds(profile)
+        seconds, basis = _serving_seconds(profile)
+        if scenario == "shared":  # beside a training job, or servers starting together on shared CPUs
+            seconds, basis = seconds * 2, basis + "; x2 on a shared machine"
+        return seconds, basis
     if suite == "cpu":
         hpl = sum(2 / 3 * n**3 + 2 * n**2 for n in micro.cpu.hpl_sizes) / SLOW_HPL_FLOPS
         hpcg = micro.cpu.hpcg_seconds * 1.2 + 120

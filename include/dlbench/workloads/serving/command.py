@@ -18,9 +18,16 @@ import argparse
 from dlbench.workloads.cli import command, run_from
 from dlbench.workloads.profiles import Framework, Scenario
 
+SERVER_READY = "serving vLLM"
+"""What ``serving-server`` prints once its server answers: ``serving vLLM on <bind>:<port>
+startup_time=<s> model=<name> device=<cpu|cuda>`` (:mod:`dlbench.workloads.serving.standalone`)."""
+SERVER_ENVIRONMENT = "environment "
+"""The line before it: ``environment <JSON>``, the server machine's environment as a job records it."""
+
 SCENARIOS = (Scenario.SINGLE, Scenario.SHARED)
-CONDITIONS = ("alone", "with_background")
-"""A server's conditions in the shared scenario (the background is a training job of its own)."""
+CONDITIONS = ("alone", "with_background", "tenants")
+"""A server's conditions in the shared scenario: alone (the baseline), beside a training background
+(a job of its own), or as ``--tenants`` servers of this job sharing the machine."""
 
 
 def _serving_args(parser: argparse.ArgumentParser) -> None:
@@ -28,13 +35,20 @@ def _serving_args(parser: argparse.ArgumentParser) -> None:
                         help="single: one server on this machine; shared: alone, or beside a training background "
                              "(--condition; docs/serving.md)")
     parser.add_argument("--condition", choices=CONDITIONS, default=None,
-                        help="shared: alone (the baseline) or with_background (a looped training job beside it)")
-    parser.add_argument("--tenants", type=int, default=None, help="shared: servers sharing the machine (1)")
+                        help="shared: alone (the baseline), with_background (a looped training job beside it) or "
+                             "tenants (--tenants servers of this job on one machine, each on its share of the CPUs, "
+                             "every load point offered to all of them at once)")
+    parser.add_argument("--tenants", type=int, default=None,
+                        help="shared: servers sharing the machine (1; more with --condition tenants)")
     parser.add_argument("--framework", default=Framework.VLLM.value, choices=[Framework.VLLM.value],
                         help="the server's engine: vLLM (a controller's job names it, which picks the job's image)")
-    parser.add_argument("--server-url", default=None, metavar="URL",
+    parser.add_argument("--server-url", action="append", default=None, metavar="URL",
                         help="drive the server at URL (http://host:port) instead of starting one: the load generator "
-                             "on another machine than the server, or beside a server started by hand")
+                             "on another machine than the server (python -m dlbench.workloads serving-server), or "
+                             "beside a server started by hand; repeated: every point offered to each at once")
+    parser.add_argument("--startup-time", type=float, default=None, metavar="SECONDS",
+                        help="with --server-url: the given server's start-up time, measured where it was started "
+                             "(recorded as the startup_time sample)")
     parser.add_argument("--requests", type=int, default=None,
                         help="override the profile: requests per load point")
 
@@ -46,12 +60,20 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return f"--scenario shared needs --condition ({', '.join(CONDITIONS)})"
     if not shared and (args.condition is not None or args.tenants is not None):
         return "--condition and --tenants belong to --scenario shared"
-    if args.tenants not in (None, 1):
-        return "--tenants: one server per machine (two servers sharing one are not built: docs/serving.md)"
+    tenants = args.condition == "tenants"
+    if args.tenants is not None and (args.tenants < 1 or (args.tenants > 1) != tenants):
+        return "--tenants: more than one server only with --condition tenants (and at least 2 there)"
+    if tenants and (args.tenants or 1) < 2:
+        return "--condition tenants needs --tenants 2 or more"
+    if tenants and args.server_url:
+        return "--condition tenants starts its servers: not with --server-url"
+    if args.startup_time is not None and not args.server_url:
+        return "--startup-time is a given server's (with --server-url): a started server's is measured"
     if args.requests is not None and args.requests < 1:
         return "--requests must be at least 1"
-    if args.server_url is not None and not args.server_url.startswith(("http://", "https://")):
-        return f"--server-url must be an http:// or https:// URL, got {args.server_url!r}"
+    for url in args.server_url or []:
+        if not url.startswith(("http://", "https://")):
+            return f"--server-url must be an http:// or https:// URL, got {url!r}"
     return None
 
 

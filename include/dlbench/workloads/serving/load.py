@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,27 @@ def generator_args(spec: ServingSpec, base_url: str, tokenizer: Path, point: Loa
 def run_point(spec: ServingSpec, base_url: str, tokenizer: Path, point: LoadPoint, seed: int) -> PointResult:
     """Drive one point and return what it measured (the generator's own report is not printed:
     a job's output is its document)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return parse_result(point, _generate(spec, base_url, tokenizer, point, seed))
+
+
+def run_points(spec: ServingSpec, base_urls: Sequence[str], tokenizer: Path, point: LoadPoint,
+               seeds: Sequence[int]) -> list[PointResult]:
+    """The same point offered to every server at the same moment (tenants sharing a machine), one
+    generator per server in a thread of this process; their results in ``base_urls``' order. The
+    first exception of any generator is raised once all have ended."""
+    if len(base_urls) == 1:
+        return [run_point(spec, base_urls[0], tokenizer, point, seeds[0])]
+    # One redirection around every thread: redirect_stdout swaps the process's sys.stdout, so
+    # threads that each entered their own would restore one another's.
+    with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(len(base_urls)) as pool:
+        futures = [pool.submit(_generate, spec, url, tokenizer, point, seed)
+                   for url, seed in zip(base_urls, seeds, strict=True)]
+        wait(futures)
+        return [parse_result(point, future.result()) for future in futures]
+
+
+def _generate(spec: ServingSpec, base_url: str, tokenizer: Path, point: LoadPoint, seed: int) -> dict[str, Any]:
     # heavy: the generator imports PyTorch and Transformers; only a serving job needs it
     from vllm.benchmarks.serve import add_cli_args, main
 
@@ -112,10 +135,8 @@ def run_point(spec: ServingSpec, base_url: str, tokenizer: Path, point: LoadPoin
 
     parser = FlexibleArgumentParser()
     add_cli_args(parser)
-    args = parser.parse_args(generator_args(spec, base_url, tokenizer, point, seed))
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = main(args)
-    return parse_result(point, result)
+    result: dict[str, Any] = main(parser.parse_args(generator_args(spec, base_url, tokenizer, point, seed)))
+    return result
 
 
 def parse_result(point: LoadPoint, result: dict[str, Any]) -> PointResult:
@@ -138,3 +159,38 @@ def parse_result(point: LoadPoint, result: dict[str, Any]) -> PointResult:
                        output_throughput=float(result["output_throughput"]),
                        goodput=float(result.get("request_goodput") or 0.0), percentiles_ms=percentiles,
                        records=records)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile with linear interpolation between the closest ranks (numpy's
+    default, which vLLM's generator uses): the same definition for pooled tenants' requests."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def pooled(results: Sequence[PointResult]) -> PointResult:
+    """One point as the tenants sharing a machine saw it: the rates per server (the mean over the
+    servers: what one of them served beside the others), every request's latency pooled for the
+    percentiles (a latency target covers every request the machine serves), each record marked with
+    its server. One server's result is returned as its generator computed it."""
+    if len(results) == 1:
+        return results[0]
+    records = [{**record, "server": index} for index, result in enumerate(results) for record in result.records]
+    ok = [r for r in records if not r.get("error")]
+    values = {"ttft": [r["ttft_s"] for r in ok], "e2el": [r["e2e_s"] for r in ok],
+              "tpot": [r["tpot_s"] for r in ok if r["tpot_s"] is not None],
+              "itl": [gap for r in ok for gap in r["itl_s"]]}
+    n = len(results)
+    return PointResult(
+        point=results[0].point, completed=sum(r.completed for r in results), failed=sum(r.failed for r in results),
+        duration=max(r.duration for r in results),
+        request_throughput=sum(r.request_throughput for r in results) / n,
+        output_throughput=sum(r.output_throughput for r in results) / n,
+        goodput=sum(r.goodput for r in results) / n,
+        percentiles_ms={name: {p: 1000.0 * percentile(values[name], p) for p in PERCENTILES} for name in LATENCIES},
+        records=records)

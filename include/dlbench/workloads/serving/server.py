@@ -10,6 +10,7 @@ worker processes it forks; its output goes to a log file whose tail a failure qu
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -19,7 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from dlbench.workloads.profiles import Precision, ServingSpec
@@ -85,12 +86,51 @@ def prefix_cache(url: str, timeout: float = 10.0) -> tuple[float, float] | None:
     return (found["hits"], found["queries"]) if seen else None
 
 
-def server_env(spec: ServingSpec) -> dict[str, str]:
+def server_env(spec: ServingSpec, cpus: Collection[int] | None = None) -> dict[str, str]:
     """Offline (no hub, no usage report) and the profile's KV cache (vLLM's CPU backend reads it
-    from ``VLLM_CPU_KVCACHE_SPACE``, in GiB)."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": str(spec.kv_cache_gib),
-            "TOKENIZERS_PARALLELISM": "false"}
+    from ``VLLM_CPU_KVCACHE_SPACE``, in GiB). ``cpus``: the server's share of the machine, where
+    its engine's OpenMP threads bind (``VLLM_CPU_OMP_THREADS_BIND``; by default vLLM's CPU backend
+    binds them to every CPU it sees, so two servers would spin on the same cores)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+           "DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": str(spec.kv_cache_gib),
+           "TOKENIZERS_PARALLELISM": "false"}
+    if cpus:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_list(cpus)
+    return env
+
+
+def cpu_list(cpus: Collection[int]) -> str:
+    """``0,2,3`` (the form taskset and vLLM's thread binding read)."""
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def cpu_shares(count: int, cpus: Collection[int] | None = None) -> list[frozenset[int]]:
+    """This process's CPUs (``cpus``: its affinity by default) in ``count`` disjoint, contiguous,
+    near-equal shares, one per server sharing the machine; every share gets at least one CPU (with
+    fewer CPUs than servers, the shares wrap round and overlap: said by the caller's label)."""
+    mine = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if count < 1 or not mine:
+        raise ValueError(f"cannot share {len(mine)} CPUs among {count} servers")
+    if len(mine) < count:
+        return [frozenset({mine[i % len(mine)]}) for i in range(count)]
+    size, extra = divmod(len(mine), count)
+    shares, start = [], 0
+    for i in range(count):
+        end = start + size + (1 if i < extra else 0)
+        shares.append(frozenset(mine[start:end]))
+        start = end
+    return shares
+
+
+def served_model(url: str, timeout: float = 10.0) -> str | None:
+    """The model name the server at ``url`` serves (its OpenAI ``/v1/models``), None if it says none."""
+    try:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=timeout) as response:
+            listing = json.loads(response.read().decode(errors="replace"))
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+    models = (listing.get("data") or []) if isinstance(listing, dict) else []
+    return str(models[0].get("id")) if models and isinstance(models[0], dict) else None
 
 
 class Server:
@@ -98,22 +138,28 @@ class Server:
     (raises :class:`ServerFailed` once it has died), ``stop`` (its whole process group)."""
 
     def __init__(self, spec: ServingSpec, model_dir: Path, log: Path, host: str = "127.0.0.1",
-                 port: int | None = None, python: str = sys.executable) -> None:
-        """``python``: the interpreter that has vLLM (the job's own, unless a tool starts it)."""
+                 port: int | None = None, python: str = sys.executable, cpus: Collection[int] | None = None) -> None:
+        """``python``: the interpreter that has vLLM (the job's own, unless a tool starts it);
+        ``cpus``: the CPUs the server and everything it starts run on (default: the job's own)."""
         self.spec, self.model_dir, self.log, self.host, self.python = spec, model_dir, log, host, python
+        self.cpus = frozenset(cpus) if cpus else None
         self.port = port or free_port(host)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = "127.0.0.1" if self.host == "0.0.0.0" else self.host  # noqa: S104 - listening on every address
+        return f"http://{host}:{self.port}"
 
     def start(self, *, clock: Callable[[], float] = time.monotonic, poll: float = 0.25) -> float:
         started = clock()
         with self.log.open("wb") as out:
+            cpus = self.cpus
             self.process = subprocess.Popen(server_argv(self.spec, self.model_dir, self.host, self.port, self.python),
                                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=server_env(self.spec), start_new_session=True)
+                                            env=server_env(self.spec, cpus), start_new_session=True,
+                                            # every process the server forks inherits its share
+                                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         deadline = started + self.spec.startup_timeout_s
         while clock() < deadline:
             self.check()
