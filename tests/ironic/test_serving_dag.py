@@ -1,6 +1,8 @@
-"""The serving suite on a devcloud Ironic node (provider=ironic, dag.test()): vLLM's server as a
-process of the job on the node's bare metal, driven by vLLM's load generator on the node, the
-document and every request's record back, archived and loaded.
+"""The serving suite on devcloud Ironic nodes (provider=ironic, dag.test()): vLLM's server alone
+on one node's bare metal (``serving-server``, a process over SSH), driven by vLLM's load generator
+on the run's other node, as a tenant's requests reach a server across the cloud's network; the
+document (the server machine's environment, the client named) and every request's record back,
+archived and loaded; the server stopped before release.
 
 The node image carries the training frameworks only (vLLM would add 3.4 GB to every node for a
 suite few runs name): the prepare stage makes vLLM's venv of its own on the node when a run names
@@ -34,7 +36,7 @@ def test_serving_on_an_ironic_node(dag, clean_cloud, tmp_path, monkeypatch: pyte
     monkeypatch.setenv(PROFILES_FILE_ENV, str(profiles))
     conf = {"provider": "ironic", "platforms": ["bare_metal"], "suites": ["serving"], "profile": "serving-ironic",
             "repetitions": 1, "scenarios": ["single"],
-            "ironic": settings(image_source=node_image(), nodes={"bare_metal": 1}, prepare_timeout=900
+            "ironic": settings(image_source=node_image(), nodes={"bare_metal": 2}, prepare_timeout=900
                                ).model_dump(exclude={"name"})}
     run = dag.test(run_conf=conf)
     assert_succeeded(run)
@@ -47,3 +49,12 @@ def test_serving_on_an_ironic_node(dag, clean_cloud, tmp_path, monkeypatch: pyte
     assert len([r for r in doc.requests if r.load == "concurrency"]) == 8
     # The node image had no vLLM: the prepare stage made its venv, and the job ran its interpreter.
     assert "venv-vllm" in doc.labels["prepared"], doc.labels
+    # The server ran on the job's node, the load generator on the other one.
+    server, client = doc.labels["target"], doc.labels["load_client"]
+    assert client.endswith(f"-> server on {server}") and not client.startswith(server), doc.labels
+    assert doc.labels["server"].startswith("given http://198.18.") and doc.labels["server"].endswith(":8100")
+    # The document describes the server's machine (its environment, measured there), not the client's.
+    assert doc.environment.hostname.startswith("devcloud-node-"), doc.environment
+    assert doc.labels["load_client_host"].startswith("devcloud-node-")
+    assert doc.environment.hostname != doc.labels["load_client_host"], doc.labels
+    assert doc.sample("startup_time").value > 1

@@ -259,9 +259,11 @@ def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive
                     else:  # the server on the target, the load generator on another instance
                         driven = the_job.model_copy(update={"args": {**the_job.args, **client.args}})
                         doc = executors.executor_for(client.target).execute(driven, client.target, archive, timeout)
+                        # The document describes the machine measured (the server's), and names the client's.
+                        doc.labels["load_client"] = client.label
+                        doc.labels["load_client_host"] = doc.environment.hostname
                         doc.environment = Environment.model_validate_json(client.environment).model_copy(
                             update={"platform": doc.environment.platform})
-                        doc.labels["load_client"] = client.label
         except MachineBusy as busy:  # raised only while claiming: nothing of the job ran
             doc = failed_document(the_job, str(busy))
             doc.write(archive)
