@@ -8,7 +8,7 @@ import pytest
 
 from dlbench.errors import PeerError
 from dlbench.execution.image import DEFAULT_TAG
-from dlbench.execution.peer import network_peer
+from dlbench.execution.peer import network_peer, serving_peer
 from dlbench.execution.ssh import SSHExecutor
 from dlbench.workloads.result import Status
 from tests.execution.test_ssh_executor import workload_access
@@ -55,6 +55,16 @@ def test_a_peer_that_cannot_serve_fails_clearly_and_leaves_nothing(fleet):
     with pytest.raises(PeerError, match="exited before serving"), network_peer(target, 5311):
         pass
     assert not listening(machine, 5311)
+    # The serving suite's server alone, started from an interpreter without vLLM (the node image's
+    # training venv: the run's prepare stage had not made vLLM's): the error quotes the server's cause.
+    served = machine.target("bare_metal", machine.access(**workload_access(machine)), labels={"run_id": "peer-test"})
+    with pytest.raises(PeerError, match="serving-server on .* exited before serving: .*No module named 'vllm'"), \
+            serving_peer(served, ["--profile", "smoke"], run_id="peer-test", port=8111, ready_timeout=180):
+        pass
+    assert not listening(machine, 8111)
+    with machine.host() as host:
+        _, out = host.run(["sh", "-c", "pgrep -af '[d]lbench.workloads serving-server' || true"], 30)
+    assert out.strip() == ""
 
 
 def test_container_peer_publishes_its_ports_and_is_removed(engine_node, fleet, run_id, tmp_path):

@@ -23,7 +23,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlbench.errors import PeerError
 from dlbench.execution.container import ContainerLaunch, server_launch, serving_server_launch
@@ -51,7 +51,7 @@ def network_peer(peer: Target, port: int = 5201, *, run_id: str | None = None,
         raise ValueError(f"port must leave room for the echo port (port + 1): {port}")
     argv = ("python", "-m", "dlbench.workloads", "net-serve", "--bind", "0.0.0.0", "--port", str(port))
     with _background_server(peer, "net-serve", argv, READY, run_id=run_id, ready_timeout=ready_timeout,
-                            launch=lambda user, run: server_launch(peer, run, port, user)) as (address, _):
+                            launch=lambda user, run: server_launch(peer, run, port, user)) as (address, _, _):
         yield address
 
 
@@ -65,6 +65,11 @@ class ServingPeer:
     """Seconds from the server's process start to its first healthy answer (measured on its machine)."""
     environment: str
     """The server machine's environment, as the workload recorded it there (a JSON object)."""
+    output: Callable[[], str] = field(compare=False, default=lambda: "")
+    """What the server has printed so far (a failure's cause: the server's log tail)."""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.output().strip().splitlines()[-lines:])
 
 
 SERVING_PORT = 8100
@@ -87,21 +92,22 @@ def serving_peer(server: Target, profile_args: Sequence[str], *, run_id: str, po
         return serving_server_launch(server, run, port, argv, user)
 
     with _background_server(server, "serving-server", argv, SERVING_READY, run_id=run_id, ready_timeout=ready_timeout,
-                            launch=launch, framework=Framework.VLLM) as (address, said):
+                            launch=launch, framework=Framework.VLLM) as (address, said, output):
         ready = next(line for line in said.splitlines() if line.startswith(SERVING_READY))
         startup = re.search(r"startup_time=([0-9.]+)", ready)
         environment = next((line.removeprefix(ENVIRONMENT) for line in said.splitlines()
                             if line.startswith(ENVIRONMENT)), "{}")
         yield ServingPeer(url=f"http://{address}:{port}", startup_time=float(startup.group(1)) if startup else 0.0,
-                          environment=environment)
+                          environment=environment, output=output)
 
 
 @contextlib.contextmanager
 def _background_server(peer: Target, what: str, argv: Sequence[str], ready: str, *, run_id: str | None,
                        ready_timeout: float, launch: Callable[[str | None, str], ContainerLaunch],
-                       framework: Framework | None = None) -> Iterator[tuple[str, str]]:
+                       framework: Framework | None = None) -> Iterator[tuple[str, str, Callable[[], str]]]:
     """``argv`` (``python -m dlbench.workloads ...``) in the background on ``peer`` until the block
-    ends; yields (the machine's address, what the server had printed once ``ready`` appeared)."""
+    ends; yields (the machine's address, what the server had printed once ``ready`` appeared, a
+    reader of what it has printed since)."""
     access = peer.access
     if not isinstance(access, SSHHost):
         raise ValueError(f"a {what} peer runs on another instance over SSH, not on a {access.kind!r} target")
@@ -111,12 +117,12 @@ def _background_server(peer: Target, what: str, argv: Sequence[str], ready: str,
             run = run_id or peer.labels.get("run_id")
             if not run:
                 raise ValueError("run_id is needed to label the peer's container (teardown finds it by label)")
-            with _container_peer(host, peer, launch(host.ids(), run), run, what, ready, ready_timeout) as said:
-                yield address, said
+            with _container_peer(host, peer, launch(host.ids(), run), run, what, ready, ready_timeout) as (said, out):
+                yield address, said, out
         else:
             python = access.python_for(framework) if framework is not None else access.python
-            with _process_peer(host, access, [python, *argv[1:]], what, ready, ready_timeout) as said:
-                yield address, said
+            with _process_peer(host, access, [python, *argv[1:]], what, ready, ready_timeout) as (said, out):
+                yield address, said, out
 
 
 # -- host runtime --------------------------------------------------------------------------------
@@ -134,7 +140,7 @@ which linger until the machine's init reaps them."""
 
 @contextlib.contextmanager
 def _process_peer(host: RemoteHost, access: SSHHost, argv: Sequence[str], what: str, ready: str,
-                  ready_timeout: float) -> Iterator[str]:
+                  ready_timeout: float) -> Iterator[tuple[str, Callable[[], str]]]:
     logfile = f"/tmp/dlbench-{what}-{uuid.uuid4().hex[:8]}.log"
     env = [f"PYTHONPATH={access.pythonpath}"] if access.pythonpath else []
     out = host.check(["sh", "-c", _START, "sh", logfile, "env", *env, *argv], 30).strip()
@@ -145,7 +151,8 @@ def _process_peer(host: RemoteHost, access: SSHHost, argv: Sequence[str], what: 
     if pgid != pid:  # setsid forked: the server leads its own group, whose id we must signal
         log.info("%s on %s: pid %s in process group %s", what, host.address, pid, pgid)
     try:
-        yield _wait_ready(host, ["cat", logfile], ["sh", "-c", _ALIVE, "sh", pgid], ready_timeout, what, ready)
+        said = _wait_ready(host, ["cat", logfile], ["sh", "-c", _ALIVE, "sh", pgid], ready_timeout, what, ready)
+        yield said, lambda: host.run(["cat", logfile], 30)[1]
     finally:
         _stop_group(host, pgid, what)
         host.run(["rm", "-f", "--", logfile], 30)
@@ -170,7 +177,7 @@ def _stop_group(host: RemoteHost, pgid: str, what: str) -> None:
 
 @contextlib.contextmanager
 def _container_peer(host: RemoteHost, peer: Target, launch: ContainerLaunch, run_id: str, what: str, ready: str,
-                    ready_timeout: float) -> Iterator[str]:
+                    ready_timeout: float) -> Iterator[tuple[str, Callable[[], str]]]:
     access = peer.access
     assert isinstance(access, SSHDocker)  # a container peer is an SSHDocker machine (its runtime is docker)
     engine = access.engine
@@ -181,7 +188,8 @@ def _container_peer(host: RemoteHost, peer: Target, launch: ContainerLaunch, run
             raise PeerError(f"{engine} could not start the {what} peer on {host.address}: {out.strip()[-400:]}")
         running = ["sh", "-c", '[ "$("$1" inspect --format "{{.State.Running}}" "$2")" = true ]', "sh", engine,
                    launch.name]
-        yield _wait_ready(host, [engine, "logs", launch.name], running, ready_timeout, f"{what} container", ready)
+        said = _wait_ready(host, [engine, "logs", launch.name], running, ready_timeout, f"{what} container", ready)
+        yield said, lambda: host.run([engine, "logs", launch.name], 60)[1]
     finally:
         _remove_if_ours(host, engine, launch.name, run_id)
         status, out = host.run([engine, "ps", "-a", "-q", "--filter", f"name=^/{launch.name}$"], 60)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -87,6 +87,8 @@ class ServingClient:
     """The server machine's environment (JSON): what the job's document describes."""
     label: str
     """The ``load_client`` label: which machine drove which."""
+    server_output: Callable[[], str]
+    """The server's output so far: a failed job's error quotes its tail (the server's cause)."""
 
 
 @contextmanager
@@ -114,7 +116,7 @@ def serving_client(job: Job, target: Target, targets: list[Target]) -> Iterator[
     ready_s = get_profile(job.profile).serving.startup_timeout_s + 60  # its own limit, then the SSH round trips
     with serving_peer(target, profile_args, run_id=job.run_id, ready_timeout=ready_s) as server:
         args = {"server_url": server.url, "startup_time": f"{server.startup_time:.3f}"}
-        yield ServingClient(target=client, args=args, environment=server.environment,
+        yield ServingClient(target=client, args=args, environment=server.environment, server_output=server.tail,
                             label=f"{client.name} (another {target.runtime} instance) -> server on {target.name}")
 
 

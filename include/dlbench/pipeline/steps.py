@@ -264,6 +264,8 @@ def _run_staged(the_job: Job, target: Target, all_targets: list[Target], archive
                         doc.labels["load_client_host"] = doc.environment.hostname
                         doc.environment = Environment.model_validate_json(client.environment).model_copy(
                             update={"platform": doc.environment.platform})
+                        if doc.status is Status.FAILED:  # the server's own account, from its machine
+                            doc.error = f"{doc.error}; the server on {target.name} printed:\n{client.server_output()}"
         except MachineBusy as busy:  # raised only while claiming: nothing of the job ran
             doc = failed_document(the_job, str(busy))
             doc.write(archive)
