@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -14,7 +15,9 @@ from dlbench.execution import workload_env
 from dlbench.pipeline.steps import safe_run_id
 from dlbench.reports import text_table
 from dlbench.warehouse import archive, db
+from dlbench.workloads.profiles import get_profile
 from dlbench.workloads.result import ResultDocument, Status
+from dlbench.workloads.serving.load import LoadPoint, requests_for
 from tests.support.dagruns import assert_succeeded
 from tests.support.prereqs import ROOT
 from tests.support.serving import serving_python, vllm_servers
@@ -47,7 +50,7 @@ def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, m
     # its own image or environment): the cell compares its capacity under both.
     for platform in PLATFORMS:
         cell = next(d for d in docs if d.environment.platform.value == platform and d.labels.get("role") == "aggregate"
-                    and d.benchmark.suite == "serving")
+                    and d.benchmark.suite == "serving" and d.benchmark.parameters.get("interference") == "background")
         assert cell.status is Status.OK, cell.error
         assert cell.benchmark.parameters["scenario"] == "shared"
         assert cell.benchmark.parameters["interference"] == "background"
@@ -58,6 +61,36 @@ def test_serving_on_both_embedded_platforms(dag, serving_image, docker_client, m
                           and d.labels.get("role") == "background")
         assert background.benchmark.suite == "tf_cnn" and background.labels["ended_by"] == "sigterm"
         assert background.sample("throughput").unit == "images/s"
+    # Tenants (the profile's shared.tenants: smoke's 2): the server alone, then one job with two servers on
+    # the machine, each on its half of the CPUs, every point offered to both at once.
+    for platform in PLATFORMS:
+        cell = next(d for d in docs if d.environment.platform.value == platform and d.labels.get("role") == "aggregate"
+                    and d.benchmark.suite == "serving" and d.benchmark.parameters.get("interference") == "tenants")
+        assert cell.status is Status.OK, cell.error
+        alone, loaded = cell.sample("capacity_alone").value, cell.sample("capacity", condition="loaded").value
+        assert cell.sample("degradation_capacity").value == pytest.approx((alone - loaded) / alone * 100)
+        assert cell.sample("capacity_machine").value == pytest.approx(2 * loaded)
+        (tenants,) = [d for d in docs if d.labels.get("cell_job_id") == cell.job_id
+                      and d.labels.get("role") == "tenant"]
+        assert tenants.status is Status.OK, tenants.error
+        assert tenants.benchmark.parameters["condition"] == "tenants" and tenants.benchmark.parameters["tenants"] == 2
+        shares = [set(share.split(",")) for share in tenants.labels["server_cpus"].split()]
+        assert len(shares) == 2 and not shares[0] & shares[1], tenants.labels  # disjoint shares of the CPUs
+        each = [float(seconds) for seconds in tenants.labels["startup_times"].split()]
+        assert len([s for s in tenants.samples if s.metric == "startup_time"]) == 1 and len(each) == 2
+        assert tenants.sample("startup_time").value == pytest.approx(max(each), abs=0.05)  # until both answer
+        assert tenants.sample("capacity_machine").value == pytest.approx(2 * tenants.sample("capacity").value)
+        spec = get_profile("smoke").serving.model_copy(update=PROFILE["serving-e2e"]["serving"])
+        for point in (LoadPoint(concurrency=2), LoadPoint(rate=4.0)):
+            # Both servers answered every point, as many requests each as one server alone would get.
+            records = [r for r in tenants.requests if r.load == point.kind and r.level == point.level]
+            assert [len([r for r in records if r.server == s]) for s in (0, 1)] == [requests_for(spec, point)] * 2
+            # The point's percentiles are the two servers' requests pooled (numpy's definition).
+            ttfts, tpots = np.array([r.ttft_s for r in records]), np.array([r.tpot_s for r in records])
+            assert tenants.sample("ttft_p99", **point.labels).value == pytest.approx(np.percentile(ttfts, 99),
+                                                                                    rel=1e-9)
+            assert tenants.sample("tpot_p50", **point.labels).value == pytest.approx(np.percentile(tpots, 50),
+                                                                                    rel=1e-9)
     for platform, doc in serving.items():
         assert doc.status is Status.OK, (platform, doc.error)
         assert doc.labels["framework"] == "vllm" and doc.sample("startup_time").value > 0

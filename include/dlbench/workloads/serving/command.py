@@ -39,7 +39,8 @@ def _serving_args(parser: argparse.ArgumentParser) -> None:
                              "tenants (--tenants servers of this job on one machine, each on its share of the CPUs, "
                              "every load point offered to all of them at once)")
     parser.add_argument("--tenants", type=int, default=None,
-                        help="shared: servers sharing the machine (1; more with --condition tenants)")
+                        help="shared: the cell's servers sharing the machine (1); this job starts them all with "
+                             "--condition tenants, one (the baseline) with --condition alone")
     parser.add_argument("--framework", default=Framework.VLLM.value, choices=[Framework.VLLM.value],
                         help="the server's engine: vLLM (a controller's job names it, which picks the job's image)")
     parser.add_argument("--server-url", action="append", default=None, metavar="URL",
@@ -61,8 +62,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if not shared and (args.condition is not None or args.tenants is not None):
         return "--condition and --tenants belong to --scenario shared"
     tenants = args.condition == "tenants"
-    if args.tenants is not None and (args.tenants < 1 or (args.tenants > 1) != tenants):
-        return "--tenants: more than one server only with --condition tenants (and at least 2 there)"
+    if args.tenants is not None and args.tenants < 1:
+        return "--tenants must be at least 1"
     if tenants and (args.tenants or 1) < 2:
         return "--condition tenants needs --tenants 2 or more"
     if tenants and args.server_url:

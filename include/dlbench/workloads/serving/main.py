@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         if mismatch is not None:
             raise mismatch
         serve(doc, spec, Path(args.out), seed=args.repetition, server_urls=urls,
-              servers=1 if urls else tenants, startup_time=args.startup_time)
+              servers=tenants if args.condition == "tenants" else 1, startup_time=args.startup_time)
     return 0
 
 
