@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlbench.workloads.cli import main as workload_cli
 from dlbench.workloads.profiles import (
     LatencyTarget,
     Profile,
@@ -25,9 +26,11 @@ from dlbench.workloads.profiles import (
     profile_to_argument,
     resolve_profiles,
 )
-from dlbench.workloads.result import ResultDocument, Status
+from dlbench.workloads.result import Environment, ResultDocument, Status
 from dlbench.workloads.serving.capacity import Bound, search
-from dlbench.workloads.serving.load import LoadPoint, requests_for
+from dlbench.workloads.serving.command import SERVER_ENVIRONMENT, SERVER_READY
+from dlbench.workloads.serving.load import LoadPoint, percentile, requests_for
+from dlbench.workloads.serving.server import cpu_shares
 from tests.support.prereqs import ROOT
 from tests.support.serving import serving_python, vllm_servers
 
@@ -284,10 +287,7 @@ def test_a_server_alone_for_a_client_on_another_machine(tmp_path):
     """``serving-server`` (what a cloud run starts on the machine measured) prints the machine's
     environment and its start-up time once ready; ``serving --server-url`` drives it, serving the
     shape the server says it serves, and records the given start-up time; SIGTERM stops the server
-    and everything it started. A server that dies makes ``serving-server`` exit 1 with its log's tail."""
-    from dlbench.workloads.result import Environment
-    from dlbench.workloads.serving.command import SERVER_ENVIRONMENT, SERVER_READY
-
+    and everything it started."""
     python = serving_python()
     profile = profile_with("serving-alone", concurrency=[1], rates=[4.0], requests=6, bisection_steps=0)
     server = subprocess.Popen([python, "-m", "dlbench.workloads", "serving-server", "--bind", "127.0.0.1",
@@ -340,8 +340,6 @@ def test_a_server_alone_for_a_client_on_another_machine(tmp_path):
 
 
 def test_tenants_get_disjoint_near_equal_cpu_shares_and_pooled_percentiles_are_numpys():
-    from dlbench.workloads.serving.load import percentile
-    from dlbench.workloads.serving.server import cpu_shares
 
     assert cpu_shares(2, [0, 1]) == [frozenset({0}), frozenset({1})]
     assert cpu_shares(2, [0, 1, 2, 3, 4]) == [frozenset({0, 1, 2}), frozenset({3, 4})]
@@ -355,7 +353,6 @@ def test_tenants_get_disjoint_near_equal_cpu_shares_and_pooled_percentiles_are_n
 
 
 def test_the_tenants_arguments_are_checked_before_anything_starts(tmp_path, capsys):
-    from dlbench.workloads.cli import main
 
     for argv, said in (
         (["--tenants", "2"], "--condition and --tenants belong to --scenario shared"),
@@ -366,6 +363,6 @@ def test_the_tenants_arguments_are_checked_before_anything_starts(tmp_path, caps
         (["--startup-time", "3"], "--startup-time is a given server's"),
         (["--server-url", "http://h:1", "--server-url", "h:2"], "must be an http:// or https:// URL, got 'h:2'"),
     ):
-        assert main(["serving", "--out", str(tmp_path / "x.json"), *argv]) == 2, argv
+        assert workload_cli(["serving", "--out", str(tmp_path / "x.json"), *argv]) == 2, argv
         assert said in capsys.readouterr().err, argv
     assert not (tmp_path / "x.json").exists()
