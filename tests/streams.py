@@ -38,6 +38,7 @@ every stream has ended (:data:`LAST`), with nothing else running.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import subprocess
@@ -90,6 +91,8 @@ class Step:
     after: tuple[Step, ...] = ()
     """Steps of which the first to end starts this one (:data:`TAILS`)."""
     ended: threading.Event = field(default_factory=threading.Event)
+    ended_order: int = 0
+    """Its place among the steps that have ended (1: the first), taken as its end line is said."""
     started_after: str | None = None
     """Which of :attr:`after` had ended when this one started (the summary names it)."""
 
@@ -154,12 +157,17 @@ def _say(message: str, t0: float) -> None:
         print(f"[{elapsed // 60:3d}m{elapsed % 60:02d}s] {message}", flush=True)
 
 
+_ENDED = itertools.count(1)
+_ENDED_LOCK = threading.Lock()
+
+
 def _run_stream(steps: list[Step], t0: float) -> None:
     for step in steps:
         if step.after:  # the first of them to end starts this one
             while not any(s.ended.is_set() for s in step.after):
                 time.sleep(0.5)
-            step.started_after = next(s.name for s in step.after if s.ended.is_set())
+            # The first to end, not the first listed: both may have ended before this thread looked.
+            step.started_after = min((s for s in step.after if s.ended.is_set()), key=lambda s: s.ended_order).name
         _say(f"{step.name}: started ({step.log})", t0)
         start = time.monotonic()
         try:
@@ -167,8 +175,12 @@ def _run_stream(steps: list[Step], t0: float) -> None:
                 step.rc = subprocess.call(step.argv, cwd=ROOT, env=step.env, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)
             step.seconds = time.monotonic() - start
-            _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
+            with _ENDED_LOCK:  # the order the end lines are said in is the order the steps ended
+                _say(f"{step.name}: ended, exit {step.rc}, {step.seconds:.0f} s ({_last_line(step.log)})", t0)
+                step.ended_order = next(_ENDED)
         finally:
+            with _ENDED_LOCK:
+                step.ended_order = step.ended_order or next(_ENDED)
             step.ended.set()  # after its line; also on an error: a step waiting for this one must not hang
 
 
