@@ -57,20 +57,24 @@ class Job(BaseModel):
                  f"r{self.repetition}"]
         return "/".join(parts)
 
-    def workload_argv(self, out: str, data_dir: str | None = None) -> list[str]:
-        """Arguments after ``python -m dlbench.workloads`` for this job."""
-        argv = [
-            self.command, "--out", out, "--run-id", self.run_id, "--job-id", self.job_id,
-            "--repetition", str(self.repetition), "--platform", self.platform.value, "--profile", self.profile,
-        ]
+    def profile_argv(self) -> list[str]:
+        """``--profile`` (and ``--profile-spec`` for a user profile the machine running the job may
+        not know): how any workload command of this job names the profile it was planned with."""
         profile = get_profile(self.profile)
         here = profile_digest(profile, self.suite)
         if self.profile_digest is not None and here != self.profile_digest:
             raise ValueError(f"profile {self.profile!r} here has digest {here}, but the job was "
                              f"planned with {self.profile_digest}: pass the run's request to run_job (it carries "
                              "the pinned profile)")
-        if not is_builtin(profile):  # a user profile: the machine running the job may not know it
-            argv += ["--profile-spec", profile_to_argument(profile)]
+        return ["--profile", self.profile, *([] if is_builtin(profile) else ["--profile-spec",
+                                                                             profile_to_argument(profile)])]
+
+    def workload_argv(self, out: str, data_dir: str | None = None) -> list[str]:
+        """Arguments after ``python -m dlbench.workloads`` for this job."""
+        argv = [
+            self.command, "--out", out, "--run-id", self.run_id, "--job-id", self.job_id,
+            "--repetition", str(self.repetition), "--platform", self.platform.value, *self.profile_argv(),
+        ]
         for key, value in self.args.items():
             if isinstance(value, bool):  # a switch: present or absent
                 argv += [f"--{key.replace('_', '-')}"] if value else []

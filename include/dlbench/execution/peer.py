@@ -65,7 +65,7 @@ class ServingPeer:
     """Seconds from the server's process start to its first healthy answer (measured on its machine)."""
     environment: str
     """The server machine's environment, as the workload recorded it there (a JSON object)."""
-    output: Callable[[], str] = field(compare=False, default=lambda: "")
+    output: Callable[[], str] = field(compare=False)
     """What the server has printed so far (a failure's cause: the server's log tail)."""
 
     def tail(self, lines: int = 30) -> str:

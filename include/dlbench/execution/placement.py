@@ -107,14 +107,8 @@ def serving_client(job: Job, target: Target, targets: list[Target]) -> Iterator[
     if client is None:
         yield None
         return
-    profile = job.workload_argv("-")
-    at = profile.index("--profile")
-    profile_args = profile[at:at + 2]
-    if "--profile-spec" in profile:
-        at = profile.index("--profile-spec")
-        profile_args += profile[at:at + 2]
     ready_s = get_profile(job.profile).serving.startup_timeout_s + 60  # its own limit, then the SSH round trips
-    with serving_peer(target, profile_args, run_id=job.run_id, ready_timeout=ready_s) as server:
+    with serving_peer(target, job.profile_argv(), run_id=job.run_id, ready_timeout=ready_s) as server:
         args = {"server_url": server.url, "startup_time": f"{server.startup_time:.3f}"}
         yield ServingClient(target=client, args=args, environment=server.environment, server_output=server.tail,
                             label=f"{client.name} (another {target.runtime} instance) -> server on {target.name}")

@@ -52,16 +52,13 @@ def main(args: argparse.Namespace) -> int:
     if refused("serving", usage_problem(args)):
         return 2
     urls = list(args.server_url or [])
-    spec = get_profile(args.profile).serving
-    device = engine_device()
+    spec, device = local_shape(args.profile)
     mismatch = None
     if urls:  # the servers chose the shape on their machine: drive what they serve
         try:
-            spec, device = given_shape(spec, urls[0])
+            spec, device = given_shape(get_profile(args.profile).serving, urls[0])
         except ValueError as exc:
             mismatch = exc  # raised inside the workload: the document says it
-    elif device == "cpu":
-        spec = spec.on_cpu()  # the profile's cpu_model, where it names one
     if args.requests is not None:
         spec = spec.model_copy(update={"requests": args.requests})
     tenants = args.tenants or 1
@@ -77,6 +74,13 @@ def main(args: argparse.Namespace) -> int:
         serve(doc, spec, Path(args.out), seed=args.repetition, server_urls=urls,
               servers=tenants if args.condition == "tenants" else 1, startup_time=args.startup_time)
     return 0
+
+
+def local_shape(profile: str) -> tuple[ServingSpec, str]:
+    """The profile's serving spec as this machine's vLLM serves it, and that build's device: the
+    CPU build serves the profile's ``cpu_model`` where it names one."""
+    spec, device = get_profile(profile).serving, engine_device()
+    return (spec.on_cpu() if device == "cpu" else spec), device
 
 
 def given_shape(spec: ServingSpec, url: str) -> tuple[ServingSpec, str]:

@@ -15,7 +15,6 @@ process group and exits 0.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
@@ -25,9 +24,8 @@ from pathlib import Path
 from types import FrameType
 
 from dlbench.workloads.environment import collect
-from dlbench.workloads.profiles import get_profile
 from dlbench.workloads.serving.command import SERVER_ENVIRONMENT, SERVER_READY
-from dlbench.workloads.serving.main import engine_device
+from dlbench.workloads.serving.main import local_shape
 from dlbench.workloads.serving.model import write_model_dir
 from dlbench.workloads.serving.server import Server, ServerFailed
 
@@ -41,12 +39,9 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    spec = get_profile(args.profile).serving
-    device = engine_device()
-    if device == "cpu":
-        spec = spec.on_cpu()
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    problem = spec.memory_problem(args.profile, pages)
+    spec, device = local_shape(args.profile)
+    environment = collect()  # what the client's document will describe; its memory is the job's check's
+    problem = spec.memory_problem(args.profile, environment.memory_bytes)
     if problem is not None:
         print(f"serving-server: {problem}", flush=True)
         return 1
@@ -57,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
                     port=args.port)
     try:
         seconds = server.start()
-        print(f"{SERVER_ENVIRONMENT}{collect().model_dump_json()}", flush=True)
+        print(f"{SERVER_ENVIRONMENT}{environment.model_dump_json()}", flush=True)
         print(f"{SERVER_READY} on {args.bind}:{server.port} startup_time={seconds:.3f} model={spec.model.name} "
               f"device={device}", flush=True)
         while True:
